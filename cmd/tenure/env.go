@@ -1,0 +1,35 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"strings"
+)
+
+// envName is the environment variable that sets the flag name:
+// "session-timeout" is TENURE_SESSION_TIMEOUT.
+func envName(flagName string) string {
+	return "TENURE_" + strings.ToUpper(strings.NewReplacer("-", "_", ".", "_").Replace(flagName))
+}
+
+// applyEnv sets every flag that was not given on the command line from its
+// environment variable, if that is set. The command line wins over the
+// environment, and the environment over the default.
+func applyEnv(fs *flag.FlagSet, lookup func(string) (string, bool)) error {
+	given := make(map[string]bool)
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	var err error
+	fs.VisitAll(func(f *flag.Flag) {
+		if err != nil || given[f.Name] {
+			return
+		}
+		v, ok := lookup(envName(f.Name))
+		if !ok {
+			return
+		}
+		if serr := fs.Set(f.Name, v); serr != nil {
+			err = fmt.Errorf("invalid value %q for %s: %v", v, envName(f.Name), serr)
+		}
+	})
+	return err
+}

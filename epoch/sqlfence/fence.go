@@ -1,0 +1,181 @@
+package sqlfence
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/tenure-dev/tenure/epoch"
+)
+
+// Fence guards writes to a PostgreSQL database with fencing tokens kept in
+// one table, one row per partition. It holds no state of its own beyond the
+// *sql.DB, so Fences in any number of processes that name the same table
+// guard the same partitions. A Fence is safe for concurrent use.
+type Fence struct {
+	db *sql.DB
+
+	createSQL  string
+	upsertSQL  string
+	currentSQL string
+}
+
+var _ epoch.Fence = (*Fence)(nil)
+
+// New returns a Fence keeping its tokens in table, which must exist before
+// the Fence is used (see [Fence.CreateTable]). table is a plain or
+// schema-qualified identifier (see the package doc); anything else returns an
+// error wrapping [ErrTableName]. New does not touch the database.
+func New(db *sql.DB, table string) (*Fence, error) {
+	if db == nil {
+		return nil, errors.New("sqlfence: nil *sql.DB")
+	}
+	t, err := quoteTable(table)
+	if err != nil {
+		return nil, err
+	}
+	return &Fence{
+		db: db,
+		createSQL: `CREATE TABLE IF NOT EXISTS ` + t + ` (` +
+			`"partition" integer PRIMARY KEY, ` +
+			`"token" bigint NOT NULL)`,
+		// The alias names the stored row in the WHERE clause whatever the
+		// table's qualification.
+		upsertSQL: `INSERT INTO ` + t + ` AS cur ("partition", "token") VALUES ($1, $2) ` +
+			`ON CONFLICT ("partition") DO UPDATE SET "token" = EXCLUDED."token" ` +
+			`WHERE cur."token" <= EXCLUDED."token"`,
+		currentSQL: `SELECT "token" FROM ` + t + ` WHERE "partition" = $1`,
+	}, nil
+}
+
+// CreateTable creates the Fence's table if it does not exist. It does not
+// check the columns of an existing table.
+func (f *Fence) CreateTable(ctx context.Context) error {
+	if _, err := f.db.ExecContext(ctx, f.createSQL); err != nil {
+		return fmt.Errorf("sqlfence: create table: %w", err)
+	}
+	return nil
+}
+
+// Do runs fn in a transaction that first records token t for partition p,
+// and commits if and only if t is not older than the token stored for p and
+// fn succeeds. fn must do its work through tx and must not commit or roll it
+// back; it runs holding p's row lock, so writers of the same partition wait
+// for it.
+//
+// If a newer token is stored, fn is not called, nothing is written and the
+// error is an [*epoch.StaleError] (wrapping [epoch.ErrStale]) with Current
+// set to the stored token. A token that is not [epoch.Token.Valid] (zero, or
+// negative such as Kafka's generation -1) returns an error wrapping
+// [epoch.ErrNoToken] without touching the database, and fn is not called.
+// If fn returns an error (or panics), the transaction is rolled back and Do
+// returns fn's error (or lets the panic continue). A nil fn records the token
+// only, like [Fence.Admit] but inside an explicit transaction.
+//
+// Do begins the transaction with the database's default isolation; for other
+// options, begin the transaction yourself and call [Fence.AdmitTx].
+func (f *Fence) Do(ctx context.Context, p epoch.Partition, t epoch.Token, fn func(ctx context.Context, tx *sql.Tx) error) error {
+	if !t.Valid() {
+		return fmt.Errorf("sqlfence: partition %d token %v: %w", p, t, epoch.ErrNoToken)
+	}
+	tx, err := f.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("sqlfence: begin: %w", err)
+	}
+	// Undoes everything on every path but a successful Commit, including a
+	// panic in fn; after Commit it is a no-op.
+	defer tx.Rollback()
+
+	if err := f.AdmitTx(ctx, tx, p, t); err != nil {
+		return err
+	}
+	if fn != nil {
+		if err := fn(ctx, tx); err != nil {
+			return err
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("sqlfence: partition %d token %v: commit: %w", p, t, err)
+	}
+	return nil
+}
+
+// AdmitTx records token t for partition p inside tx, a transaction the caller
+// began (with whatever options) and will commit or roll back. Call it before
+// the effect it guards: from then on the transaction holds p's row lock.
+//
+// It returns an [*epoch.StaleError] if a newer token is stored; the caller
+// must then roll tx back rather than apply the effect. It returns an error
+// wrapping [epoch.ErrNoToken], without using tx, for a token that is not
+// [epoch.Token.Valid] (zero or negative). It returns the database's errors
+// wrapped (errors.As reaches the driver's error); under REPEATABLE READ or
+// SERIALIZABLE they include serialization failures the caller may retry.
+func (f *Fence) AdmitTx(ctx context.Context, tx *sql.Tx, p epoch.Partition, t epoch.Token) error {
+	if !t.Valid() {
+		return fmt.Errorf("sqlfence: partition %d token %v: %w", p, t, epoch.ErrNoToken)
+	}
+	res, err := tx.ExecContext(ctx, f.upsertSQL, int32(p), int64(t))
+	if err != nil {
+		return fmt.Errorf("sqlfence: partition %d token %v: %w", p, t, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return fmt.Errorf("sqlfence: partition %d token %v: rows affected: %w", p, t, err)
+	}
+	if n == 1 {
+		return nil
+	}
+	stale := &epoch.StaleError{Partition: p, Token: t}
+	// The row exists (else the insert would have succeeded) and, under READ
+	// COMMITTED, this statement sees the committed token that beat ours.
+	var cur int64
+	if err := tx.QueryRowContext(ctx, f.currentSQL, int32(p)).Scan(&cur); err == nil {
+		stale.Current = epoch.Token(cur)
+	}
+	return stale
+}
+
+// Admit records token t for partition p with no other effect, rejecting it
+// like [Fence.Do] if a newer token is stored, or if t is not
+// [epoch.Token.Valid] ([epoch.ErrNoToken]). It implements [epoch.Fence].
+//
+// Admit runs a single statement outside any explicit transaction, so it costs
+// one round trip when it admits. When it rejects, a second statement reads
+// the StaleError's Current, which is then the newest token stored at that
+// moment: never older than the one that caused the rejection.
+func (f *Fence) Admit(ctx context.Context, p epoch.Partition, t epoch.Token) error {
+	if !t.Valid() {
+		return fmt.Errorf("sqlfence: partition %d token %v: %w", p, t, epoch.ErrNoToken)
+	}
+	res, err := f.db.ExecContext(ctx, f.upsertSQL, int32(p), int64(t))
+	if err != nil {
+		return fmt.Errorf("sqlfence: partition %d token %v: %w", p, t, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return fmt.Errorf("sqlfence: partition %d token %v: rows affected: %w", p, t, err)
+	}
+	if n == 1 {
+		return nil
+	}
+	stale := &epoch.StaleError{Partition: p, Token: t}
+	if cur, err := f.Current(ctx, p); err == nil {
+		stale.Current = cur
+	}
+	return stale
+}
+
+// Current returns the token stored for partition p, or [epoch.None] if no
+// token has been admitted for it.
+func (f *Fence) Current(ctx context.Context, p epoch.Partition) (epoch.Token, error) {
+	var cur int64
+	err := f.db.QueryRowContext(ctx, f.currentSQL, int32(p)).Scan(&cur)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return epoch.None, nil
+	case err != nil:
+		return epoch.None, fmt.Errorf("sqlfence: partition %d: %w", p, err)
+	}
+	return epoch.Token(cur), nil
+}
