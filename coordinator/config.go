@@ -1,0 +1,140 @@
+package coordinator
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/tenure-dev/tenure/assignor"
+)
+
+// Config holds the coordinator-wide settings that shape every group. The
+// zero value is not usable: start from DefaultConfig and override fields.
+// A Config is read-only once a Group uses it and may be shared by all groups.
+type Config struct {
+	// MinSessionTimeout and MaxSessionTimeout bound the session timeout a
+	// classic member may ask for; a JoinGroup outside them is answered
+	// INVALID_SESSION_TIMEOUT. Kafka: group.min.session.timeout.ms (6 s) and
+	// group.max.session.timeout.ms (30 min).
+	MinSessionTimeout time.Duration
+	MaxSessionTimeout time.Duration
+
+	// InitialRebalanceDelay is how long a classic group that is new or empty
+	// waits for more members before completing its first rebalance, so that
+	// a fleet starting together causes one rebalance instead of one per
+	// member. Each new member extends the wait by this much, up to the
+	// rebalance timeout. Kafka: group.initial.rebalance.delay.ms (3 s).
+	InitialRebalanceDelay time.Duration
+
+	// MaxGroupSize is the most members one group may have; a join beyond
+	// it is answered GROUP_MAX_SIZE_REACHED. Kafka: group.max.size.
+	MaxGroupSize int
+
+	// ConsumerSessionTimeout is the session timeout of KIP-848 members
+	// (the protocol lets the coordinator choose it). Kafka:
+	// group.consumer.session.timeout.ms (45 s).
+	ConsumerSessionTimeout time.Duration
+
+	// ConsumerHeartbeatInterval is the interval returned to KIP-848
+	// members in every heartbeat response. Kafka:
+	// group.consumer.heartbeat.interval.ms (5 s).
+	ConsumerHeartbeatInterval time.Duration
+
+	// Assignors are the server-side assignors KIP-848 members may name;
+	// the first is the default. Kafka: group.consumer.assignors
+	// (uniform, range).
+	Assignors []assignor.Assignor
+
+	// Topics resolves topic names and IDs for KIP-848 target assignments
+	// and for commit validation. It must be safe for the concurrent use of
+	// all groups sharing this Config.
+	Topics Topics
+
+	// MaxMetadataBytes bounds the metadata string of a committed offset;
+	// longer ones are answered OFFSET_METADATA_TOO_LARGE. Kafka:
+	// offset.metadata.max.bytes (4096).
+	MaxMetadataBytes int
+}
+
+// DefaultConfig returns tenure's defaults.
+//
+// The KIP-848 session timeout is 10 s and the heartbeat interval 2 s (Kafka
+// uses 45 s and 5 s). Safety does not depend on them, because tokens fence
+// every commit; they set how long partitions of a crashed member stay
+// unowned. 10 s bounds that outage while surviving a 2 s GC pause and
+// three lost heartbeats; a 2 s interval keeps the member's safe-ownership
+// window (session x (1 - drift) - margin, see package epoch) well above two
+// heartbeat intervals, so one lost heartbeat never makes a member Suspect.
+// Use the simulator (tenure tune) to choose values for a given workload.
+func DefaultConfig() Config {
+	return Config{
+		MinSessionTimeout:         6 * time.Second,
+		MaxSessionTimeout:         30 * time.Minute,
+		InitialRebalanceDelay:     3 * time.Second,
+		MaxGroupSize:              10000,
+		ConsumerSessionTimeout:    10 * time.Second,
+		ConsumerHeartbeatInterval: 2 * time.Second,
+		Assignors:                 []assignor.Assignor{assignor.Uniform(), assignor.Range(), assignor.Rendezvous(0)},
+		MaxMetadataBytes:          4096,
+	}
+}
+
+// ErrInvalidConfig is wrapped by every error Validate returns.
+var ErrInvalidConfig = errors.New("coordinator: invalid config")
+
+// Validate reports every setting that is out of range.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...))
+	}
+	if c.MinSessionTimeout <= 0 {
+		bad("min session timeout %v must be positive", c.MinSessionTimeout)
+	}
+	if c.MaxSessionTimeout < c.MinSessionTimeout {
+		bad("max session timeout %v is below the min %v", c.MaxSessionTimeout, c.MinSessionTimeout)
+	}
+	if c.InitialRebalanceDelay < 0 {
+		bad("initial rebalance delay %v is negative", c.InitialRebalanceDelay)
+	}
+	if c.MaxGroupSize <= 0 {
+		bad("max group size %d must be positive", c.MaxGroupSize)
+	}
+	if c.ConsumerSessionTimeout <= 0 {
+		bad("consumer session timeout %v must be positive", c.ConsumerSessionTimeout)
+	}
+	if c.ConsumerHeartbeatInterval <= 0 || c.ConsumerHeartbeatInterval >= c.ConsumerSessionTimeout {
+		bad("consumer heartbeat interval %v must be positive and below the session timeout %v",
+			c.ConsumerHeartbeatInterval, c.ConsumerSessionTimeout)
+	}
+	if len(c.Assignors) == 0 {
+		bad("no assignors")
+	}
+	seen := make(map[string]bool)
+	for _, a := range c.Assignors {
+		if seen[a.Name()] {
+			bad("assignor %q listed twice", a.Name())
+		}
+		seen[a.Name()] = true
+	}
+	if c.Topics == nil {
+		bad("no topic resolver")
+	}
+	if c.MaxMetadataBytes < 0 {
+		bad("max metadata bytes %d is negative", c.MaxMetadataBytes)
+	}
+	return errors.Join(errs...)
+}
+
+// assignor returns the assignor named name, or the default for "".
+func (c *Config) assignor(name string) (assignor.Assignor, bool) {
+	if name == "" {
+		return c.Assignors[0], true
+	}
+	for _, a := range c.Assignors {
+		if a.Name() == name {
+			return a, true
+		}
+	}
+	return nil, false
+}

@@ -1,0 +1,342 @@
+package coordinator
+
+// KIP-848: the consumer group protocol, in which the coordinator computes
+// the assignment.
+//
+// A member joins with ConsumerGroupHeartbeat at epoch 0 and then heartbeats
+// every Config.ConsumerHeartbeatInterval, sending only what changed (a nil
+// field means "unchanged"). Every membership or subscription change bumps
+// the group epoch (g.epoch) and recomputes the target assignment with the
+// assignor; each member then reconciles towards its target on its own
+// heartbeats:
+//
+//   - it keeps owned ∩ target and is asked to revoke owned − target; while
+//     it still reports a revoked partition it stays at its epoch
+//     (UNREVOKED_PARTITIONS) for at most its rebalance timeout, after which
+//     it is evicted ("revocation-timeout");
+//   - once it reports no revoked partition it advances to the group epoch
+//     and is given the partitions of its target that nobody holds; the
+//     others wait until their previous owner releases them
+//     (UNRELEASED_PARTITIONS).
+//
+// A partition is therefore never held by two members in the coordinator's
+// view (g.owners), and a partition given to a member carries the epoch at
+// which it was given as its fencing token, which is higher than the token of
+// any earlier owner because it is the current group epoch and an earlier
+// owner got the partition at an epoch whose target gave it to that owner.
+//
+// Durable records: a GroupRecord at every epoch bump (Protocol is the
+// assignor); a MemberRecord when a member joins, changes its subscription,
+// assignor, rack, rebalance timeout, client ID or host, and with Deleted when it is removed
+// (which also ends every ownership of the member: no AssignmentRecord
+// follows a deletion); an AssignmentRecord whenever a member's epoch,
+// owned partitions (with their tokens), pending or revoking partitions
+// change. Target assignments are not persisted: a restored coordinator
+// recomputes them from the members and their current assignments.
+//
+// Where tenure departs from Kafka (each is noted where it happens): the
+// successor of a static member takes its partitions under fresh tokens,
+// bumping the epoch (without moving anything) only when a fresh token would
+// not exceed an inherited one; revoked partitions are released one by one
+// as the member stops reporting them; evictions that fall due in the same
+// Tick share one epoch bump; a negative rebalance timeout is
+// INVALID_REQUEST; a static member's replacement is not refused by
+// Config.MaxGroupSize; a member rejoining at epoch 0 with its own ID is
+// taken back in place even when static (as Kafka PR #23542 proposes; Kafka
+// 4.x answers UNRELEASED_INSTANCE_ID); a regex subscription needs a Topics
+// resolver that implements TopicLister.
+
+import (
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/tenure-dev/tenure/assignor"
+)
+
+// memberState is a KIP-848 member's reconciliation state.
+type memberState uint8
+
+const (
+	_ memberState = iota
+	// memberStable: the member owns its target, or all of it that is
+	// free, and is at the target epoch.
+	memberStable
+	// memberUnrevoked: the member was asked to revoke partitions and still
+	// reports some of them; it stays at its epoch until it releases them.
+	memberUnrevoked
+	// memberUnreleased: the member is at the target epoch but part of its
+	// target is still held by other members.
+	memberUnreleased
+)
+
+func (s memberState) String() string {
+	switch s {
+	case memberStable:
+		return "stable"
+	case memberUnrevoked:
+		return "unrevoked-partitions"
+	case memberUnreleased:
+		return "unreleased-partitions"
+	}
+	return "memberstate(" + itoa(int(s)) + ")"
+}
+
+// staticLeftEpoch is the member epoch of a static member that left with
+// epoch -2 and may come back (Kafka's LEAVE_GROUP_STATIC_MEMBER_EPOCH).
+const staticLeftEpoch = -2
+
+// consumerMember is one KIP-848 member.
+type consumerMember struct {
+	id         string
+	instanceID string
+	rack       string
+	clientID   string
+	clientHost string
+
+	rebalanceTimeout time.Duration
+	serverAssignor   string
+	// topics is the subscription by name, sorted and without duplicates.
+	topics []string
+	// regex is the subscription regex (v1+) and re its compiled, anchored
+	// form; re is nil when there is none.
+	regex string
+	re    *regexp.Regexp
+	// resolved is topics plus the topics re matches, sorted: what the
+	// assignor sees as the member's subscription.
+	resolved []string
+
+	// epoch is the member epoch (staticLeftEpoch after a static leave);
+	// prevEpoch the epoch before the last advance.
+	epoch, prevEpoch int32
+	state            memberState
+
+	// assigned are the partitions given to the member and not being
+	// revoked, with the token each was given under; revoking are those it
+	// still holds but must release. Both are sorted and both are owned by
+	// the member in g.owners.
+	assigned []OwnedPartition
+	revoking []OwnedPartition
+	// target is the member's part of the target assignment; pending the
+	// part of it still held by other members. Both sorted.
+	target  []TopicPartition
+	pending []TopicPartition
+
+	// deadline is when the session expires; revokeDeadline, when not
+	// zero, when the member is evicted if it still holds revoked
+	// partitions.
+	deadline       time.Time
+	revokeDeadline time.Time
+
+	// assignmentChanged is set when assigned changed since it was last
+	// sent to the member.
+	assignmentChanged bool
+	// countedAt is the target epoch at which the member was counted as
+	// reconciled in consumerState.reconciled (0: not counted).
+	countedAt int32
+}
+
+// consumerState is the KIP-848 part of a Group.
+type consumerState struct {
+	members map[string]*consumerMember
+	// static maps instance IDs to member IDs.
+	static map[string]string
+	// assignorVotes counts the members naming each server assignor.
+	assignorVotes map[string]int
+	// subscribers counts the members subscribing to each topic by name;
+	// regexMembers are the members with a regex subscription. Both are
+	// kept up to date so that resolving subscriptions does not walk every
+	// member.
+	subscribers  map[string]int
+	regexMembers map[*consumerMember]struct{}
+	// input is reused by every target computation.
+	input []assignor.Member
+
+	// targetEpoch is the epoch of the current target assignment; it is
+	// computed synchronously, so it equals the group epoch once the group
+	// has had a member (the group is never "Assigning").
+	targetEpoch int32
+	assignor    string
+	// topics are the existing topics that some member subscribes to, as
+	// resolved for the current target; topicIDs maps their IDs (and those
+	// of topics resolved before) back to names.
+	topics   map[string]resolvedTopic
+	topicIDs map[TopicID]string
+
+	// reconciled counts members at the target epoch in the stable state;
+	// the group is Stable when it counts every member. stable remembers
+	// the last state, to emit EventRebalanceCompleted on the transition,
+	// and moves counts owner changes since the last such event.
+	reconciled int
+	stable     bool
+	moves      int
+
+	// nextDeadline is at or before the earliest member deadline (zero when
+	// there are no members); only Tick recomputes it exactly.
+	nextDeadline time.Time
+
+	// scratch buffers reused by heartbeats.
+	reported []TopicPartition
+}
+
+// resolvedTopic is a topic as the target assignment saw it.
+type resolvedTopic struct {
+	id         TopicID
+	partitions int32
+}
+
+func (c *consumerState) init() {
+	c.members = make(map[string]*consumerMember)
+	c.static = make(map[string]string)
+	c.assignorVotes = make(map[string]int)
+	c.subscribers = make(map[string]int)
+	c.regexMembers = make(map[*consumerMember]struct{})
+	c.topics = make(map[string]resolvedTopic)
+	c.topicIDs = make(map[TopicID]string)
+}
+
+func (c *consumerState) empty() bool { return len(c.members) == 0 }
+
+// stateName is the group state as ConsumerGroupDescribe reports it.
+func (c *consumerState) stateName() string {
+	switch {
+	case len(c.members) == 0:
+		return "Empty"
+	case c.reconciled == len(c.members):
+		return "Stable"
+	}
+	return "Reconciling"
+}
+
+// isReconciled reports whether m counts towards a Stable group.
+func (c *consumerState) isReconciled(m *consumerMember) bool {
+	return m.state == memberStable && m.epoch == c.targetEpoch
+}
+
+// recount updates the reconciled count after m changed.
+func (c *consumerState) recount(m *consumerMember) {
+	counted := m.countedAt == c.targetEpoch && m.countedAt != 0
+	switch r := c.isReconciled(m); {
+	case r && !counted:
+		c.reconciled++
+		m.countedAt = c.targetEpoch
+	case !r && counted:
+		c.reconciled--
+		m.countedAt = 0
+	}
+}
+
+// subscribe counts m's subscription in the group's totals; unsubscribe
+// takes it out. A member's subscription changes only between the two.
+func (c *consumerState) subscribe(m *consumerMember) {
+	for _, t := range m.topics {
+		c.subscribers[t]++
+	}
+	if m.re != nil {
+		c.regexMembers[m] = struct{}{}
+	}
+}
+
+func (c *consumerState) unsubscribe(m *consumerMember) {
+	for _, t := range m.topics {
+		if c.subscribers[t]--; c.subscribers[t] <= 0 {
+			delete(c.subscribers, t)
+		}
+	}
+	delete(c.regexMembers, m)
+}
+
+// lowerDeadline makes sure nextDeadline is no later than t.
+func (c *consumerState) lowerDeadline(t time.Time) {
+	if c.nextDeadline.IsZero() || t.Before(c.nextDeadline) {
+		c.nextDeadline = t
+	}
+}
+
+func (g *Group) consumerNext() time.Time { return g.consumer.nextDeadline }
+
+// consumerString renders the KIP-848 state for Group.String.
+func (g *Group) consumerString(b *strings.Builder) {
+	c := &g.consumer
+	fmt.Fprintf(b, "assignor=%s target-epoch=%d\n", c.assignor, c.targetEpoch)
+	for _, id := range c.sortedMemberIDs() {
+		m := c.members[id]
+		fmt.Fprintf(b, "  %s epoch=%d state=%s", m.id, m.epoch, m.state)
+		if m.instanceID != "" {
+			b.WriteString(" instance=" + m.instanceID)
+		}
+		if len(m.topics) > 0 {
+			b.WriteString(" topics=" + strings.Join(m.topics, ","))
+		}
+		if m.re != nil {
+			fmt.Fprintf(b, " regex=%q", m.regex)
+		}
+		b.WriteString(" owned=" + renderOwnedTPs(m.assigned))
+		if len(m.revoking) > 0 {
+			b.WriteString(" revoking=" + renderOwnedTPs(m.revoking))
+		}
+		b.WriteString(" target=" + renderTPList(m.target))
+		if len(m.pending) > 0 {
+			b.WriteString(" pending=" + renderTPList(m.pending))
+		}
+		b.WriteByte('\n')
+	}
+}
+
+func (c *consumerState) sortedMemberIDs() []string {
+	ids := make([]string, 0, len(c.members))
+	for id := range c.members {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// renderOwnedTPs renders sorted partitions with tokens compactly:
+// {t[0-3]@5 u[1]@6}.
+func renderOwnedTPs(ps []OwnedPartition) string {
+	var b strings.Builder
+	b.WriteByte('{')
+	for i := 0; i < len(ps); {
+		j := i
+		for j+1 < len(ps) && ps[j+1].Topic == ps[i].Topic && ps[j+1].Partition == ps[j].Partition+1 && ps[j+1].Token == ps[i].Token {
+			j++
+		}
+		if b.Len() > 1 {
+			b.WriteByte(' ')
+		}
+		if j > i {
+			fmt.Fprintf(&b, "%s[%d-%d]@%v", ps[i].Topic, ps[i].Partition, ps[j].Partition, ps[i].Token)
+		} else {
+			fmt.Fprintf(&b, "%s[%d]@%v", ps[i].Topic, ps[i].Partition, ps[i].Token)
+		}
+		i = j + 1
+	}
+	b.WriteByte('}')
+	return b.String()
+}
+
+// renderTPList renders sorted partitions compactly: {t[0-3] u[1]}.
+func renderTPList(tps []TopicPartition) string {
+	var b strings.Builder
+	b.WriteByte('{')
+	for i := 0; i < len(tps); {
+		j := i
+		for j+1 < len(tps) && tps[j+1].Topic == tps[i].Topic && tps[j+1].Partition == tps[j].Partition+1 {
+			j++
+		}
+		if b.Len() > 1 {
+			b.WriteByte(' ')
+		}
+		if j > i {
+			fmt.Fprintf(&b, "%s[%d-%d]", tps[i].Topic, tps[i].Partition, tps[j].Partition)
+		} else {
+			fmt.Fprintf(&b, "%s[%d]", tps[i].Topic, tps[i].Partition)
+		}
+		i = j + 1
+	}
+	b.WriteByte('}')
+	return b.String()
+}

@@ -1,0 +1,648 @@
+package coordinator
+
+import (
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// consumerHeartbeat answers a ConsumerGroupHeartbeat: a join (epoch 0), a
+// leave (-1, or -2 for a static member that will come back), or a regular
+// heartbeat. A request that is refused changes nothing.
+func (g *Group) consumerHeartbeat(now time.Time, req Request, m *kmsg.ConsumerGroupHeartbeatRequest) {
+	resp := heartbeatResponse(req, m)
+	resp.HeartbeatIntervalMillis = int32(g.cfg.ConsumerHeartbeatInterval / time.Millisecond)
+	switch {
+	case !g.validHeartbeat(m, resp):
+	case g.deleted:
+		failHeartbeat(resp, kerr.GroupIDNotFound.Code, "The group was deleted.")
+	case g.typ == Classic && !g.classic.empty():
+		// Kafka (GroupMetadataManager.getOrMaybeCreateConsumerGroup, and
+		// kfake) answers GROUP_ID_NOT_FOUND: "Group %s is not a consumer
+		// group". Online migration of a classic group with members is
+		// not supported.
+		failHeartbeat(resp, kerr.GroupIDNotFound.Code, "The group is a classic group with members.")
+	case g.typ == Classic && m.MemberEpoch != 0:
+		failHeartbeat(resp, kerr.GroupIDNotFound.Code, "The group is not a consumer group.")
+	case m.MemberEpoch == 0:
+		g.consumerJoin(now, req, m, resp)
+	case m.MemberEpoch < 0:
+		g.consumerLeave(now, m, resp)
+	default:
+		g.consumerBeat(now, req, m, resp)
+	}
+	g.consumerCheckStable()
+	g.reply(req, resp)
+}
+
+// heartbeatResponse returns the response to fill: the caller's, reset, or
+// a new one.
+func heartbeatResponse(req Request, m *kmsg.ConsumerGroupHeartbeatRequest) *kmsg.ConsumerGroupHeartbeatResponse {
+	if r, ok := req.Resp.(*kmsg.ConsumerGroupHeartbeatResponse); ok && r != nil {
+		*r = kmsg.ConsumerGroupHeartbeatResponse{Version: m.Version}
+		return r
+	}
+	return m.ResponseKind().(*kmsg.ConsumerGroupHeartbeatResponse)
+}
+
+func failHeartbeat(resp *kmsg.ConsumerGroupHeartbeatResponse, code int16, msg string) {
+	resp.ErrorCode = code
+	resp.ErrorMessage = kmsg.StringPtr(msg)
+	resp.MemberID = nil
+	resp.MemberEpoch = 0
+	resp.Assignment = nil
+}
+
+func blank(s string) bool { return strings.TrimSpace(s) == "" }
+
+// validHeartbeat applies Kafka's request checks
+// (GroupMetadataManager.throwIfConsumerGroupHeartbeatRequestIsInvalid),
+// with its messages, plus tenure's own on the rebalance timeout.
+func (g *Group) validHeartbeat(m *kmsg.ConsumerGroupHeartbeatRequest, resp *kmsg.ConsumerGroupHeartbeatResponse) bool {
+	invalid := func(msg string) bool {
+		failHeartbeat(resp, kerr.InvalidRequest.Code, msg)
+		return false
+	}
+	// v0 lets the coordinator name a joining member; v1 (KIP-1082)
+	// requires the client to, in every request.
+	if (m.Version >= 1 || m.MemberEpoch > 0 || m.MemberEpoch == -1) && blank(m.MemberID) {
+		return invalid("MemberId can't be empty.")
+	}
+	if m.InstanceID != nil && blank(*m.InstanceID) {
+		return invalid("InstanceId can't be empty.")
+	}
+	if m.RackID != nil && blank(*m.RackID) {
+		return invalid("RackId can't be empty.")
+	}
+	switch {
+	case m.MemberEpoch == 0:
+		if m.RebalanceTimeoutMillis == -1 {
+			return invalid("RebalanceTimeoutMs must be provided in first request.")
+		}
+		if m.Topics == nil || len(m.Topics) > 0 {
+			return invalid("TopicPartitions must be empty when (re-)joining.")
+		}
+		if m.SubscribedTopicNames == nil && m.SubscribedTopicRegex == nil {
+			return invalid("Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when (re-)joining.")
+		}
+	case m.MemberEpoch == staticLeftEpoch:
+		if m.InstanceID == nil {
+			return invalid("InstanceId can't be null.")
+		}
+	case m.MemberEpoch < staticLeftEpoch:
+		return invalid("MemberEpoch is invalid.")
+	}
+	if m.RebalanceTimeoutMillis < -1 {
+		return invalid("RebalanceTimeoutMs must not be negative.")
+	}
+	if m.ServerAssignor != nil {
+		if _, ok := g.cfg.assignor(*m.ServerAssignor); !ok || *m.ServerAssignor == "" {
+			names := make([]string, len(g.cfg.Assignors))
+			for i, a := range g.cfg.Assignors {
+				names[i] = a.Name()
+			}
+			failHeartbeat(resp, kerr.UnsupportedAssignor.Code, "ServerAssignor "+*m.ServerAssignor+
+				" is not supported. Supported assignors: "+strings.Join(names, ", ")+".")
+			return false
+		}
+	}
+	return true
+}
+
+// subscriptionUpdate is what a heartbeat changes in a member's
+// subscription; nil fields are unchanged.
+type subscriptionUpdate struct {
+	topics []string
+	regex  *string
+	re     *regexp.Regexp
+}
+
+// parseSubscription validates the subscription fields of m against the
+// member's current ones (mem may be nil for a new member).
+func (g *Group) parseSubscription(mem *consumerMember, m *kmsg.ConsumerGroupHeartbeatRequest, resp *kmsg.ConsumerGroupHeartbeatResponse) (subscriptionUpdate, bool) {
+	var u subscriptionUpdate
+	if m.SubscribedTopicNames != nil {
+		u.topics = normalizeNames(m.SubscribedTopicNames)
+		if u.topics == nil {
+			u.topics = []string{}
+		}
+	}
+	if m.SubscribedTopicRegex != nil && (mem == nil || mem.regex != *m.SubscribedTopicRegex) {
+		u.regex = m.SubscribedTopicRegex
+		if *u.regex != "" {
+			if _, ok := g.cfg.Topics.(TopicLister); !ok {
+				failHeartbeat(resp, kerr.InvalidRequest.Code, "SubscribedTopicRegex is not supported: the coordinator's topic resolver cannot list topics.")
+				return u, false
+			}
+			re, err := compileTopicRegex(*u.regex)
+			if err != nil {
+				failHeartbeat(resp, kerr.InvalidRegularExpression.Code, "SubscribedTopicRegex "+*u.regex+" is invalid: "+err.Error())
+				return u, false
+			}
+			u.re = re
+		}
+	}
+	return u, true
+}
+
+// applySubscription applies u to mem and reports whether the subscription
+// changed.
+func applySubscription(mem *consumerMember, u subscriptionUpdate) bool {
+	changed := false
+	if u.topics != nil && !slices.Equal(u.topics, mem.topics) {
+		mem.topics = slices.Clone(u.topics)
+		changed = true
+	}
+	if u.regex != nil {
+		mem.regex, mem.re = *u.regex, u.re
+		changed = true
+	}
+	if changed {
+		mem.resolved = mem.topics
+	}
+	return changed
+}
+
+// consumerJoin handles epoch 0: a new member, a static member replacing its
+// previous incarnation, or a known member rejoining in place (KAFKA-19233:
+// a fenced member rejoins with its member ID at epoch 0 and gets its
+// current assignment back).
+func (g *Group) consumerJoin(now time.Time, req Request, m *kmsg.ConsumerGroupHeartbeatRequest, resp *kmsg.ConsumerGroupHeartbeatResponse) {
+	c := &g.consumer
+	id := m.MemberID
+	if id == "" {
+		// v0: the coordinator names the member.
+		id = g.newMemberID(req.ClientID)
+	}
+	existing := c.members[id]
+	var replaced *consumerMember
+	if existing != nil && existing.epoch == staticLeftEpoch {
+		replaced = existing
+	}
+	if m.InstanceID != nil {
+		inst := *m.InstanceID
+		sid, held := c.static[inst]
+		switch {
+		case existing != nil && existing.instanceID != inst:
+			// A member cannot change its instance ID (Kafka
+			// PR #23542): otherwise a known member ID naming another
+			// member's instance would replace that member.
+			failHeartbeat(resp, kerr.InvalidRequest.Code, "Member "+id+" cannot change its instance id to "+inst+".")
+			return
+		case held && sid != id:
+			prev := c.members[sid]
+			if prev.epoch != staticLeftEpoch {
+				failHeartbeat(resp, kerr.UnreleasedInstanceID.Code, "Static member "+id+" with instance id "+inst+
+					" cannot join the group because the instance id is owned by "+sid+" member.")
+				return
+			}
+			replaced = prev
+		}
+	}
+	base := existing
+	if replaced != nil {
+		base = replaced
+	}
+	sub, ok := g.parseSubscription(base, m, resp)
+	if !ok {
+		return
+	}
+	if existing == nil && replaced == nil && len(c.members) >= g.cfg.MaxGroupSize {
+		failHeartbeat(resp, kerr.GroupMaxSizeReached.Code, "The consumer group has reached its maximum capacity of "+
+			itoa(g.cfg.MaxGroupSize)+" members.")
+		return
+	}
+	if g.typ == Classic {
+		// An empty classic group becomes a consumer group; its epoch,
+		// offsets and partition history carry over.
+		g.typ = Consumer
+		g.consumer = consumerState{}
+		g.consumer.init()
+	}
+	var mem *consumerMember
+	switch {
+	case replaced != nil:
+		mem = g.replaceStatic(now, req, m, replaced, id, sub)
+	case existing != nil:
+		mem = existing
+		g.updateMember(now, req, m, mem, sub)
+	default:
+		mem = g.addConsumerMember(now, req, m, id, sub)
+	}
+	g.reconcile(now, mem, c.reported[:0], true, false)
+	g.answerMember(resp, mem, true)
+}
+
+// newConsumerMember returns a member built from a join request.
+func (g *Group) newConsumerMember(now time.Time, req Request, m *kmsg.ConsumerGroupHeartbeatRequest, id string) *consumerMember {
+	mem := &consumerMember{
+		id:               id,
+		clientID:         req.ClientID,
+		clientHost:       req.ClientHost,
+		rebalanceTimeout: time.Duration(m.RebalanceTimeoutMillis) * time.Millisecond,
+		state:            memberStable,
+		topics:           []string{},
+		deadline:         now.Add(g.cfg.ConsumerSessionTimeout),
+	}
+	if m.InstanceID != nil {
+		mem.instanceID = *m.InstanceID
+	}
+	if m.RackID != nil {
+		mem.rack = *m.RackID
+	}
+	if m.ServerAssignor != nil {
+		mem.serverAssignor = *m.ServerAssignor
+	}
+	mem.resolved = mem.topics
+	return mem
+}
+
+// addConsumerMember adds a new member and bumps the group epoch.
+func (g *Group) addConsumerMember(now time.Time, req Request, m *kmsg.ConsumerGroupHeartbeatRequest, id string, sub subscriptionUpdate) *consumerMember {
+	mem := g.newConsumerMember(now, req, m, id)
+	applySubscription(mem, sub)
+	g.insertMember(mem)
+	g.persistMember(mem)
+	g.event(Event{Kind: EventMemberJoined, MemberID: id, Members: len(g.consumer.members)})
+	g.bumpEpoch("member-joined", true)
+	return mem
+}
+
+// insertMember adds mem to the group's indexes.
+func (g *Group) insertMember(mem *consumerMember) {
+	c := &g.consumer
+	c.members[mem.id] = mem
+	if mem.instanceID != "" {
+		c.static[mem.instanceID] = mem.id
+	}
+	if mem.serverAssignor != "" {
+		c.assignorVotes[mem.serverAssignor]++
+	}
+	c.subscribe(mem)
+	c.lowerDeadline(mem.deadline)
+}
+
+// replaceStatic lets a new incarnation of a static member, which left with
+// epoch -2, take over its predecessor's assignment without a rebalance.
+//
+// Unlike Kafka, the successor receives the partitions under fresh tokens:
+// its predecessor may still be running (a process that sent its leave and
+// then stalled), and a fence must be able to tell the two apart. When every
+// inherited token is below the group epoch the new tokens are the group
+// epoch and nothing else changes; otherwise the epoch is bumped first, with
+// an unchanged target (no partition moves).
+func (g *Group) replaceStatic(now time.Time, req Request, m *kmsg.ConsumerGroupHeartbeatRequest, old *consumerMember, id string, sub subscriptionUpdate) *consumerMember {
+	c := &g.consumer
+	mem := g.newConsumerMember(now, req, m, id)
+	mem.instanceID = old.instanceID
+	if m.RackID == nil {
+		mem.rack = old.rack
+	}
+	if m.ServerAssignor == nil {
+		mem.serverAssignor = old.serverAssignor
+	}
+	mem.topics, mem.regex, mem.re, mem.resolved = old.topics, old.regex, old.re, old.resolved
+	subChanged := applySubscription(mem, sub)
+	mem.target = old.target
+	mem.assigned = slices.Clone(old.assigned)
+
+	needBump := subChanged || mem.serverAssignor != old.serverAssignor
+	for _, p := range old.assigned {
+		if p.Token >= tokenOf(g.epoch) {
+			needBump = true
+		}
+	}
+	for _, p := range old.assigned {
+		g.owners.release(TopicPartition{p.Topic, p.Partition}, old.id)
+	}
+	g.dropMember(old)
+	if old.id != id {
+		g.persist(&MemberRecord{Group: g.name, MemberID: old.id, Deleted: true})
+		g.event(Event{Kind: EventMemberRemoved, MemberID: old.id, Reason: "static-member-replaced", Members: len(c.members)})
+	}
+	g.insertMember(mem)
+	g.persistMember(mem)
+	g.event(Event{Kind: EventMemberJoined, MemberID: id, Reason: "static-member-rejoined", Members: len(c.members)})
+	if needBump {
+		g.bumpEpoch("static-member-rejoined", subChanged || mem.serverAssignor != old.serverAssignor)
+	}
+	// The successor takes over what is still in its target (a changed
+	// subscription may have taken some away: those stay released, so that
+	// it never holds, even for an instant, a token it will not use).
+	token := tokenOf(g.epoch)
+	kept := mem.assigned[:0]
+	for _, p := range mem.assigned {
+		tp := TopicPartition{p.Topic, p.Partition}
+		if containsTP(mem.target, tp) {
+			g.owners.assign(tp, id, token)
+			kept = append(kept, OwnedPartition{p.Topic, p.Partition, token})
+		}
+	}
+	mem.assigned = kept
+	// The successor starts at epoch 0, like Kafka's, and reconciles to
+	// the target epoch in this request; its assignment changed hands.
+	mem.assignmentChanged = true
+	return mem
+}
+
+// updateMember applies a join or heartbeat's changes to a known member and
+// bumps the epoch if its subscription or the group's assignor changed.
+func (g *Group) updateMember(now time.Time, req Request, m *kmsg.ConsumerGroupHeartbeatRequest, mem *consumerMember, sub subscriptionUpdate) (subChanged bool) {
+	c := &g.consumer
+	mem.deadline = now.Add(g.cfg.ConsumerSessionTimeout)
+	changed := false
+	if req.ClientID != mem.clientID || req.ClientHost != mem.clientHost {
+		mem.clientID, mem.clientHost = req.ClientID, req.ClientHost
+		changed = true
+	}
+	if m.RackID != nil && *m.RackID != mem.rack {
+		mem.rack = *m.RackID
+		changed = true
+	}
+	if m.RebalanceTimeoutMillis >= 0 {
+		if d := time.Duration(m.RebalanceTimeoutMillis) * time.Millisecond; d != mem.rebalanceTimeout {
+			mem.rebalanceTimeout = d
+			changed = true
+		}
+	}
+	assignorChanged := false
+	if m.ServerAssignor != nil && *m.ServerAssignor != mem.serverAssignor {
+		before := c.preferredAssignor(g.cfg)
+		if mem.serverAssignor != "" {
+			c.assignorVotes[mem.serverAssignor]--
+		}
+		mem.serverAssignor = *m.ServerAssignor
+		c.assignorVotes[mem.serverAssignor]++
+		assignorChanged = c.preferredAssignor(g.cfg) != before
+		changed = true
+	}
+	if sub.topics != nil || sub.regex != nil {
+		c.unsubscribe(mem)
+		subChanged = applySubscription(mem, sub)
+		c.subscribe(mem)
+	}
+	if changed || subChanged {
+		g.persistMember(mem)
+	}
+	switch {
+	case subChanged:
+		g.bumpEpoch("subscription-changed", true)
+	case assignorChanged:
+		g.bumpEpoch("assignor-changed", true)
+	}
+	return subChanged
+}
+
+// consumerBeat handles a regular heartbeat (epoch > 0).
+func (g *Group) consumerBeat(now time.Time, req Request, m *kmsg.ConsumerGroupHeartbeatRequest, resp *kmsg.ConsumerGroupHeartbeatResponse) {
+	mem, ok := g.lookupMember(m, resp)
+	if !ok {
+		return
+	}
+	reported, known, unresolved := g.parseReported(m.Topics)
+	if m.MemberEpoch != mem.epoch {
+		// Kafka accepts the previous epoch with a subset of the current
+		// assignment: the response that carried the new epoch may have
+		// been lost. Anything else is fenced.
+		if m.MemberEpoch > mem.epoch || m.MemberEpoch != mem.prevEpoch || !known || unresolved ||
+			!subsetOfOwned(reported, mem.assigned) {
+			failHeartbeat(resp, kerr.FencedMemberEpoch.Code, fencedMessage(m.MemberEpoch, mem.epoch))
+			return
+		}
+	}
+	sub, ok := g.parseSubscription(mem, m, resp)
+	if !ok {
+		return
+	}
+	subChanged := g.updateMember(now, req, m, mem, sub)
+	g.reconcile(now, mem, reported, known, subChanged)
+	full := m.RebalanceTimeoutMillis != -1 && (m.SubscribedTopicNames != nil || m.SubscribedTopicRegex != nil) && m.Topics != nil
+	g.answerMember(resp, mem, full || m.MemberEpoch != mem.epoch)
+}
+
+func fencedMessage(got, want int32) string {
+	if got > want {
+		return "The consumer group member has a greater member epoch (" + itoa(int(got)) +
+			") than the one known by the group coordinator (" + itoa(int(want)) +
+			"). The member must abandon all its partitions and rejoin."
+	}
+	return "The consumer group member has a smaller member epoch (" + itoa(int(got)) +
+		") than the one known by the group coordinator (" + itoa(int(want)) +
+		"). The member must abandon all its partitions and rejoin."
+}
+
+// lookupMember finds the member a heartbeat or leave names: by instance ID
+// for a static member that sends it, else by member ID.
+func (g *Group) lookupMember(m *kmsg.ConsumerGroupHeartbeatRequest, resp *kmsg.ConsumerGroupHeartbeatResponse) (*consumerMember, bool) {
+	c := &g.consumer
+	if m.InstanceID != nil {
+		sid, ok := c.static[*m.InstanceID]
+		if !ok {
+			failHeartbeat(resp, kerr.UnknownMemberID.Code, "Instance id "+*m.InstanceID+" is unknown.")
+			return nil, false
+		}
+		if sid != m.MemberID {
+			failHeartbeat(resp, kerr.FencedInstanceID.Code, "Static member "+m.MemberID+" with instance id "+
+				*m.InstanceID+" was fenced by member "+sid+".")
+			return nil, false
+		}
+		return c.members[sid], true
+	}
+	mem, ok := c.members[m.MemberID]
+	if !ok {
+		failHeartbeat(resp, kerr.UnknownMemberID.Code, "Member "+m.MemberID+" is not a member of group "+g.name+".")
+		return nil, false
+	}
+	return mem, true
+}
+
+// parseReported resolves the partitions a heartbeat says the member owns
+// into the group's scratch buffer, sorted. known is false when the request
+// did not say (nil Topics: unchanged); unresolved is set when a topic ID is
+// unknown.
+func (g *Group) parseReported(topics []kmsg.ConsumerGroupHeartbeatRequestTopic) (reported []TopicPartition, known, unresolved bool) {
+	if topics == nil {
+		return nil, false, false
+	}
+	c := &g.consumer
+	buf := c.reported[:0]
+	for _, t := range topics {
+		name, ok := c.topicIDs[t.TopicID]
+		if !ok {
+			name, ok = g.cfg.Topics.Name(t.TopicID)
+		}
+		if !ok {
+			unresolved = true
+			continue
+		}
+		for _, p := range t.Partitions {
+			buf = append(buf, TopicPartition{name, p})
+		}
+	}
+	buf = sortTPs(buf)
+	c.reported = buf
+	return buf, true, unresolved
+}
+
+// consumerLeave handles epoch -1 (leave) and -2 (static leave: the member
+// keeps its assignment for a session timeout, so that its next incarnation
+// takes it over without a rebalance).
+func (g *Group) consumerLeave(now time.Time, m *kmsg.ConsumerGroupHeartbeatRequest, resp *kmsg.ConsumerGroupHeartbeatResponse) {
+	mem, ok := g.lookupMember(m, resp)
+	if !ok {
+		return
+	}
+	resp.HeartbeatIntervalMillis = 0
+	resp.MemberID = &mem.id
+	resp.MemberEpoch = m.MemberEpoch
+	if m.MemberEpoch == staticLeftEpoch && mem.instanceID != "" {
+		g.staticLeave(now, mem)
+		return
+	}
+	g.removeMember(mem, EventMemberLeft, "")
+	g.bumpEpoch("member-left", true)
+}
+
+// staticLeave parks a static member: it keeps its assigned partitions (and
+// so nobody else gets them) until its instance rejoins or its session
+// expires; the partitions it was revoking are released, as it has stopped.
+func (g *Group) staticLeave(now time.Time, mem *consumerMember) {
+	if mem.epoch == staticLeftEpoch {
+		return // a retried leave
+	}
+	c := &g.consumer
+	for _, p := range mem.revoking {
+		g.owners.release(TopicPartition{p.Topic, p.Partition}, mem.id)
+	}
+	mem.revoking = nil
+	mem.revokeDeadline = time.Time{}
+	mem.pending = nil
+	mem.prevEpoch, mem.epoch = mem.epoch, staticLeftEpoch
+	mem.state = memberStable
+	mem.deadline = now.Add(g.cfg.ConsumerSessionTimeout)
+	c.recount(mem)
+	g.persistAssignment(mem)
+	g.event(Event{Kind: EventMemberLeft, MemberID: mem.id, Reason: "static-leave", Members: len(c.members)})
+}
+
+// removeMember ends every ownership of mem and drops it from the group,
+// without bumping the epoch (the caller does, once for all removals).
+func (g *Group) removeMember(mem *consumerMember, kind EventKind, reason string) {
+	for _, p := range mem.assigned {
+		g.owners.release(TopicPartition{p.Topic, p.Partition}, mem.id)
+	}
+	for _, p := range mem.revoking {
+		g.owners.release(TopicPartition{p.Topic, p.Partition}, mem.id)
+	}
+	g.dropMember(mem)
+	g.persist(&MemberRecord{Group: g.name, MemberID: mem.id, Deleted: true})
+	g.event(Event{Kind: kind, MemberID: mem.id, Reason: reason, Members: len(g.consumer.members)})
+}
+
+// dropMember removes mem from the group's indexes.
+func (g *Group) dropMember(mem *consumerMember) {
+	c := &g.consumer
+	delete(c.members, mem.id)
+	c.unsubscribe(mem)
+	if mem.instanceID != "" && c.static[mem.instanceID] == mem.id {
+		delete(c.static, mem.instanceID)
+	}
+	if mem.serverAssignor != "" {
+		if c.assignorVotes[mem.serverAssignor]--; c.assignorVotes[mem.serverAssignor] <= 0 {
+			delete(c.assignorVotes, mem.serverAssignor)
+		}
+	}
+	if mem.countedAt != 0 && mem.countedAt == c.targetEpoch {
+		c.reconciled--
+	}
+	mem.countedAt = 0
+	if len(c.members) == 0 {
+		c.nextDeadline = time.Time{}
+	}
+}
+
+// answerMember fills a successful response; the assignment goes along when
+// asked for (join, full request, unacknowledged epoch) or when it changed
+// since it was last sent.
+func (g *Group) answerMember(resp *kmsg.ConsumerGroupHeartbeatResponse, mem *consumerMember, withAssignment bool) {
+	resp.MemberID = &mem.id
+	resp.MemberEpoch = mem.epoch
+	if !withAssignment && !mem.assignmentChanged {
+		return
+	}
+	mem.assignmentChanged = false
+	a := &kmsg.ConsumerGroupHeartbeatResponseAssignment{
+		Topics: []kmsg.ConsumerGroupHeartbeatResponseAssignmentTopic{},
+	}
+	for i := 0; i < len(mem.assigned); {
+		j := i
+		for j < len(mem.assigned) && mem.assigned[j].Topic == mem.assigned[i].Topic {
+			j++
+		}
+		name := mem.assigned[i].Topic
+		id, ok := g.topicID(name)
+		if ok {
+			parts := make([]int32, j-i)
+			for k := i; k < j; k++ {
+				parts[k-i] = mem.assigned[k].Partition
+			}
+			a.Topics = append(a.Topics, kmsg.ConsumerGroupHeartbeatResponseAssignmentTopic{TopicID: id, Partitions: parts})
+		}
+		i = j
+	}
+	resp.Assignment = a
+}
+
+// topicID returns the ID of a topic the group assigns.
+func (g *Group) topicID(name string) (TopicID, bool) {
+	if t, ok := g.consumer.topics[name]; ok {
+		return t.id, true
+	}
+	id, _, ok := g.cfg.Topics.Lookup(name)
+	return id, ok
+}
+
+// persistMember writes mem's MemberRecord.
+func (g *Group) persistMember(mem *consumerMember) {
+	g.persist(&MemberRecord{
+		Group:            g.name,
+		MemberID:         mem.id,
+		InstanceID:       mem.instanceID,
+		ClientID:         mem.clientID,
+		ClientHost:       mem.clientHost,
+		RackID:           mem.rack,
+		SessionTimeout:   g.cfg.ConsumerSessionTimeout,
+		RebalanceTimeout: mem.rebalanceTimeout,
+		Topics:           slices.Clone(mem.topics),
+		TopicRegex:       mem.regex,
+		ServerAssignor:   mem.serverAssignor,
+	})
+}
+
+// persistAssignment writes mem's AssignmentRecord.
+func (g *Group) persistAssignment(mem *consumerMember) {
+	g.persist(&AssignmentRecord{
+		Group:       g.name,
+		MemberID:    mem.id,
+		MemberEpoch: mem.epoch,
+		Owned:       mergeOwned(mem.assigned, mem.revoking),
+		Pending:     slices.Clone(mem.pending),
+		Revoking:    withoutTokens(mem.revoking),
+	})
+}
+
+// consumerCheckStable emits EventRebalanceCompleted when the group becomes
+// Stable: every member reconciled to the target epoch.
+func (g *Group) consumerCheckStable() {
+	c := &g.consumer
+	s := len(c.members) > 0 && c.reconciled == len(c.members)
+	if s && !c.stable {
+		g.event(Event{Kind: EventRebalanceCompleted, Members: len(c.members), Moves: c.moves})
+		c.moves = 0
+	}
+	c.stable = s
+}

@@ -1,0 +1,474 @@
+package coordinator
+
+import (
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tenure-dev/tenure/epoch"
+)
+
+// TestConsumerRandomized drives a KIP-848 group with simulated clients that
+// join, heartbeat (releasing revoked partitions faithfully but sometimes
+// late, sometimes sending keepalives), pause (and get evicted), leave,
+// restart as static members, and commit: their own partitions, partitions
+// they are handing off, partitions they do not own, with current and old
+// epochs, and as zombies after a pause. After every step it checks:
+//
+//   - the coordinator's invariants (checkConsumerInvariants: one owner per
+//     partition in g.owners and in the members' own sets, which agree);
+//   - a replay of the persisted records: it rebuilds owners and tokens from
+//     AssignmentRecords and MemberRecords alone, must find them equal to
+//     g.owners, must never see a partition given to a second owner or a new
+//     owner's token not above the previous owner's;
+//   - every accepted commit (OffsetRecord) was made by the partition's owner
+//     at the recorded token, or by its last owner with nobody given it since
+//     (a hand-off), and the tokens of a partition's accepted commits never
+//     decrease;
+//   - the group epoch never decreases, and a zombie (evicted member) never
+//     gets a commit accepted.
+func TestConsumerRandomized(t *testing.T) {
+	seeds, steps := 12, 1000
+	if testing.Short() {
+		seeds = 3
+	}
+	for seed := range seeds {
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+			r := newRandRun(t, uint64(seed))
+			for step := range steps {
+				r.step(step)
+			}
+			t.Logf("epoch %d, %d commits accepted, %d rejected, %d evictions, %d releases seen, %d members",
+				r.env.g.epoch, r.accepted, r.rejected, r.evictions, r.model.releases, len(r.env.g.consumer.members))
+			if r.accepted == 0 || r.rejected == 0 || r.evictions == 0 {
+				t.Fatalf("run exercised too little: %d commits accepted, %d rejected, %d evictions",
+					r.accepted, r.rejected, r.evictions)
+			}
+		})
+	}
+}
+
+type randClient struct {
+	label    string
+	id       string
+	gen      int
+	instance string
+	topics   []string
+	joined   bool
+	epoch    int32
+	// held is what the client works on; revoking what it was told to
+	// give up and has not released yet.
+	held, revoking map[TopicPartition]bool
+	pausedUntil    time.Time
+	wasPaused      bool
+}
+
+type randRun struct {
+	t       *testing.T
+	rng     *rand.Rand
+	env     *testEnv
+	clients []*randClient
+	model   recordModel
+
+	lastEpoch                     int32
+	accepted, rejected, evictions int
+	topicAdded                    bool
+}
+
+func newRandRun(t *testing.T, seed uint64) *randRun {
+	cfg := DefaultConfig()
+	topics := NewStaticTopics()
+	topics.Add("t", TopicID{15: 1}, 16)
+	cfg.Topics = topics
+	cfg.MaxGroupSize = 8
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	e := &testEnv{t: t, cfg: cfg, topics: topics, now: testEpoch, nextTopicID: 1}
+	e.g = NewGroup("g", &e.cfg, rand.New(rand.NewPCG(seed, 7)))
+	r := &randRun{t: t, rng: rand.New(rand.NewPCG(seed, 99)), env: e, model: newRecordModel()}
+	for i := range 10 {
+		c := &randClient{label: fmt.Sprintf("c%d", i), topics: []string{"t"}}
+		if i%3 == 0 {
+			c.instance = fmt.Sprintf("i%d", i)
+		}
+		if i%4 == 1 {
+			c.topics = []string{"t", "u"}
+		}
+		c.id = fmt.Sprintf("%s.%d", c.label, c.gen)
+		c.held, c.revoking = map[TopicPartition]bool{}, map[TopicPartition]bool{}
+		r.clients = append(r.clients, c)
+	}
+	return r
+}
+
+func (r *randRun) step(n int) {
+	e := r.env
+	// Time passes; due timers fire.
+	e.now = e.now.Add(time.Duration(r.rng.IntN(300)) * time.Millisecond)
+	if next := e.g.Ready().NextTick; !next.IsZero() && !next.After(e.now) {
+		e.g.Tick(e.now)
+		r.drain(nil)
+	}
+	if !r.topicAdded && n == 400 {
+		r.topicAdded = true
+		e.topics.Add("u", TopicID{15: 2}, 4)
+		e.g.TopicsChanged(e.now)
+		r.drain(nil)
+	}
+	c := r.clients[r.rng.IntN(len(r.clients))]
+	switch {
+	case e.now.Before(c.pausedUntil):
+		// A paused process does nothing.
+	case c.wasPaused:
+		// It wakes up and, before it heartbeats, commits what it
+		// believes it owns: a zombie if it was evicted meanwhile.
+		c.wasPaused = false
+		r.commit(c, true)
+	default:
+		switch x := r.rng.IntN(100); {
+		case x < 55:
+			r.heartbeat(c)
+		case x < 80:
+			if c.joined {
+				r.commit(c, false)
+			}
+		case x < 84:
+			if c.joined {
+				c.pausedUntil = e.now.Add(time.Duration(r.rng.IntN(20000)) * time.Millisecond)
+				c.wasPaused = true
+			}
+		case x < 88:
+			if c.joined {
+				r.leave(c, c.instance != "" && r.rng.IntN(2) == 0)
+			}
+		default:
+			r.heartbeat(c)
+		}
+	}
+	r.check()
+}
+
+// heartbeat sends c's next ConsumerGroupHeartbeat and applies the answer.
+func (r *randRun) heartbeat(c *randClient) {
+	e := r.env
+	req := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+	req.Version = 1
+	req.Group = "g"
+	req.MemberID = c.id
+	if c.instance != "" {
+		req.InstanceID = kmsg.StringPtr(c.instance)
+	}
+	if !c.joined {
+		req.MemberEpoch = 0
+		req.RebalanceTimeoutMillis = int32(3000 + r.rng.IntN(10000))
+		req.SubscribedTopicNames = c.topics
+		req.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+	} else {
+		req.MemberEpoch = c.epoch
+		// Revoked partitions are released faithfully, sometimes late.
+		for tp := range c.revoking {
+			if r.rng.IntN(3) == 0 {
+				delete(c.revoking, tp)
+			}
+		}
+		if r.rng.IntN(4) > 0 {
+			var owned []TopicPartition
+			for tp := range c.held {
+				owned = append(owned, tp)
+			}
+			for tp := range c.revoking {
+				owned = append(owned, tp)
+			}
+			slices.SortFunc(owned, compareTP)
+			req.Topics = e.heartbeatTopics(owned)
+			if r.rng.IntN(5) == 0 {
+				req.RebalanceTimeoutMillis = 10000
+				req.SubscribedTopicNames = c.topics
+			}
+		}
+	}
+	resp := kmsg.NewPtrConsumerGroupHeartbeatResponse()
+	e.g.Step(e.now, Request{Ref: c.label, Msg: req, Resp: resp, ClientID: c.label})
+	r.drain(nil)
+	switch resp.ErrorCode {
+	case 0:
+		c.joined = true
+		c.epoch = resp.MemberEpoch
+		if resp.Assignment != nil {
+			next := map[TopicPartition]bool{}
+			for _, tp := range e.assignmentTPs(resp.Assignment) {
+				next[tp] = true
+				delete(c.revoking, tp)
+			}
+			for tp := range c.held {
+				if !next[tp] {
+					c.revoking[tp] = true
+				}
+			}
+			c.held = next
+		}
+	case kerr.UnknownMemberID.Code:
+		r.restart(c)
+	case kerr.FencedMemberEpoch.Code:
+		// Abandon everything; rejoin with the same member ID.
+		c.joined = false
+		clear(c.held)
+		clear(c.revoking)
+	case kerr.UnreleasedInstanceID.Code, kerr.GroupMaxSizeReached.Code:
+		c.joined = false
+	default:
+		r.t.Fatalf("%s: unexpected heartbeat error %v", c.label, kerr.ErrorForCode(resp.ErrorCode))
+	}
+}
+
+// restart makes c a new incarnation: a new member ID, nothing held.
+func (r *randRun) restart(c *randClient) {
+	if r.rng.IntN(3) == 0 {
+		// The next incarnation subscribes differently.
+		if len(c.topics) == 1 {
+			c.topics = []string{"t", "u"}
+		} else {
+			c.topics = []string{"u"}
+		}
+	}
+	c.gen++
+	c.id = fmt.Sprintf("%s.%d", c.label, c.gen)
+	c.joined = false
+	c.epoch = 0
+	clear(c.held)
+	clear(c.revoking)
+}
+
+func (r *randRun) leave(c *randClient, static bool) {
+	e := r.env
+	req := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+	req.Version = 1
+	req.Group = "g"
+	req.MemberID = c.id
+	req.MemberEpoch = -1
+	if c.instance != "" {
+		req.InstanceID = kmsg.StringPtr(c.instance)
+	}
+	if static {
+		req.MemberEpoch = -2
+	}
+	resp := kmsg.NewPtrConsumerGroupHeartbeatResponse()
+	e.g.Step(e.now, Request{Ref: c.label, Msg: req, Resp: resp, ClientID: c.label})
+	r.drain(nil)
+	if resp.ErrorCode != 0 && resp.ErrorCode != kerr.UnknownMemberID.Code {
+		r.t.Fatalf("%s: unexpected leave error %v", c.label, kerr.ErrorForCode(resp.ErrorCode))
+	}
+	r.restart(c)
+}
+
+// commit sends an OffsetCommit for some of what c holds or is handing off,
+// sometimes with an older epoch, sometimes for a partition it does not own.
+func (r *randRun) commit(c *randClient, zombie bool) {
+	e := r.env
+	req := kmsg.NewPtrOffsetCommitRequest()
+	req.Version = 9
+	req.Group = "g"
+	req.MemberID = c.id
+	req.Generation = c.epoch
+	if r.rng.IntN(4) == 0 {
+		req.Generation -= int32(1 + r.rng.IntN(2))
+	}
+	var tps []TopicPartition
+	for _, set := range []map[TopicPartition]bool{c.held, c.revoking} {
+		for _, tp := range slices.SortedFunc(maps.Keys(set), compareTP) {
+			if r.rng.IntN(2) == 0 {
+				tps = append(tps, tp)
+			}
+		}
+	}
+	if r.rng.IntN(3) == 0 {
+		tps = append(tps, TopicPartition{"t", int32(r.rng.IntN(16))})
+	}
+	if len(tps) == 0 {
+		return
+	}
+	for _, tp := range sortTPs(tps) {
+		i := slices.IndexFunc(req.Topics, func(t kmsg.OffsetCommitRequestTopic) bool { return t.Topic == tp.Topic })
+		if i < 0 {
+			req.Topics = append(req.Topics, kmsg.OffsetCommitRequestTopic{Topic: tp.Topic})
+			i = len(req.Topics) - 1
+		}
+		p := kmsg.NewOffsetCommitRequestTopicPartition()
+		p.Partition = tp.Partition
+		p.Offset = r.rng.Int64N(1000)
+		req.Topics[i].Partitions = append(req.Topics[i].Partitions, p)
+	}
+	_, member := e.g.consumer.members[c.id]
+	resp := kmsg.NewPtrOffsetCommitResponse()
+	e.g.Step(e.now, Request{Ref: c.label, Msg: req, Resp: resp, ClientID: c.label})
+	r.drain(nil)
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			if p.ErrorCode == 0 {
+				r.accepted++
+				if !member {
+					r.t.Fatalf("%s (zombie=%v) had a commit of %s[%d] accepted though it is not a member", c.id, zombie, t.Topic, p.Partition)
+				}
+				// KIP-1251: never below the epoch at which the member
+				// got the partition.
+				if tok := e.g.offsets.m[TopicPartition{t.Topic, p.Partition}].token; tokenOf(req.Generation) < tok {
+					r.t.Fatalf("%s committed %s[%d] at epoch %d, below its token %v", c.id, t.Topic, p.Partition, req.Generation, tok)
+				}
+			} else {
+				r.rejected++
+			}
+		}
+	}
+}
+
+// drain applies a Ready to the record model and advances the group.
+func (r *randRun) drain(_ any) {
+	g := r.env.g
+	rd := g.Ready()
+	for _, rec := range rd.Persist {
+		if err := r.model.apply(rec); err != nil {
+			r.t.Fatalf("at %s: record %s: %v\n%s", rel(r.env.now), renderRecord(rec), err, g)
+		}
+	}
+	for _, ev := range rd.Events {
+		if ev.Kind == EventMemberExpired || ev.Kind == EventMemberRemoved {
+			r.evictions++
+		}
+	}
+	g.Advance()
+}
+
+func (r *randRun) check() {
+	g := r.env.g
+	if err := consumerInvariantError(g); err != nil {
+		r.t.Fatalf("at %s: %v\n%s", rel(r.env.now), err, g)
+	}
+	if g.epoch < r.lastEpoch {
+		r.t.Fatalf("group epoch went from %d to %d", r.lastEpoch, g.epoch)
+	}
+	r.lastEpoch = g.epoch
+	// What the clients that are members believe they hold (or are still
+	// handing off) never overlaps.
+	holder := map[TopicPartition]string{}
+	for _, c := range r.clients {
+		if _, ok := g.consumer.members[c.id]; !ok {
+			continue
+		}
+		for _, set := range []map[TopicPartition]bool{c.held, c.revoking} {
+			for tp := range set {
+				if other, ok := holder[tp]; ok {
+					r.t.Fatalf("at %s: %s[%d] held by clients %s and %s\n%s", rel(r.env.now), tp.Topic, tp.Partition, other, c.id, g)
+				}
+				holder[tp] = c.id
+			}
+		}
+	}
+	if !maps.Equal(r.model.cur, g.owners.cur) {
+		r.t.Fatalf("at %s: owners rebuilt from records %v differ from g.owners %v", rel(r.env.now), r.model.cur, g.owners.cur)
+	}
+}
+
+// recordModel rebuilds partition ownership from persisted records alone.
+type recordModel struct {
+	epoch    int32
+	cur      map[TopicPartition]owner
+	last     map[TopicPartition]owner
+	byMember map[string][]OwnedPartition
+	// committed is the token of each partition's last accepted commit.
+	committed map[TopicPartition]epoch.Token
+	releases  int
+}
+
+func newRecordModel() recordModel {
+	return recordModel{
+		cur:       map[TopicPartition]owner{},
+		last:      map[TopicPartition]owner{},
+		byMember:  map[string][]OwnedPartition{},
+		committed: map[TopicPartition]epoch.Token{},
+	}
+}
+
+func (m *recordModel) release(member string, tp TopicPartition) {
+	if o, ok := m.cur[tp]; ok && o.member == member {
+		m.releases++
+		delete(m.cur, tp)
+		m.last[tp] = o
+	}
+}
+
+func (m *recordModel) apply(rec Record) error {
+	switch rec := rec.(type) {
+	case *GroupRecord:
+		if rec.Epoch < m.epoch {
+			return fmt.Errorf("epoch went back from %d", m.epoch)
+		}
+		m.epoch = rec.Epoch
+	case *MemberRecord:
+		if rec.Deleted {
+			for _, p := range m.byMember[rec.MemberID] {
+				m.release(rec.MemberID, TopicPartition{p.Topic, p.Partition})
+			}
+			delete(m.byMember, rec.MemberID)
+		}
+	case *AssignmentRecord:
+		id := rec.MemberID
+		for _, p := range m.byMember[id] {
+			tp := TopicPartition{p.Topic, p.Partition}
+			if !slices.ContainsFunc(rec.Owned, func(q OwnedPartition) bool {
+				return q.Topic == p.Topic && q.Partition == p.Partition && q.Token == p.Token
+			}) {
+				m.release(id, tp)
+			}
+		}
+		for _, p := range rec.Owned {
+			tp := TopicPartition{p.Topic, p.Partition}
+			if p.Token > tokenOf(m.epoch) {
+				return fmt.Errorf("token %v above the epoch %d", p.Token, m.epoch)
+			}
+			if o, ok := m.cur[tp]; ok {
+				if o.member != id || o.token != p.Token {
+					return fmt.Errorf("%s[%d] given to %s@%v while %s@%v holds it", tp.Topic, tp.Partition, id, p.Token, o.member, o.token)
+				}
+				continue
+			}
+			if l, ok := m.last[tp]; ok {
+				if l.member != id && p.Token <= l.token || p.Token < l.token {
+					return fmt.Errorf("%s[%d] given to %s@%v after %s@%v: tokens must grow", tp.Topic, tp.Partition, id, p.Token, l.member, l.token)
+				}
+			}
+			delete(m.last, tp)
+			m.cur[tp] = owner{id, p.Token}
+		}
+		m.byMember[id] = slices.Clone(rec.Owned)
+	case *OffsetRecord:
+		if rec.Deleted {
+			return nil
+		}
+		tp := TopicPartition{rec.Topic, rec.Partition}
+		if rec.Token.IsNone() {
+			if rec.MemberID != "" {
+				return fmt.Errorf("commit by %s without a token", rec.MemberID)
+			}
+			return nil
+		}
+		o, ok := m.cur[tp]
+		if !ok {
+			o, ok = m.last[tp]
+		}
+		if !ok || o.member != rec.MemberID || o.token != rec.Token {
+			return fmt.Errorf("commit of %s[%d] by %s@%v, but the records say %+v", tp.Topic, tp.Partition, rec.MemberID, rec.Token, o)
+		}
+		if rec.Token < m.committed[tp] {
+			return fmt.Errorf("commit of %s[%d] at token %v after one at %v", tp.Topic, tp.Partition, rec.Token, m.committed[tp])
+		}
+		m.committed[tp] = rec.Token
+	}
+	return nil
+}

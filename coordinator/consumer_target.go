@@ -1,0 +1,160 @@
+package coordinator
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/tenure-dev/tenure/assignor"
+)
+
+// bumpEpoch starts a new group epoch: the target assignment is recomputed
+// with the assignor (or, with recompute false, kept as is), every member
+// then reconciles towards it on its next heartbeat.
+func (g *Group) bumpEpoch(reason string, recompute bool) {
+	c := &g.consumer
+	g.epoch++
+	c.targetEpoch = g.epoch
+	c.reconciled = 0
+	if recompute {
+		c.assignor = c.preferredAssignor(g.cfg)
+		g.computeTarget()
+	}
+	g.persist(&GroupRecord{Group: g.name, Type: Consumer, Epoch: g.epoch, Protocol: c.assignor})
+	g.event(Event{Kind: EventRebalanceStarted, Reason: reason, Members: len(c.members)})
+}
+
+// preferredAssignor is the server assignor most members name (ties go to
+// the one listed first in Config.Assignors), or the default if none does.
+func (c *consumerState) preferredAssignor(cfg *Config) string {
+	best, votes := cfg.Assignors[0].Name(), 0
+	for _, a := range cfg.Assignors {
+		if n := c.assignorVotes[a.Name()]; n > votes {
+			best, votes = a.Name(), n
+		}
+	}
+	return best
+}
+
+// computeTarget runs the assignor over the members, with each member's
+// current target as what it holds (so sticky assignors move as little as
+// they can), and stores each member's new target.
+func (g *Group) computeTarget() {
+	c := &g.consumer
+	g.resolveTopics()
+	a, ok := g.cfg.assignor(c.assignor)
+	if !ok {
+		a = g.cfg.Assignors[0]
+		c.assignor = a.Name()
+	}
+	in := assignor.Input{
+		Members: c.input[:0],
+		Topics:  make([]assignor.Topic, 0, len(c.topics)),
+	}
+	for _, name := range slices.Sorted(maps.Keys(c.topics)) {
+		in.Topics = append(in.Topics, assignor.Topic{Name: name, Partitions: c.topics[name].partitions})
+	}
+	for _, m := range c.members {
+		am := assignor.Member{ID: m.id, InstanceID: m.instanceID, Rack: m.rack, Topics: m.resolved}
+		if am.Topics == nil {
+			am.Topics = noTopics // nil would mean every topic
+		}
+		if len(m.target) > 0 {
+			am.Owned = make([]assignor.TopicPartition, len(m.target))
+			for i, tp := range m.target {
+				am.Owned[i] = assignor.TopicPartition(tp)
+			}
+		}
+		in.Members = append(in.Members, am)
+	}
+	c.input = in.Members
+	out, err := a.Assign(in)
+	clear(c.input) // drop references to member state
+	if err != nil {
+		// The input is built from validated state: member IDs are map
+		// keys and topics have positive partition counts.
+		panic(fmt.Sprintf("coordinator: assignor %s failed on group %s: %v", a.Name(), g.name, err))
+	}
+	for _, m := range c.members {
+		tps := out[m.id]
+		if len(tps) == 0 {
+			m.target = nil
+			continue
+		}
+		target := make([]TopicPartition, len(tps))
+		for i, tp := range tps {
+			target[i] = TopicPartition(tp)
+		}
+		slices.SortFunc(target, compareTP)
+		m.target = target
+	}
+}
+
+// noTopics is the subscription of a member that subscribes to nothing (a
+// nil one means every topic to an assignor).
+var noTopics = []string{}
+
+// resolveTopics resolves every member's subscription (names and regex)
+// against the existing topics and reports whether the set of assignable
+// topics changed. It walks the subscribed names and the regex members, not
+// every member.
+func (g *Group) resolveTopics() bool {
+	c := &g.consumer
+	want := make(map[string]struct{}, len(c.subscribers))
+	for t := range c.subscribers {
+		want[t] = struct{}{}
+	}
+	if len(c.regexMembers) > 0 {
+		var names []string
+		if l, ok := g.cfg.Topics.(TopicLister); ok {
+			names = l.Names()
+		}
+		matches := make(map[string][]string)
+		for m := range c.regexMembers {
+			got, ok := matches[m.regex]
+			if !ok {
+				for _, n := range names {
+					if m.re.MatchString(n) {
+						got = append(got, n)
+					}
+				}
+				matches[m.regex] = got
+			}
+			resolved := append(slices.Clone(m.topics), got...)
+			slices.Sort(resolved)
+			m.resolved = slices.Compact(resolved)
+			for _, t := range got {
+				want[t] = struct{}{}
+			}
+		}
+	}
+	topics := make(map[string]resolvedTopic, len(want))
+	for name := range want {
+		if id, parts, ok := g.cfg.Topics.Lookup(name); ok && parts > 0 {
+			topics[name] = resolvedTopic{id: id, partitions: parts}
+		}
+	}
+	if maps.Equal(topics, c.topics) {
+		return false
+	}
+	c.topics = topics
+	// topicIDs keeps the IDs of topics that are gone: a member may still
+	// report (and must be able to release) partitions of a deleted topic.
+	for name, t := range topics {
+		c.topicIDs[t.id] = name
+	}
+	return true
+}
+
+// consumerTopicsChanged bumps the epoch when a topic some member subscribes
+// to appeared or changed, so that its partitions get assigned.
+func (g *Group) consumerTopicsChanged(now time.Time) {
+	if len(g.consumer.members) == 0 || g.deleted {
+		return
+	}
+	if g.resolveTopics() {
+		g.bumpEpoch("topics-changed", true)
+		g.consumerCheckStable()
+	}
+}

@@ -1,0 +1,53 @@
+// Package coordinator is tenure's group coordinator core: the state machine
+// that decides who owns which partition, at which generation, and which
+// commits to accept.
+//
+// A [Group] is pure. The caller hands it decoded Kafka requests (franz-go's
+// kmsg types) with the current time through [Group.Step], calls
+// [Group.Tick] when timers are due, and then performs what [Group.Ready]
+// asks, in order: persist the records, send the replies, arm a timer for
+// NextTick. The group never reads a clock, starts a goroutine or touches a
+// socket, so the TCP server (package coordinator/server), the simulator
+// (package sim) and the tests all run this same code.
+//
+// # Protocols
+//
+// Classic groups speak JoinGroup/SyncGroup/Heartbeat/LeaveGroup: the
+// coordinator runs the rebalance barrier (with the initial rebalance delay,
+// rebalance and session timeouts, static membership and protocol vote) and
+// the leader member computes the plan. Consumer groups speak KIP-848's
+// ConsumerGroupHeartbeat: the coordinator computes the target assignment
+// with an assignor from package assignor and reconciles every member
+// towards it, revoking a partition from its previous owner before giving it
+// to the next one. A group is of one type at a time; an empty group changes
+// type when a member of the other protocol joins.
+//
+// # Tokens
+//
+// One counter per group serves as the classic generation and the KIP-848
+// group epoch, and it never decreases, not even when the group empties or
+// changes type. When a partition is given to a member, the current epoch
+// becomes its fencing token (an [epoch.Token]); the member keeps that token
+// for as long as it keeps the partition, and the next owner gets a strictly
+// higher one. The coordinator's view of owners never holds two owners for a
+// partition: giving away a partition that someone still holds panics, as a
+// broken invariant.
+//
+// # Fenced commits
+//
+// OffsetCommit follows Kafka's rules for each protocol, and then checks
+// every partition against the owners: a member may commit only a partition
+// it owns, or one it just released and nobody has been given since (the
+// hand-off commit). Anything else is refused per partition, with
+// STALE_MEMBER_EPOCH in consumer groups and ILLEGAL_GENERATION in classic
+// ones (offsets.go explains why those codes), so a zombie cannot move
+// another owner's offset. Each accepted commit is recorded with its token.
+//
+// One limit is inherent to the classic protocol: a static member that
+// restarts takes over its predecessor's assignment without a rebalance, so
+// the generation cannot move and the new incarnation keeps the old tokens.
+// The coordinator still refuses every request of the old member ID
+// (FENCED_INSTANCE_ID), but a downstream fence that sees only tokens cannot
+// tell the two incarnations apart. KIP-848 groups do not have this limit:
+// a static successor gets fresh, higher tokens.
+package coordinator

@@ -1,0 +1,278 @@
+package coordinator
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// GroupType is the protocol a group's members speak.
+type GroupType uint8
+
+const (
+	_ GroupType = iota
+	// Classic groups use JoinGroup/SyncGroup/Heartbeat/LeaveGroup; the
+	// leader member computes the assignment.
+	Classic
+	// Consumer groups use KIP-848's ConsumerGroupHeartbeat; the
+	// coordinator computes the assignment.
+	Consumer
+)
+
+func (t GroupType) String() string {
+	switch t {
+	case Classic:
+		return "classic"
+	case Consumer:
+		return "consumer"
+	}
+	return "grouptype(" + itoa(int(t)) + ")"
+}
+
+// Request is one decoded request addressed to a group.
+type Request struct {
+	// Ref identifies the request to the caller; the group never inspects
+	// it and returns it in the Reply that answers the request.
+	Ref any
+	// Msg is the request: JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
+	// ConsumerGroupHeartbeat, OffsetCommit or OffsetDelete.
+	Msg kmsg.Request
+	// Resp, if not nil, is a response of Msg's kind and version for the
+	// group to fill, so a caller can reuse responses; otherwise the group
+	// allocates one with Msg.ResponseKind().
+	Resp kmsg.Response
+	// ClientID and ClientHost describe the connection, for member IDs and
+	// DescribeGroups.
+	ClientID   string
+	ClientHost string
+}
+
+// Group is the state machine of one group: its members, generation
+// (epoch), assignments, partition owners with their tokens, and committed
+// offsets. It is pure: time comes in as an argument, effects go out through
+// Ready, and it never reads a clock, starts a goroutine or performs I/O.
+//
+// A Group is not safe for concurrent use: one goroutine (or lock holder)
+// owns it at a time. The TCP server, the simulator and the tests all drive
+// this same code.
+type Group struct {
+	name string
+	cfg  *Config
+	rng  *rand.Rand
+
+	typ GroupType
+	// epoch is the classic generation or the KIP-848 group epoch. One
+	// counter serves both so that tokens keep growing when an empty group
+	// changes type.
+	epoch   int32
+	deleted bool
+
+	owners  ownership
+	offsets offsetTable
+
+	classic  classicState
+	consumer consumerState
+
+	ready    Ready
+	lastNext time.Time
+}
+
+// NewGroup returns an empty classic group. cfg must be valid (see
+// Config.Validate) and is not copied; rng generates member IDs and is owned
+// by the group from now on (seed it from a secure source in production and
+// from the scenario seed in the simulator).
+func NewGroup(name string, cfg *Config, rng *rand.Rand) *Group {
+	g := &Group{name: name, cfg: cfg, rng: rng, typ: Classic}
+	g.owners.init()
+	g.offsets.init()
+	g.classic.init()
+	g.consumer.init()
+	return g
+}
+
+// Name returns the group ID.
+func (g *Group) Name() string { return g.name }
+
+// Type returns the group's protocol type.
+func (g *Group) Type() GroupType { return g.typ }
+
+// Epoch returns the classic generation or KIP-848 group epoch.
+func (g *Group) Epoch() int32 { return g.epoch }
+
+// Step applies one request at time now. A reply is appended to Ready, now
+// or (for requests the protocol parks, such as a classic JoinGroup) when a
+// later Step or Tick completes it. The caller must not route other request
+// kinds here: doing so is a programming error and panics.
+func (g *Group) Step(now time.Time, req Request) {
+	switch m := req.Msg.(type) {
+	case *kmsg.JoinGroupRequest:
+		g.classicJoin(now, req, m)
+	case *kmsg.SyncGroupRequest:
+		g.classicSync(now, req, m)
+	case *kmsg.HeartbeatRequest:
+		g.classicHeartbeat(now, req, m)
+	case *kmsg.LeaveGroupRequest:
+		g.classicLeave(now, req, m)
+	case *kmsg.ConsumerGroupHeartbeatRequest:
+		g.consumerHeartbeat(now, req, m)
+	case *kmsg.OffsetCommitRequest:
+		g.commitOffsets(now, req, m)
+	case *kmsg.OffsetDeleteRequest:
+		g.deleteOffsets(now, req, m)
+	default:
+		panic(fmt.Sprintf("coordinator: Step given %T, which is not a group request", req.Msg))
+	}
+}
+
+// Tick fires the timers that are due at now: session expiry, rebalance and
+// revocation timeouts, the initial rebalance delay.
+func (g *Group) Tick(now time.Time) {
+	switch g.typ {
+	case Classic:
+		g.classicTick(now)
+	case Consumer:
+		g.consumerTick(now)
+	}
+}
+
+// TopicsChanged tells the group that topics were created, so a KIP-848
+// group recomputes its target assignment for subscriptions that now match.
+func (g *Group) TopicsChanged(now time.Time) {
+	if g.typ == Consumer {
+		g.consumerTopicsChanged(now)
+	}
+}
+
+// HasReady reports whether Ready has anything new for the caller.
+func (g *Group) HasReady() bool {
+	return len(g.ready.Persist) > 0 || len(g.ready.Replies) > 0 || len(g.ready.Events) > 0 ||
+		!g.nextTick().Equal(g.lastNext)
+}
+
+// Ready returns what the caller must do now (see Ready for the order).
+// The slices are valid until Advance.
+func (g *Group) Ready() Ready {
+	rd := g.ready
+	rd.NextTick = g.nextTick()
+	return rd
+}
+
+// Advance tells the group the caller has performed the last Ready. The
+// group reuses the slices' memory afterwards.
+func (g *Group) Advance() {
+	clear(g.ready.Persist)
+	clear(g.ready.Replies)
+	clear(g.ready.Events)
+	g.ready.Persist = g.ready.Persist[:0]
+	g.ready.Replies = g.ready.Replies[:0]
+	g.ready.Events = g.ready.Events[:0]
+	g.lastNext = g.nextTick()
+}
+
+// nextTick is the earliest instant a timer of the group may be due; it may
+// be earlier than the true next deadline (a Tick then finds nothing to do
+// and recomputes), never later.
+func (g *Group) nextTick() time.Time {
+	switch g.typ {
+	case Classic:
+		return g.classicNext()
+	case Consumer:
+		return g.consumerNext()
+	}
+	return time.Time{}
+}
+
+// Empty reports whether the group has no members.
+func (g *Group) Empty() bool {
+	switch g.typ {
+	case Classic:
+		return g.classic.empty()
+	case Consumer:
+		return g.consumer.empty()
+	}
+	return true
+}
+
+// Deleted reports whether the group was deleted; a deleted Group accepts
+// no more requests and the caller should drop it.
+func (g *Group) Deleted() bool { return g.deleted }
+
+func (g *Group) reply(req Request, resp kmsg.Response) {
+	g.ready.Replies = append(g.ready.Replies, Reply{Ref: req.Ref, Msg: resp})
+}
+
+func (g *Group) persist(r Record) { g.ready.Persist = append(g.ready.Persist, r) }
+
+func (g *Group) event(e Event) {
+	e.Group = g.name
+	e.Epoch = g.epoch
+	g.ready.Events = append(g.ready.Events, e)
+}
+
+// newMemberID returns a member ID in Kafka's shape: the client ID, a dash,
+// and a random UUID.
+func (g *Group) newMemberID(clientID string) string {
+	var b [16]byte
+	hi, lo := g.rng.Uint64(), g.rng.Uint64()
+	for i := range 8 {
+		b[i] = byte(hi >> (56 - 8*i))
+		b[8+i] = byte(lo >> (56 - 8*i))
+	}
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	const hex = "0123456789abcdef"
+	var s strings.Builder
+	s.Grow(len(clientID) + 37)
+	s.WriteString(clientID)
+	s.WriteByte('-')
+	for i, c := range b {
+		if i == 4 || i == 6 || i == 8 || i == 10 {
+			s.WriteByte('-')
+		}
+		s.WriteByte(hex[c>>4])
+		s.WriteByte(hex[c&0xf])
+	}
+	return s.String()
+}
+
+// String renders the group's state, stably sorted, for golden tests and
+// the admin CLI.
+func (g *Group) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "group %s type=%s epoch=%d state=%s", g.name, g.typ, g.epoch, g.State())
+	if g.deleted {
+		b.WriteString(" deleted")
+	}
+	b.WriteByte('\n')
+	switch g.typ {
+	case Classic:
+		g.classicString(&b)
+	case Consumer:
+		g.consumerString(&b)
+	}
+	g.owners.writeTo(&b)
+	g.offsets.writeTo(&b)
+	return b.String()
+}
+
+// State returns the group's state as Kafka names it (classic: Empty,
+// PreparingRebalance, CompletingRebalance, Stable, Dead; consumer: Empty,
+// Assigning, Reconciling, Stable, Dead).
+func (g *Group) State() string {
+	if g.deleted {
+		return "Dead"
+	}
+	switch g.typ {
+	case Classic:
+		return g.classic.stateName()
+	case Consumer:
+		return g.consumer.stateName()
+	}
+	return "Empty"
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }

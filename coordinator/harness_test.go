@@ -1,0 +1,374 @@
+package coordinator
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/datadriven"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tenure-dev/tenure/assignor"
+)
+
+// The datadriven tests in testdata/ script a group through requests and
+// timer ticks and print everything the group asks its caller to do.
+//
+// Common commands (protocol commands are registered by classic_test.go and
+// consumer_test.go; each documents its own):
+//
+//	new-group [name=g] [initial-delay=3s] [min-session=6s] [max-session=30m]
+//	          [max-size=N] [session=10s] [heartbeat=2s] [assignor=uniform]
+//	          [topic=NAME:PARTITIONS ...]
+//	    Starts a fresh group at t=0 (resets the test clock).
+//	add-topic name=NAME partitions=N
+//	    Creates a topic and tells the group (TopicsChanged).
+//	advance d=DURATION
+//	    Moves the clock forward and, if the group's NextTick is due, ticks
+//	    it (repeatedly, at each due instant in order) and prints the output.
+//	tick
+//	    Ticks the group at the current time and prints the output.
+//	state
+//	    Prints Group.String().
+//
+// Every command that steps the group prints the Ready it produced:
+// "persist:", "reply to <ref>:", "event:" lines and "next-tick: t=...",
+// then advances the group. Leftover arguments fail the test.
+func TestDatadriven(t *testing.T) {
+	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
+		e := newTestEnv(t)
+		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
+			cmd, ok := testCommands[d.Cmd]
+			if !ok {
+				d.Fatalf(t, "unknown command %q", d.Cmd)
+			}
+			a := newTestArgs(t, d)
+			out := cmd(e, a)
+			a.done()
+			return out
+		})
+	})
+}
+
+// testCommands holds the datadriven commands; protocol test files add theirs
+// in init functions.
+var testCommands = map[string]func(e *testEnv, a *testArgs) string{
+	"new-group": func(e *testEnv, a *testArgs) string {
+		cfg := DefaultConfig()
+		name := a.str("name", "g")
+		cfg.InitialRebalanceDelay = a.dur("initial-delay", cfg.InitialRebalanceDelay)
+		cfg.MinSessionTimeout = a.dur("min-session", cfg.MinSessionTimeout)
+		cfg.MaxSessionTimeout = a.dur("max-session", cfg.MaxSessionTimeout)
+		cfg.MaxGroupSize = a.int("max-size", cfg.MaxGroupSize)
+		cfg.ConsumerSessionTimeout = a.dur("session", cfg.ConsumerSessionTimeout)
+		cfg.ConsumerHeartbeatInterval = a.dur("heartbeat", cfg.ConsumerHeartbeatInterval)
+		if n := a.str("assignor", ""); n != "" {
+			i := slices.IndexFunc(cfg.Assignors, func(x assignor.Assignor) bool { return x.Name() == n })
+			if i < 0 {
+				a.t.Fatalf("unknown assignor %q", n)
+			}
+			cfg.Assignors[0], cfg.Assignors[i] = cfg.Assignors[i], cfg.Assignors[0]
+		}
+		e.topics = NewStaticTopics()
+		for _, spec := range a.strs("topic") {
+			var tname string
+			var parts int32
+			if _, err := fmt.Sscanf(strings.Replace(spec, ":", " ", 1), "%s %d", &tname, &parts); err != nil {
+				a.t.Fatalf("bad topic %q: %v", spec, err)
+			}
+			e.addTopic(tname, parts)
+		}
+		cfg.Topics = e.topics
+		if err := cfg.Validate(); err != nil {
+			return "error: " + err.Error()
+		}
+		e.cfg = cfg
+		e.now = testEpoch
+		e.g = NewGroup(name, &e.cfg, rand.New(rand.NewPCG(1, 2)))
+		return "ok"
+	},
+	"add-topic": func(e *testEnv, a *testArgs) string {
+		e.addTopic(a.str("name", ""), int32(a.int("partitions", 0)))
+		e.g.TopicsChanged(e.now)
+		return e.drain()
+	},
+	"advance": func(e *testEnv, a *testArgs) string {
+		return e.advance(a.dur("d", 0))
+	},
+	"tick": func(e *testEnv, a *testArgs) string {
+		e.g.Tick(e.now)
+		return e.drain()
+	},
+	"state": func(e *testEnv, a *testArgs) string {
+		return e.g.String()
+	},
+}
+
+// testEpoch is t=0 of every script. It carries no monotonic reading, like
+// the simulator's clock.
+var testEpoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+type testEnv struct {
+	t      *testing.T
+	cfg    Config
+	topics *StaticTopics
+	g      *Group
+	now    time.Time
+	// nextTopicID makes topic IDs deterministic: 00..01, 00..02, ...
+	nextTopicID byte
+}
+
+func newTestEnv(t *testing.T) *testEnv {
+	return &testEnv{t: t, now: testEpoch}
+}
+
+func (e *testEnv) addTopic(name string, parts int32) {
+	e.nextTopicID++
+	var id TopicID
+	id[15] = e.nextTopicID
+	e.topics.Add(name, id, parts)
+}
+
+// step hands one request to the group; ref names it in the output.
+func (e *testEnv) step(ref string, clientID string, msg kmsg.Request) string {
+	e.g.Step(e.now, Request{Ref: ref, Msg: msg, ClientID: clientID, ClientHost: "/127.0.0.1"})
+	return e.drain()
+}
+
+// advance moves the clock by d, ticking the group at every due instant.
+func (e *testEnv) advance(d time.Duration) string {
+	end := e.now.Add(d)
+	var out strings.Builder
+	for {
+		next := e.g.Ready().NextTick
+		if next.IsZero() || next.After(end) {
+			break
+		}
+		if next.After(e.now) {
+			e.now = next
+		}
+		e.g.Tick(e.now)
+		if s := e.drain(); s != "" && s != "next-tick: none\n" {
+			fmt.Fprintf(&out, "at %s:\n%s", rel(e.now), s)
+		}
+		if !e.g.Ready().NextTick.After(e.now) && !e.g.Ready().NextTick.IsZero() {
+			e.t.Fatalf("group asks to be ticked at %s again after a tick at %s", rel(e.g.Ready().NextTick), rel(e.now))
+		}
+	}
+	e.now = end
+	if out.Len() == 0 {
+		return "ok"
+	}
+	return out.String()
+}
+
+// drain renders and advances the group's Ready.
+func (e *testEnv) drain() string {
+	rd := e.g.Ready()
+	var b strings.Builder
+	for _, r := range rd.Persist {
+		b.WriteString("persist: " + renderRecord(r) + "\n")
+	}
+	for _, r := range rd.Replies {
+		fmt.Fprintf(&b, "reply to %v: %s\n", r.Ref, renderResponse(r.Msg))
+	}
+	for _, ev := range rd.Events {
+		b.WriteString("event: " + renderEvent(ev) + "\n")
+	}
+	if rd.NextTick.IsZero() {
+		b.WriteString("next-tick: none\n")
+	} else {
+		b.WriteString("next-tick: " + rel(rd.NextTick) + "\n")
+	}
+	e.g.Advance()
+	return b.String()
+}
+
+// rel renders an instant as the offset from testEpoch.
+func rel(t time.Time) string { return "t=" + t.Sub(testEpoch).String() }
+
+// responseRenderers render responses by API key; protocol test files add
+// theirs in init functions.
+var responseRenderers = map[int16]func(kmsg.Response) string{}
+
+func renderResponse(r kmsg.Response) string {
+	if f, ok := responseRenderers[r.Key()]; ok {
+		return f(r)
+	}
+	return fmt.Sprintf("%T", r)
+}
+
+func renderRecord(r Record) string {
+	switch r := r.(type) {
+	case *GroupRecord:
+		s := fmt.Sprintf("group %s type=%s epoch=%d", r.Group, r.Type, r.Epoch)
+		if r.ProtocolType != "" {
+			s += " protocol-type=" + r.ProtocolType
+		}
+		if r.Protocol != "" {
+			s += " protocol=" + r.Protocol
+		}
+		if r.Leader != "" {
+			s += " leader=" + r.Leader
+		}
+		if r.Deleted {
+			s += " deleted"
+		}
+		return s
+	case *MemberRecord:
+		if r.Deleted {
+			return "member " + r.MemberID + " deleted"
+		}
+		s := fmt.Sprintf("member %s", r.MemberID)
+		if r.InstanceID != "" {
+			s += " instance=" + r.InstanceID
+		}
+		s += fmt.Sprintf(" session=%v rebalance=%v", r.SessionTimeout, r.RebalanceTimeout)
+		if len(r.Topics) > 0 {
+			s += " topics=" + strings.Join(r.Topics, ",")
+		}
+		return s
+	case *AssignmentRecord:
+		s := fmt.Sprintf("assignment %s epoch=%d owned=%s", r.MemberID, r.MemberEpoch, renderOwned(r.Owned))
+		if len(r.Pending) > 0 {
+			s += " pending=" + renderTPs(r.Pending)
+		}
+		if len(r.Revoking) > 0 {
+			s += " revoking=" + renderTPs(r.Revoking)
+		}
+		return s
+	case *OffsetRecord:
+		if r.Deleted {
+			return fmt.Sprintf("offset %s[%d] deleted", r.Topic, r.Partition)
+		}
+		by := r.MemberID
+		if by == "" {
+			by = "admin"
+		}
+		return fmt.Sprintf("offset %s[%d]=%d token=%v by %s", r.Topic, r.Partition, r.Offset, r.Token, by)
+	}
+	return fmt.Sprintf("%T", r)
+}
+
+func renderEvent(ev Event) string {
+	s := fmt.Sprintf("%s epoch=%d members=%d", ev.Kind, ev.Epoch, ev.Members)
+	if ev.MemberID != "" {
+		s += " member=" + ev.MemberID
+	}
+	if ev.Kind == EventRebalanceCompleted {
+		s += fmt.Sprintf(" moves=%d", ev.Moves)
+	}
+	if ev.Kind == EventCommitRejected {
+		s += fmt.Sprintf(" partition=%s[%d]", ev.Partition.Topic, ev.Partition.Partition)
+	}
+	if ev.Reason != "" {
+		s += " reason=" + ev.Reason
+	}
+	return s
+}
+
+// renderOwned renders partitions compactly: t[0-3@5 7@6] means partitions
+// 0..3 at token 5 and 7 at token 6.
+func renderOwned(ps []OwnedPartition) string {
+	var b strings.Builder
+	b.WriteByte('{')
+	for i := 0; i < len(ps); {
+		j := i
+		for j+1 < len(ps) && ps[j+1].Topic == ps[i].Topic && ps[j+1].Partition == ps[j].Partition+1 && ps[j+1].Token == ps[i].Token {
+			j++
+		}
+		if b.Len() > 1 {
+			b.WriteByte(' ')
+		}
+		if j > i {
+			fmt.Fprintf(&b, "%s[%d-%d]@%v", ps[i].Topic, ps[i].Partition, ps[j].Partition, ps[i].Token)
+		} else {
+			fmt.Fprintf(&b, "%s[%d]@%v", ps[i].Topic, ps[i].Partition, ps[i].Token)
+		}
+		i = j + 1
+	}
+	b.WriteByte('}')
+	return b.String()
+}
+
+// renderTPs renders sorted partitions compactly: {t[0-3] u[1]}.
+func renderTPs(tps []TopicPartition) string {
+	ps := make([]OwnedPartition, len(tps))
+	for i, tp := range tps {
+		ps[i] = OwnedPartition{Topic: tp.Topic, Partition: tp.Partition}
+	}
+	return strings.ReplaceAll(renderOwned(ps), "@none", "")
+}
+
+// testArgs reads a datadriven command's arguments and fails the test on
+// any argument the command did not read.
+type testArgs struct {
+	t    *testing.T
+	d    *datadriven.TestData
+	used map[string]bool
+}
+
+func newTestArgs(t *testing.T, d *datadriven.TestData) *testArgs {
+	return &testArgs{t: t, d: d, used: make(map[string]bool)}
+}
+
+func (a *testArgs) done() {
+	for _, arg := range a.d.CmdArgs {
+		if !a.used[arg.Key] {
+			a.d.Fatalf(a.t, "unused argument %q", arg.Key)
+		}
+	}
+}
+
+func (a *testArgs) has(key string) bool {
+	a.used[key] = true
+	return a.d.HasArg(key)
+}
+
+func (a *testArgs) str(key, def string) string {
+	a.used[key] = true
+	arg, ok := a.d.Arg(key)
+	if !ok {
+		return def
+	}
+	return arg.SingleVal(a.t)
+}
+
+// strs returns all values of key (key=(a,b) or repeated key=a key=b).
+func (a *testArgs) strs(key string) []string {
+	a.used[key] = true
+	var out []string
+	for _, arg := range a.d.CmdArgs {
+		if arg.Key == key {
+			out = append(out, arg.Vals...)
+		}
+	}
+	return out
+}
+
+func (a *testArgs) int(key string, def int) int {
+	s := a.str(key, "")
+	if s == "" {
+		return def
+	}
+	var v int
+	if _, err := fmt.Sscan(s, &v); err != nil {
+		a.t.Fatalf("%s=%q: %v", key, s, err)
+	}
+	return v
+}
+
+func (a *testArgs) dur(key string, def time.Duration) time.Duration {
+	s := a.str(key, "")
+	if s == "" {
+		return def
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		a.t.Fatalf("%s=%q: %v", key, s, err)
+	}
+	return d
+}
