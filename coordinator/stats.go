@@ -1,0 +1,63 @@
+package coordinator
+
+import "github.com/twmb/franz-go/pkg/kmsg"
+
+// Stats is a snapshot of a group for metrics and the admin CLI.
+type Stats struct {
+	Type    GroupType
+	State   string
+	Epoch   int32
+	Members int
+	// Owned counts partitions with a current owner.
+	Owned int
+	// Unowned counts partitions of the topics the members subscribe to
+	// that have no current owner: during a rebalance, after a crash until
+	// the session expires, or while a partition waits for its previous
+	// owner to release it. Classic groups of a protocol type other than
+	// "consumer" report 0: their subscriptions are opaque.
+	Unowned int
+}
+
+// Stats returns a snapshot of the group. It costs O(subscribed topics) for
+// consumer groups and O(members) for classic ones (their subscriptions are
+// decoded from the join metadata), so call it when metrics are scraped,
+// not per request.
+func (g *Group) Stats() Stats {
+	s := Stats{Type: g.typ, State: g.State(), Epoch: g.epoch, Owned: g.owners.owned()}
+	var subscribed int
+	switch g.typ {
+	case Classic:
+		s.Members = len(g.classic.members)
+		if g.classic.protocolType == consumerProtocolType {
+			for topic := range g.offsetDeleteClassicTopics() {
+				if _, parts, ok := g.cfg.Topics.Lookup(topic); ok {
+					subscribed += int(parts)
+				}
+			}
+		}
+	case Consumer:
+		s.Members = len(g.consumer.members)
+		for _, t := range g.consumer.topics {
+			subscribed += int(t.partitions)
+		}
+	}
+	if s.Members > 0 && subscribed > s.Owned {
+		s.Unowned = subscribed - s.Owned
+	}
+	return s
+}
+
+// Listing returns the group's entry in a ListGroups response.
+func (g *Group) Listing() kmsg.ListGroupsResponseGroup {
+	l := kmsg.NewListGroupsResponseGroup()
+	l.Group = g.name
+	l.GroupState = g.State()
+	l.GroupType = g.typ.String()
+	switch g.typ {
+	case Classic:
+		l.ProtocolType = g.classic.protocolType
+	case Consumer:
+		l.ProtocolType = consumerProtocolType
+	}
+	return l
+}

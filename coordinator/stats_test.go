@@ -1,0 +1,56 @@
+package coordinator
+
+import (
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func TestStatsConsumer(t *testing.T) {
+	topics := NewStaticTopics()
+	topics.Add("t", TopicID{1}, 8)
+	cfg := DefaultConfig()
+	cfg.Topics = topics
+	g := NewGroup("g", &cfg, rand.New(rand.NewPCG(1, 1)))
+	if s := g.Stats(); s.Members != 0 || s.Unowned != 0 || s.State != "Empty" {
+		t.Fatalf("empty group stats = %+v", s)
+	}
+	now := time.Unix(0, 0)
+	hb := func(id string, epoch int32, owned []int32) *kmsg.ConsumerGroupHeartbeatResponse {
+		req := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+		req.Version = 1
+		req.Group = "g"
+		req.MemberID = id
+		req.MemberEpoch = epoch
+		if epoch == 0 {
+			req.RebalanceTimeoutMillis = 5000
+			req.SubscribedTopicNames = []string{"t"}
+		}
+		req.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+		if len(owned) > 0 {
+			req.Topics = append(req.Topics, kmsg.ConsumerGroupHeartbeatRequestTopic{TopicID: TopicID{1}, Partitions: owned})
+		}
+		g.Step(now, Request{Ref: id, Msg: req})
+		resp := g.Ready().Replies[0].Msg.(*kmsg.ConsumerGroupHeartbeatResponse)
+		g.Advance()
+		return resp
+	}
+	hb("m1", 0, nil)
+	if s := g.Stats(); s.Members != 1 || s.Owned != 8 || s.Unowned != 0 || s.Type != Consumer {
+		t.Fatalf("one member: stats = %+v", s)
+	}
+	// A second member: half the partitions must be revoked from m1 before
+	// m2 gets them, so they are owned by m1 until it releases them.
+	hb("m2", 0, nil)
+	hb("m1", 1, []int32{0, 1, 2, 3, 4, 5, 6, 7})
+	// m1 releases four partitions; until m2 heartbeats they are unowned.
+	hb("m1", 1, []int32{0, 1, 2, 3})
+	if s := g.Stats(); s.Members != 2 || s.Owned != 4 || s.Unowned != 4 {
+		t.Fatalf("during hand-off: stats = %+v", s)
+	}
+	if l := g.Listing(); l.Group != "g" || l.GroupType != "consumer" || l.ProtocolType != "consumer" {
+		t.Fatalf("listing = %+v", l)
+	}
+}
