@@ -1,0 +1,74 @@
+package server
+
+import (
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Fetch: v0-12.
+//
+// Topics hold no records, so a Fetch is answered empty and error-free
+// (high watermark, last stable offset and log start offset 0) after being
+// held for its MaxWaitMillis, capped at MaxFetchWait: an immediate empty
+// answer would make a kgo consumer fetch again at once, thousands of times
+// a second. A held Fetch parks only its own slot: other connections are
+// unaffected, and later responses on its connection wait for it, in order.
+// A Fetch naming a partition that does not exist is answered at once, with
+// UNKNOWN_TOPIC_OR_PARTITION for it. Incremental fetch sessions are not
+// kept: the session ID is always 0, and a request naming a session gets
+// FETCH_SESSION_ID_NOT_FOUND.
+func (s *Server) handleFetch(c *conn, sl *slot, req *kmsg.FetchRequest) {
+	resp := emptyFetch(req, s.topics)
+	if req.Version >= 7 && req.SessionID != 0 {
+		resp.ErrorCode = kerr.FetchSessionIDNotFound.Code
+		resp.Topics = nil
+	}
+	wait := min(time.Duration(req.MaxWaitMillis)*time.Millisecond, s.cfg.MaxFetchWait)
+	if wait <= 0 || responseCode(resp) != 0 {
+		c.respond(sl, resp)
+		return
+	}
+	c.park(sl, resp, wait)
+}
+
+// emptyFetch answers req with no records. With topics set, partitions that
+// do not exist get UNKNOWN_TOPIC_OR_PARTITION.
+func emptyFetch(req *kmsg.FetchRequest, topics *topicRegistry) *kmsg.FetchResponse {
+	resp := req.ResponseKind().(*kmsg.FetchResponse)
+	for _, rt := range req.Topics {
+		st := kmsg.NewFetchResponseTopic()
+		st.Topic = rt.Topic
+		st.TopicID = rt.TopicID
+		var t *topic
+		if topics != nil {
+			t = topics.get(rt.Topic)
+		}
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewFetchResponseTopicPartition()
+			sp.Partition = rp.Partition
+			sp.HighWatermark = 0
+			sp.LastStableOffset = 0
+			sp.LogStartOffset = 0
+			if topics != nil && (t == nil || rp.Partition < 0 || rp.Partition >= t.partitions) {
+				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = -1, -1, -1
+			}
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp
+}
+
+// park holds sl until d has passed, then completes it with resp.
+func (c *conn) park(sl *slot, resp kmsg.Response, d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed || sl.state != slotWaiting {
+		return
+	}
+	seq := sl.seq
+	sl.timer = time.AfterFunc(d, func() { c.deliver(sl, resp, seq, true) })
+}

@@ -1,0 +1,39 @@
+package server
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// ListOffsets: v0-7.
+//
+// Topics hold no records, so every offset asked for (earliest, latest, max
+// timestamp, or by timestamp) is 0, and a consumer without a committed
+// offset starts cleanly at 0. Leader epochs are -1: the server does not
+// serve OffsetForLeaderEpoch, so clients skip epoch validation. A partition
+// that does not exist is UNKNOWN_TOPIC_OR_PARTITION.
+func (s *Server) handleListOffsets(req *kmsg.ListOffsetsRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
+	for _, rt := range req.Topics {
+		st := kmsg.NewListOffsetsResponseTopic()
+		st.Topic = rt.Topic
+		t := s.topics.get(rt.Topic)
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewListOffsetsResponseTopicPartition()
+			sp.Partition = rp.Partition
+			sp.LeaderEpoch = -1
+			switch {
+			case t == nil || rp.Partition < 0 || rp.Partition >= t.partitions:
+				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			case req.Version == 0:
+				sp.OldStyleOffsets = []int64{0}
+			default:
+				sp.Offset = 0
+				sp.Timestamp = -1
+			}
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp
+}

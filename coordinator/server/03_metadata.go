@@ -1,0 +1,117 @@
+package server
+
+import (
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap"
+)
+
+// Metadata: v0-12.
+//
+// One broker, this node, at the advertised address; it leads every
+// partition and is the controller. Topics are listed with their stable IDs
+// (v10+) and partitions 0..N-1. A null topic list (v1+; an empty one at
+// v0) lists every topic, sorted by name. An unknown topic is created with
+// DefaultPartitions when the request allows auto-creation (implicit before
+// v4) and AutoCreateTopics is on; otherwise it is UNKNOWN_TOPIC_OR_PARTITION
+// (UNKNOWN_TOPIC_ID when asked by ID). A creation refused by a limit is
+// POLICY_VIOLATION, an invalid name INVALID_TOPIC_EXCEPTION.
+func (s *Server) handleMetadata(req *kmsg.MetadataRequest, now time.Time) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.MetadataResponse)
+	b := kmsg.NewMetadataResponseBroker()
+	b.NodeID = s.cfg.NodeID
+	b.Host = s.advHost
+	b.Port = s.advPort
+	resp.Brokers = []kmsg.MetadataResponseBroker{b}
+	resp.ClusterID = &s.cfg.ClusterID
+	resp.ControllerID = s.cfg.NodeID
+
+	add := func(t *topic) {
+		rt := kmsg.NewMetadataResponseTopic()
+		name := t.name
+		rt.Topic = &name
+		rt.TopicID = t.id
+		rt.Partitions = t.metadataPartitions(s.cfg.NodeID)
+		resp.Topics = append(resp.Topics, rt)
+	}
+	addErr := func(name *string, id [16]byte, code int16) {
+		rt := kmsg.NewMetadataResponseTopic()
+		rt.Topic = name
+		rt.TopicID = id
+		rt.ErrorCode = code
+		resp.Topics = append(resp.Topics, rt)
+	}
+
+	if req.Topics == nil || req.Version == 0 && len(req.Topics) == 0 {
+		for _, name := range s.topics.Names() {
+			if t := s.topics.get(name); t != nil {
+				add(t)
+			}
+		}
+		return resp
+	}
+
+	allowAuto := s.cfg.AutoCreateTopics && (req.Version < 4 || req.AllowAutoTopicCreation)
+	created := false
+	seen := make(map[string]bool, len(req.Topics))
+	for _, rt := range req.Topics {
+		if rt.TopicID != ([16]byte{}) {
+			t := s.topics.getID(rt.TopicID)
+			if t == nil {
+				addErr(nil, rt.TopicID, kerr.UnknownTopicID.Code)
+				continue
+			}
+			if !seen[t.name] {
+				seen[t.name] = true
+				add(t)
+			}
+			continue
+		}
+		if rt.Topic == nil {
+			continue
+		}
+		name := *rt.Topic
+		if seen[name] {
+			continue
+		}
+		seen[name] = true
+		t := s.topics.get(name)
+		if t == nil {
+			if !allowAuto {
+				addErr(rt.Topic, [16]byte{}, kerr.UnknownTopicOrPartition.Code)
+				continue
+			}
+			var err error
+			t, err = s.createTopic(name, s.cfg.DefaultPartitions, "metadata")
+			if err != nil && err != errTopicExists {
+				addErr(rt.Topic, [16]byte{}, topicCode(err))
+				continue
+			}
+			created = created || err == nil
+		}
+		add(t)
+	}
+	if created {
+		s.topicsChanged(now)
+	}
+	return resp
+}
+
+// createTopic creates a topic and logs it; the caller calls topicsChanged
+// once it has created everything it will.
+func (s *Server) createTopic(name string, partitions int32, via string) (*topic, error) {
+	t, err := s.topics.create(name, partitions)
+	switch err {
+	case nil:
+		s.m.topics.Set(float64(s.topics.Len()))
+		s.log.Info("topic created", zap.String("topic", name), zap.Int32("partitions", partitions), zap.String("via", via))
+	case errTopicLimit:
+		s.m.limits.WithLabelValues("topics").Inc()
+		s.log.Warn("topic refused: topic limit reached", zap.String("topic", name), zap.Int("limit", s.cfg.MaxTopics))
+	case errPartitionsMax:
+		s.m.limits.WithLabelValues("partitions").Inc()
+	}
+	return t, err
+}

@@ -1,0 +1,50 @@
+package server
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// DescribeGroups: v0-5.
+//
+// Each group is described by the group core (Group.DescribeClassic) while
+// the server owns it. A group that does not exist is reported in state
+// Dead, as Kafka does; so is a KIP-848 group (which ConsumerGroupDescribe
+// describes), for which the core answers GROUP_ID_NOT_FOUND, a code Kafka
+// only returns from v6, so it is dropped here.
+func (s *Server) handleDescribeGroups(req *kmsg.DescribeGroupsRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.DescribeGroupsResponse)
+	for _, name := range req.Groups {
+		dg := s.describeGroup(name)
+		if req.Version < 6 && dg.ErrorCode == kerr.GroupIDNotFound.Code {
+			dg.ErrorCode, dg.ErrorMessage = 0, nil
+		}
+		resp.Groups = append(resp.Groups, dg)
+	}
+	return resp
+}
+
+func (s *Server) describeGroup(name string) kmsg.DescribeGroupsResponseGroup {
+	dead := func(code int16) kmsg.DescribeGroupsResponseGroup {
+		dg := kmsg.NewDescribeGroupsResponseGroup()
+		dg.Group = name
+		dg.State = "Dead"
+		dg.ErrorCode = code
+		return dg
+	}
+	e := s.groups.lookup(name)
+	if e == nil {
+		return dead(kerr.GroupIDNotFound.Code)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	switch {
+	case e.failed:
+		return dead(kerr.CoordinatorNotAvailable.Code)
+	case e.gone:
+		return dead(kerr.GroupIDNotFound.Code)
+	}
+	dg := e.g.DescribeClassic()
+	dg.Group = name
+	return dg
+}

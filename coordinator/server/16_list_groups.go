@@ -1,0 +1,37 @@
+package server
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// ListGroups: v0-5.
+//
+// Lists every group, sorted by name, with its protocol type, state (v4+)
+// and type (v5+: "classic" or "consumer"). The state (v4) and type (v5)
+// filters match case-insensitively, as in Kafka. Each group is read while
+// the server owns it, one at a time.
+func (s *Server) handleListGroups(req *kmsg.ListGroupsRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.ListGroupsResponse)
+	match := func(filter []string, v string) bool {
+		return len(filter) == 0 || slices.ContainsFunc(filter, func(f string) bool { return strings.EqualFold(f, v) })
+	}
+	for _, e := range s.groups.snapshot() {
+		e.mu.Lock()
+		if e.gone || e.failed {
+			e.mu.Unlock()
+			continue
+		}
+		lg := e.g.Listing()
+		e.mu.Unlock()
+		if !match(req.StatesFilter, lg.GroupState) || !match(req.TypesFilter, lg.GroupType) {
+			continue
+		}
+		lg.Group = e.name
+		resp.Groups = append(resp.Groups, lg)
+	}
+	slices.SortFunc(resp.Groups, func(a, b kmsg.ListGroupsResponseGroup) int { return strings.Compare(a.Group, b.Group) })
+	return resp
+}

@@ -1,0 +1,202 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+
+	"github.com/tenure-dev/tenure/coordinator"
+	"github.com/tenure-dev/tenure/coordinator/store"
+)
+
+// Config configures a Server. Start from DefaultConfig and override
+// fields; New validates it.
+type Config struct {
+	// Core shapes every group (timeouts, group size, assignors). The
+	// server replaces Core.Topics with its own topic registry.
+	Core coordinator.Config
+
+	// Store persists group records before replies are sent. Required.
+	Store store.Store
+
+	// Logger receives the server's logs; nil means zap.NewNop().
+	Logger *zap.Logger
+
+	// Registerer, if not nil, gets the server's Prometheus metrics (see
+	// the package doc for the list). Nil keeps them unregistered.
+	Registerer prometheus.Registerer
+
+	// PerGroupMetrics exports one series per group for its generation,
+	// member count and unowned partitions. Each group adds three series,
+	// so turn it off when a server holds more than a few thousand groups.
+	// Default true.
+	PerGroupMetrics bool
+
+	// NodeID is this coordinator's broker ID in Metadata and
+	// FindCoordinator. Default 0.
+	NodeID int32
+
+	// Advertise is the host:port clients are told to connect to, in
+	// Metadata and FindCoordinator. Empty means the listener's address.
+	Advertise string
+
+	// ClusterID is reported in Metadata. Default "tenure".
+	ClusterID string
+
+	// DefaultPartitions is the partition count of a topic created by
+	// Metadata auto-creation or by CreateTopics with -1. Default 64.
+	DefaultPartitions int32
+
+	// AutoCreateTopics creates an unknown topic with DefaultPartitions
+	// when a client asks for it in Metadata with AllowAutoTopicCreation.
+	// Default true.
+	AutoCreateTopics bool
+
+	// MaxPartitions is the most partitions one topic may have; a larger
+	// CreateTopics is answered INVALID_PARTITIONS. Default 10,000.
+	MaxPartitions int32
+
+	// MaxTopics is the most topics the server holds; a creation beyond it
+	// is answered POLICY_VIOLATION. Default 10,000.
+	MaxTopics int
+
+	// MaxGroups is the most groups the server holds; a request that would
+	// create one more is answered COORDINATOR_NOT_AVAILABLE (retriable:
+	// clients back off and retry, and succeed once a group is deleted).
+	// Default 100,000.
+	MaxGroups int
+
+	// MaxConnections is the most client connections open at once; a
+	// connection beyond it is closed as soon as it is accepted. Default
+	// 10,000.
+	MaxConnections int
+
+	// MaxFrameSize is the largest request accepted, in bytes (the 4-byte
+	// size prefix excluded). A larger request closes its connection
+	// before anything is allocated for it. Default 4 MiB: the largest
+	// request tenure expects is the SyncGroup of the leader of a full
+	// classic group, which carries every member's assignment (about 90
+	// bytes per member plus 4 per partition: under 1 MiB for 10,000
+	// members), and memory is only allocated as the bytes arrive.
+	MaxFrameSize int32
+
+	// IdleTimeout closes a connection that has sent nothing for this long
+	// while no request of it is pending (Kafka:
+	// connections.max.idle.ms). Default 10 minutes.
+	IdleTimeout time.Duration
+
+	// WriteTimeout closes a connection whose client does not read its
+	// responses for this long. Default 30 s.
+	WriteTimeout time.Duration
+
+	// MaxInFlight is the most requests one connection may have waiting
+	// for their responses; the server stops reading from the connection
+	// until earlier responses are written. Default 128.
+	MaxInFlight int
+
+	// MaxFetchWait caps how long a Fetch is held before its empty answer
+	// (it is held for its MaxWaitMillis otherwise). Default 30 s.
+	MaxFetchWait time.Duration
+
+	// ShutdownTimeout bounds how long Serve spends answering in-flight
+	// requests once its context is cancelled. Default 5 s.
+	ShutdownTimeout time.Duration
+}
+
+// DefaultConfig returns the defaults documented on each field, with
+// coordinator.DefaultConfig as Core and no Store.
+func DefaultConfig() Config {
+	return Config{
+		Core:              coordinator.DefaultConfig(),
+		PerGroupMetrics:   true,
+		ClusterID:         "tenure",
+		DefaultPartitions: 64,
+		AutoCreateTopics:  true,
+		MaxPartitions:     10000,
+		MaxTopics:         10000,
+		MaxGroups:         100000,
+		MaxConnections:    10000,
+		MaxFrameSize:      4 << 20,
+		IdleTimeout:       10 * time.Minute,
+		WriteTimeout:      30 * time.Second,
+		MaxInFlight:       128,
+		MaxFetchWait:      30 * time.Second,
+		ShutdownTimeout:   5 * time.Second,
+	}
+}
+
+// ErrInvalidConfig is wrapped by every error Validate returns.
+var ErrInvalidConfig = errors.New("server: invalid config")
+
+// Validate reports every setting that is out of range, including those of
+// Core (whose Topics resolver the server supplies itself).
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...))
+	}
+	if c.Store == nil {
+		bad("no store")
+	}
+	if c.NodeID < 0 {
+		bad("node ID %d is negative", c.NodeID)
+	}
+	if c.Advertise != "" {
+		host, port, err := net.SplitHostPort(c.Advertise)
+		if err != nil || host == "" {
+			bad("advertised address %q is not host:port", c.Advertise)
+		} else if p, err := strconv.Atoi(port); err != nil || p <= 0 || p > 65535 {
+			bad("advertised port %q is not in 1..65535", port)
+		}
+	}
+	if c.MaxPartitions <= 0 {
+		bad("max partitions %d must be positive", c.MaxPartitions)
+	}
+	if c.DefaultPartitions <= 0 || c.DefaultPartitions > c.MaxPartitions {
+		bad("default partitions %d must be in 1..%d (max partitions)", c.DefaultPartitions, c.MaxPartitions)
+	}
+	if c.MaxTopics <= 0 {
+		bad("max topics %d must be positive", c.MaxTopics)
+	}
+	if c.MaxGroups <= 0 {
+		bad("max groups %d must be positive", c.MaxGroups)
+	}
+	if c.MaxConnections <= 0 {
+		bad("max connections %d must be positive", c.MaxConnections)
+	}
+	if c.MaxFrameSize < minFrameSize {
+		bad("max frame size %d is below %d bytes", c.MaxFrameSize, minFrameSize)
+	}
+	if c.IdleTimeout <= 0 {
+		bad("idle timeout %v must be positive", c.IdleTimeout)
+	}
+	if c.WriteTimeout <= 0 {
+		bad("write timeout %v must be positive", c.WriteTimeout)
+	}
+	if c.MaxInFlight <= 0 {
+		bad("max in-flight %d must be positive", c.MaxInFlight)
+	}
+	if c.MaxFetchWait < 0 {
+		bad("max fetch wait %v is negative", c.MaxFetchWait)
+	}
+	if c.ShutdownTimeout <= 0 {
+		bad("shutdown timeout %v must be positive", c.ShutdownTimeout)
+	}
+	core := c.Core
+	if core.Topics == nil {
+		core.Topics = coordinator.NewStaticTopics() // the server supplies its own
+	}
+	if err := core.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("%w: core: %w", ErrInvalidConfig, err))
+	}
+	return errors.Join(errs...)
+}
+
+// minFrameSize is the smallest MaxFrameSize that still admits the request
+// header of every API with a reasonable client ID.
+const minFrameSize = 1024

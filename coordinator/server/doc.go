@@ -1,0 +1,99 @@
+// Package server is tenure's coordinator on the network: a TCP server that
+// speaks the Kafka wire protocol around the group core (package
+// coordinator), so that a stock Kafka consumer — franz-go's kgo with the
+// classic cooperative-sticky protocol, or with KIP-848 through
+// kgo.ServerSideBalancer() — joins a tenure group without knowing it is not
+// talking to Kafka, and kadm administers it.
+//
+// # What it serves
+//
+// Topics are virtual work shards: they hold no records. A topic is created
+// with DefaultPartitions (64) the first time a client asks for it in
+// Metadata (unless AutoCreateTopics is off), or explicitly with
+// CreateTopics; its partition count and ID never change. Fetch answers are
+// empty, held for the request's MaxWaitMillis; ListOffsets answers 0.
+//
+// The group requests (JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
+// ConsumerGroupHeartbeat, OffsetCommit, OffsetDelete) go to the group's
+// core; OffsetFetch, DescribeGroups, ConsumerGroupDescribe, ListGroups and
+// DeleteGroups are answered from the core's read methods. The served API
+// versions are listed in versions.go; a client asking for anything else is
+// disconnected, as Kafka does, except that an ApiVersions too new is
+// answered so the client can step down.
+//
+// # Committing offsets
+//
+// Because topics hold no records, a consumer never consumes anything, and
+// kgo's autocommit (which commits consumed positions) never fires. Members
+// commit explicitly, for example
+//
+//	cl.CommitOffsetsSync(ctx, map[string]map[int32]kgo.EpochOffset{
+//		"jobs": {3: {Epoch: -1, Offset: 42}},
+//	}, nil)
+//
+// and the coordinator checks the commit against the partition's current
+// owner and fencing token.
+//
+// # Concurrency
+//
+// Each connection has a reader goroutine that reads, decodes and handles
+// its requests in order, and a writer goroutine used only when a response
+// is completed from elsewhere. Each group's core is owned by one goroutine
+// at a time (its lock), so groups run in parallel. After every Step or
+// Tick the server persists the Ready's records through the Store, then
+// sends its replies, logs and counts its events, and re-arms the group's
+// single timer for Ready.NextTick. If the store fails, the replies are not
+// sent: they are answered COORDINATOR_NOT_AVAILABLE and the group stays
+// offline until the server restarts.
+//
+// Responses on one connection always leave in request order, even when an
+// earlier request is parked (a JoinGroup waiting for its rebalance, a
+// Fetch held for MaxWait); requests on other connections never wait for
+// it. A connection may have MaxInFlight requests pending; past that the
+// server stops reading it until responses go out.
+//
+// # Limits
+//
+// Each limit is a Config field (and a flag of `tenure serve`):
+//
+//   - MaxFrameSize (4 MiB): a larger request closes its connection before
+//     anything is allocated for it; so does a negative size, a truncated
+//     header, an unknown API key, an unsupported version or an undecodable
+//     body.
+//   - MaxConnections (10,000): a connection beyond it is closed on accept.
+//   - IdleTimeout (10 min): a connection silent that long with nothing
+//     pending is closed. WriteTimeout (30 s): a connection whose client
+//     does not read its responses is closed.
+//   - Core.MaxGroupSize (10,000): a join beyond it is
+//     GROUP_MAX_SIZE_REACHED (answered by the core).
+//   - MaxPartitions (10,000): CreateTopics beyond it is INVALID_PARTITIONS.
+//   - MaxTopics (10,000): a creation beyond it is POLICY_VIOLATION.
+//   - MaxGroups (100,000): a request that would create one more group is
+//     COORDINATOR_NOT_AVAILABLE, which clients retry, so they get in once
+//     a group is deleted.
+//
+// Every refusal is logged and counted in tenure_limit_rejections_total.
+//
+// # Metrics
+//
+// With Config.Registerer set:
+//
+//	tenure_requests_total{api,error}          counter
+//	tenure_heartbeat_duration_seconds{api}    histogram (Heartbeat, ConsumerGroupHeartbeat)
+//	tenure_rebalances_total{type}             counter (classic, consumer)
+//	tenure_group_generation{group}            gauge
+//	tenure_group_members{group}               gauge
+//	tenure_group_unowned_partitions{group}    gauge
+//	tenure_commits_rejected_total             counter
+//	tenure_connections                        gauge
+//	tenure_connections_closed_total{reason}   counter
+//	tenure_limit_rejections_total{limit}      counter
+//	tenure_groups                             gauge
+//	tenure_topics                             gauge
+//	tenure_store_failures_total               counter
+//
+// The three per-group gauges add one series per group each and disappear
+// with the group; turn them off with Config.PerGroupMetrics = false on a
+// server holding more than a few thousand groups. Every other metric has a
+// bounded label set.
+package server

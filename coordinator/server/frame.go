@@ -1,0 +1,173 @@
+package server
+
+import (
+	"encoding/binary"
+	"errors"
+
+	"github.com/twmb/franz-go/pkg/kbin"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Errors that close a connection. A malformed or hostile frame only ever
+// affects its own connection.
+var (
+	errNegativeSize      = errors.New("server: negative frame size")
+	errFrameTooLarge     = errors.New("server: frame larger than the limit")
+	errShortHeader       = errors.New("server: truncated request header")
+	errUnknownKey        = errors.New("server: unknown API key")
+	errUnsupportedKey    = errors.New("server: API key not served")
+	errUnsupportedVer    = errors.New("server: unsupported API version")
+	errMalformed         = errors.New("server: malformed request body")
+	errClosedMidFrame    = errors.New("server: connection closed mid-frame")
+	errApiVersionsTooNew = errors.New("server: ApiVersions version above the served range")
+)
+
+// header is a decoded request header (request header v1/v2). clientID
+// aliases the frame and is nil for a null client ID.
+type header struct {
+	key     int16
+	version int16
+	corr    int32
+	// clientID is never compact, even in flexible headers (KIP-482
+	// kept it a nullable string for ApiVersions' sake).
+	clientID    []byte
+	hasClientID bool
+}
+
+// minHeaderSize is key, version, correlation ID and the client ID's length.
+const minHeaderSize = 2 + 2 + 4 + 2
+
+// parseHeader decodes the fixed part of the request header at the start of
+// body and returns the bytes after it: for flexible versions these still
+// begin with the header's tagged fields, which decodeBody skips.
+func parseHeader(body []byte) (header, []byte, error) {
+	if len(body) < minHeaderSize {
+		return header{}, nil, errShortHeader
+	}
+	h := header{
+		key:     int16(binary.BigEndian.Uint16(body[0:])),
+		version: int16(binary.BigEndian.Uint16(body[2:])),
+		corr:    int32(binary.BigEndian.Uint32(body[4:])),
+	}
+	n := int16(binary.BigEndian.Uint16(body[8:]))
+	rest := body[minHeaderSize:]
+	if n >= 0 {
+		if int(n) > len(rest) {
+			return header{}, nil, errShortHeader
+		}
+		h.clientID, h.hasClientID = rest[:n], true
+		rest = rest[n:]
+	}
+	return h, rest, nil
+}
+
+// checkHeader decides whether the server serves h's key and version:
+// errApiVersionsTooNew asks for the v0 UNSUPPORTED_VERSION answer, any
+// other error closes the connection.
+func checkHeader(h header) error {
+	if h.key == 18 && h.version > versionTable[18].max {
+		return errApiVersionsTooNew
+	}
+	if kmsg.RequestForKey(h.key) == nil {
+		return errUnknownKey
+	}
+	if int(h.key) > maxKey || h.key < 0 || versionTable[h.key].max < 0 {
+		return errUnsupportedKey
+	}
+	if !supported(h.key, h.version) {
+		return errUnsupportedVer
+	}
+	return nil
+}
+
+// decodeBody skips the header's tagged fields (flexible versions) and
+// decodes the request body into req, whose version it sets. req's []byte
+// fields alias rest.
+func decodeBody(req kmsg.Request, version int16, rest []byte) error {
+	req.SetVersion(version)
+	if req.IsFlexible() {
+		r := kbin.Reader{Src: rest}
+		kmsg.SkipTags(&r)
+		if !r.Ok() {
+			return errMalformed
+		}
+		rest = r.Src
+	}
+	if err := req.ReadFrom(rest); err != nil {
+		return errMalformed
+	}
+	return nil
+}
+
+// decodeFrame decodes a whole frame body (everything after the 4-byte
+// size) into a fresh request. It is the pure form of what a connection
+// does, used by the fuzz targets and tests.
+func decodeFrame(body []byte) (header, kmsg.Request, error) {
+	h, rest, err := parseHeader(body)
+	if err != nil {
+		return h, nil, err
+	}
+	if err := checkHeader(h); err != nil {
+		return h, nil, err
+	}
+	req := kmsg.RequestForKey(h.key)
+	if err := decodeBody(req, h.version, rest); err != nil {
+		return h, nil, err
+	}
+	return h, req, nil
+}
+
+// aliasFree lists the keys whose decoded requests hold no []byte field
+// (unknown tagged fields aside, which the server never reads), so they may
+// be decoded straight from the connection's read buffer. Every other
+// request is decoded from its own copy of the frame, because the group
+// core keeps, for example, a JoinGroup's protocol metadata.
+var aliasFree = func() (t [maxKey + 1]bool) {
+	for _, k := range []int16{1, 2, 3, 8, 9, 10, 12, 13, 15, 16, 18, 19, 42, 47, 68, 69} {
+		t[k] = true
+	}
+	return t
+}()
+
+// appendFrameHeader starts a response frame: a size placeholder, the
+// correlation ID and, for flexible responses other than ApiVersions (whose
+// response header is always v0), the empty tagged-field section.
+func appendFrameHeader(dst []byte, corr int32, resp kmsg.Response) []byte {
+	dst = append(dst, 0, 0, 0, 0)
+	dst = binary.BigEndian.AppendUint32(dst, uint32(corr))
+	if resp.IsFlexible() && resp.Key() != 18 {
+		dst = append(dst, 0)
+	}
+	return dst
+}
+
+// appendResponse appends one complete response frame to dst.
+func appendResponse(dst []byte, corr int32, resp kmsg.Response) []byte {
+	start := len(dst)
+	dst = appendFrameHeader(dst, corr, resp)
+	dst = resp.AppendTo(dst)
+	binary.BigEndian.PutUint32(dst[start:], uint32(len(dst)-start-4))
+	return dst
+}
+
+// appendRequest appends one complete request frame to dst, as a client
+// writes it; tests and fuzz seeds use it.
+func appendRequest(dst []byte, corr int32, clientID *string, req kmsg.Request) []byte {
+	start := len(dst)
+	dst = append(dst, 0, 0, 0, 0)
+	dst = binary.BigEndian.AppendUint16(dst, uint16(req.Key()))
+	dst = binary.BigEndian.AppendUint16(dst, uint16(req.GetVersion()))
+	dst = binary.BigEndian.AppendUint32(dst, uint32(corr))
+	if clientID == nil {
+		dst = binary.BigEndian.AppendUint16(dst, 0xffff)
+	} else {
+		dst = binary.BigEndian.AppendUint16(dst, uint16(len(*clientID)))
+		dst = append(dst, *clientID...)
+	}
+	if req.IsFlexible() {
+		dst = append(dst, 0)
+	}
+	dst = req.AppendTo(dst)
+	binary.BigEndian.PutUint32(dst[start:], uint32(len(dst)-start-4))
+	return dst
+}

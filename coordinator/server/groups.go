@@ -1,0 +1,372 @@
+package server
+
+import (
+	crand "crypto/rand"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"go.uber.org/zap"
+
+	"github.com/tenure-dev/tenure/coordinator"
+)
+
+// groupEntry owns one group's core. Whoever holds mu owns the core: a
+// connection's reader stepping a request, the group's timer ticking it, or
+// an admin request reading it. Groups never share a lock, so they run in
+// parallel and a slow group (one whose store write is slow) stalls only
+// itself.
+type groupEntry struct {
+	name string
+
+	mu sync.Mutex
+	g  *coordinator.Group
+	// gone: removed from the registry (deleted, or the server is
+	// closing); a request that finds its entry gone looks it up again.
+	gone bool
+	// failed: a store write failed, so the core is ahead of the store; it
+	// answers COORDINATOR_NOT_AVAILABLE until the server restarts and
+	// reloads it from the store.
+	failed bool
+	timer  *time.Timer
+	armed  time.Time // the NextTick the timer is set for; zero if none
+
+	// Per-group gauges, nil with per-group metrics off.
+	generation, members, unowned prometheus.Gauge
+}
+
+// groupRegistry maps names to groups.
+type groupRegistry struct {
+	s      *Server
+	mu     sync.RWMutex
+	m      map[string]*groupEntry
+	closed bool
+}
+
+func newGroupRegistry(s *Server) *groupRegistry {
+	return &groupRegistry{s: s, m: make(map[string]*groupEntry)}
+}
+
+// get returns the named group, creating it if create is set. When it
+// returns nil, code is the error to answer with: GROUP_ID_NOT_FOUND for a
+// missing group, COORDINATOR_NOT_AVAILABLE at the group limit or at
+// shutdown.
+func (r *groupRegistry) get(name string, create bool) (e *groupEntry, code int16) {
+	r.mu.RLock()
+	e, closed := r.m[name], r.closed
+	r.mu.RUnlock()
+	switch {
+	case closed:
+		return nil, shutdownCode
+	case e != nil:
+		return e, 0
+	case !create:
+		return nil, kerr.GroupIDNotFound.Code
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return nil, shutdownCode
+	}
+	if e := r.m[name]; e != nil {
+		return e, 0
+	}
+	if len(r.m) >= r.s.cfg.MaxGroups {
+		r.s.m.limits.WithLabelValues("groups").Inc()
+		r.s.log.Warn("group refused: group limit reached", zap.String("group", name), zap.Int("limit", r.s.cfg.MaxGroups))
+		return nil, kerr.CoordinatorNotAvailable.Code
+	}
+	var seed [32]byte
+	crand.Read(seed[:])
+	e = &groupEntry{name: name, g: coordinator.NewGroup(name, &r.s.core, rand.New(rand.NewChaCha8(seed)))}
+	if r.s.cfg.PerGroupMetrics {
+		e.generation = r.s.m.generation.WithLabelValues(groupLabel(name))
+		e.members = r.s.m.members.WithLabelValues(groupLabel(name))
+	}
+	r.m[name] = e
+	r.s.m.groups.Set(float64(len(r.m)))
+	r.s.log.Debug("group created", zap.String("group", name))
+	return e, 0
+}
+
+// lookup returns the named group if it exists.
+func (r *groupRegistry) lookup(name string) *groupEntry {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.m[name]
+}
+
+// remove drops e from the registry; e.mu must be held.
+func (r *groupRegistry) remove(e *groupEntry) {
+	e.gone = true
+	r.s.stopTimer(e)
+	r.mu.Lock()
+	if r.m[e.name] == e {
+		delete(r.m, e.name)
+	}
+	r.s.m.groups.Set(float64(len(r.m)))
+	r.mu.Unlock()
+	if r.s.cfg.PerGroupMetrics {
+		r.s.m.generation.DeleteLabelValues(groupLabel(e.name))
+		r.s.m.members.DeleteLabelValues(groupLabel(e.name))
+		r.s.m.unowned.DeleteLabelValues(groupLabel(e.name))
+	}
+}
+
+// snapshot returns every group, in no particular order.
+func (r *groupRegistry) snapshot() []*groupEntry {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	es := make([]*groupEntry, 0, len(r.m))
+	for _, e := range r.m {
+		es = append(es, e)
+	}
+	return es
+}
+
+// closeAll stops every group at shutdown: timers stop, and requests that
+// reach a group from now on get COORDINATOR_NOT_AVAILABLE.
+func (r *groupRegistry) closeAll() {
+	r.mu.Lock()
+	r.closed = true
+	r.mu.Unlock()
+	for _, e := range r.snapshot() {
+		e.mu.Lock()
+		e.gone = true
+		r.s.stopTimer(e)
+		e.mu.Unlock()
+	}
+}
+
+// step hands a group request to its group and performs the group's Ready.
+// create says whether the request may create the group (JoinGroup,
+// ConsumerGroupHeartbeat and OffsetCommit do, as in Kafka).
+func (s *Server) step(c *conn, sl *slot, name string, create bool, now time.Time) {
+	if name == "" {
+		c.respond(sl, errorResponse(sl.req, kerr.InvalidGroupID.Code))
+		return
+	}
+	for range 3 {
+		e := c.lastGroup
+		if e == nil || e.name != name {
+			var code int16
+			if e, code = s.groups.get(name, create); e == nil {
+				c.respond(sl, errorResponse(sl.req, code))
+				return
+			}
+		}
+		e.mu.Lock()
+		if e.gone {
+			e.mu.Unlock()
+			c.lastGroup = nil
+			continue
+		}
+		c.lastGroup = e
+		if e.failed {
+			e.mu.Unlock()
+			c.respond(sl, errorResponse(sl.req, kerr.CoordinatorNotAvailable.Code))
+			return
+		}
+		sl.group.Store(e)
+		e.g.Step(now, coordinator.Request{
+			Ref:        sl,
+			Msg:        sl.req,
+			Resp:       sl.response(),
+			ClientID:   c.clientID,
+			ClientHost: c.host,
+		})
+		s.performReady(e, c)
+		e.mu.Unlock()
+		return
+	}
+	// The group was deleted under us three times in a row.
+	c.respond(sl, errorResponse(sl.req, kerr.CoordinatorNotAvailable.Code))
+}
+
+// performReady does what the group's Ready asks, in its order: persist,
+// then reply, then re-arm the timer; events are logged and counted. self
+// is the connection whose reader is calling (nil from a timer): its
+// replies are flushed by that reader, others' writers are kicked. e.mu
+// must be held.
+func (s *Server) performReady(e *groupEntry, self *conn) {
+	g := e.g
+	rd := g.Ready()
+	if g.HasReady() {
+		if len(rd.Persist) > 0 {
+			if err := s.store.Persist(s.storeCtx, rd.Persist); err != nil {
+				s.failGroup(e, rd, err)
+				return
+			}
+		}
+		for _, r := range rd.Replies {
+			s.reply(r, self)
+		}
+		for i := range rd.Events {
+			s.observe(e, &rd.Events[i])
+		}
+		g.Advance()
+	}
+	if g.Deleted() {
+		s.groups.remove(e)
+		return
+	}
+	s.arm(e, rd.NextTick)
+}
+
+// reply routes one reply of a group to the request's connection.
+func (s *Server) reply(r coordinator.Reply, self *conn) {
+	sl, ok := r.Ref.(*slot)
+	if !ok || r.Msg == nil {
+		s.log.Error("group replied to a request the server did not give it", zap.Any("ref", r.Ref))
+		return
+	}
+	sl.group.Store(nil)
+	sl.c.deliver(sl, r.Msg, 0, sl.c != self)
+}
+
+// failGroup takes a group offline after a failed store write: the Ready's
+// replies are not sent (they would reveal state the store does not have);
+// they and every other request parked in the group are answered
+// COORDINATOR_NOT_AVAILABLE. e.mu must be held.
+func (s *Server) failGroup(e *groupEntry, rd coordinator.Ready, err error) {
+	s.m.storeFailures.Inc()
+	s.log.Error("store write failed; group offline until restart",
+		zap.String("group", e.name), zap.Int("records", len(rd.Persist)), zap.Error(err))
+	e.failed = true
+	s.stopTimer(e)
+	code := kerr.CoordinatorNotAvailable.Code
+	for _, r := range rd.Replies {
+		if sl, ok := r.Ref.(*slot); ok {
+			sl.group.Store(nil)
+			sl.c.deliver(sl, errorResponse(sl.req, code), 0, true)
+		}
+	}
+	s.eachConn(func(c *conn) {
+		c.mu.Lock()
+		var parked []*slot
+		for _, sl := range c.q[c.head:] {
+			if sl.state == slotWaiting && sl.group.Load() == e {
+				parked = append(parked, sl)
+			}
+		}
+		c.mu.Unlock()
+		for _, sl := range parked {
+			sl.group.Store(nil)
+			c.deliver(sl, errorResponse(sl.req, code), 0, true)
+		}
+	})
+	e.g = nil
+}
+
+// arm sets the group's timer for next (zero: no timer). A NextTick that
+// has already passed fires after a millisecond, never in a busy loop.
+func (s *Server) arm(e *groupEntry, next time.Time) {
+	if next.Equal(e.armed) {
+		return
+	}
+	e.armed = next
+	if next.IsZero() {
+		if e.timer != nil {
+			e.timer.Stop()
+		}
+		return
+	}
+	d := max(time.Until(next), time.Millisecond)
+	if e.timer == nil {
+		e.timer = time.AfterFunc(d, func() { s.fire(e) })
+		return
+	}
+	e.timer.Reset(d)
+}
+
+func (s *Server) stopTimer(e *groupEntry) {
+	if e.timer != nil {
+		e.timer.Stop()
+	}
+	e.armed = time.Time{}
+}
+
+// fire is the group's timer: it ticks the core and performs its Ready.
+func (s *Server) fire(e *groupEntry) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.gone || e.failed {
+		return
+	}
+	e.armed = time.Time{}
+	e.g.Tick(time.Now())
+	s.performReady(e, nil)
+}
+
+// topicsChanged tells every group that topics were created, so KIP-848
+// groups assign the new partitions.
+func (s *Server) topicsChanged(now time.Time) {
+	for _, e := range s.groups.snapshot() {
+		e.mu.Lock()
+		if !e.gone && !e.failed {
+			e.g.TopicsChanged(now)
+			s.performReady(e, nil)
+		}
+		e.mu.Unlock()
+	}
+}
+
+// observe logs and counts one event of e's group.
+func (s *Server) observe(e *groupEntry, ev *coordinator.Event) {
+	if e.generation != nil {
+		e.generation.Set(float64(ev.Epoch))
+		e.members.Set(float64(ev.Members))
+	}
+	switch ev.Kind {
+	case coordinator.EventRebalanceCompleted:
+		s.m.rebalances.WithLabelValues(e.g.Type().String()).Inc()
+		s.log.Info("rebalance completed",
+			zap.String("group", ev.Group), zap.String("type", e.g.Type().String()),
+			zap.Int32("epoch", ev.Epoch), zap.Int("members", ev.Members),
+			zap.Int("moves", ev.Moves), zap.String("reason", ev.Reason))
+		s.updateUnowned(e)
+	case coordinator.EventRebalanceStarted:
+		s.log.Debug("rebalance started",
+			zap.String("group", ev.Group), zap.Int32("epoch", ev.Epoch), zap.String("reason", ev.Reason))
+	case coordinator.EventMemberJoined, coordinator.EventMemberLeft:
+		s.log.Debug(ev.Kind.String(),
+			zap.String("group", ev.Group), zap.String("member", ev.MemberID),
+			zap.Int32("epoch", ev.Epoch), zap.Int("members", ev.Members), zap.String("reason", ev.Reason))
+	case coordinator.EventMemberExpired, coordinator.EventMemberRemoved:
+		s.log.Info(ev.Kind.String(),
+			zap.String("group", ev.Group), zap.String("member", ev.MemberID),
+			zap.Int32("epoch", ev.Epoch), zap.Int("members", ev.Members), zap.String("reason", ev.Reason))
+		s.updateUnowned(e)
+	case coordinator.EventCommitRejected:
+		s.m.commitsRejected.Inc()
+		s.log.Info("commit rejected",
+			zap.String("group", ev.Group), zap.String("member", ev.MemberID),
+			zap.String("topic", ev.Partition.Topic), zap.Int32("partition", ev.Partition.Partition),
+			zap.Int32("epoch", ev.Epoch), zap.String("reason", ev.Reason))
+	}
+}
+
+// updateUnowned sets the group's unowned-partitions gauge.
+func (s *Server) updateUnowned(e *groupEntry) {
+	if !s.cfg.PerGroupMetrics {
+		return
+	}
+	if e.unowned == nil {
+		e.unowned = s.m.unowned.WithLabelValues(groupLabel(e.name))
+	}
+	e.unowned.Set(float64(e.g.Stats().Unowned))
+}
+
+// groupLabel is the metric label of a group. Kafka group IDs may be any
+// bytes, but Prometheus label values must be UTF-8: an invalid name is
+// labelled with its Go-quoted ASCII form, which no two names share.
+func groupLabel(name string) string {
+	if utf8.ValidString(name) {
+		return name
+	}
+	return strconv.QuoteToASCII(name)
+}

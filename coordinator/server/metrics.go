@@ -1,0 +1,240 @@
+package server
+
+import (
+	"strconv"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// metrics are the server's Prometheus metrics (listed in the package doc).
+type metrics struct {
+	requests        *prometheus.CounterVec
+	heartbeat       *prometheus.HistogramVec
+	rebalances      *prometheus.CounterVec
+	generation      *prometheus.GaugeVec
+	members         *prometheus.GaugeVec
+	unowned         *prometheus.GaugeVec
+	commitsRejected prometheus.Counter
+	connections     prometheus.Gauge
+	connClosed      *prometheus.CounterVec
+	limits          *prometheus.CounterVec
+	groups          prometheus.Gauge
+	topics          prometheus.Gauge
+	storeFailures   prometheus.Counter
+
+	// okRequests caches the error="NONE" child of every served key, so
+	// the common path is one atomic add.
+	okRequests [maxKey + 1]prometheus.Counter
+	// errRequests caches the other children by key<<16 | code.
+	errRequests sync.Map
+	// hbClassic and hbConsumer are the heartbeat histogram's children.
+	hbClassic, hbConsumer prometheus.Observer
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tenure_requests_total",
+			Help: "Requests answered, by API and the response's error code (NONE for success; for per-partition responses, the first error).",
+		}, []string{"api", "error"}),
+		heartbeat: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "tenure_heartbeat_duration_seconds",
+			Help:    "Server-side handling time of Heartbeat and ConsumerGroupHeartbeat, from the frame read to the response queued, persistence included.",
+			Buckets: prometheus.ExponentialBuckets(1e-6, 2.5, 12),
+		}, []string{"api"}),
+		rebalances: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tenure_rebalances_total",
+			Help: "Completed rebalances (a new classic generation synced, or a new KIP-848 target assignment), by group type.",
+		}, []string{"type"}),
+		generation: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "tenure_group_generation",
+			Help: "Current generation (classic) or group epoch (KIP-848) per group; only with per-group metrics on.",
+		}, []string{"group"}),
+		members: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "tenure_group_members",
+			Help: "Members per group; only with per-group metrics on.",
+		}, []string{"group"}),
+		unowned: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "tenure_group_unowned_partitions",
+			Help: "Partitions of the group's subscribed topics with no current owner; only with per-group metrics on and a core that reports it.",
+		}, []string{"group"}),
+		commitsRejected: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tenure_commits_rejected_total",
+			Help: "Offset commits rejected because the committer did not own the partition at a current token.",
+		}),
+		connections: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "tenure_connections",
+			Help: "Open client connections.",
+		}),
+		connClosed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tenure_connections_closed_total",
+			Help: "Client connections closed, by reason.",
+		}, []string{"reason"}),
+		limits: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tenure_limit_rejections_total",
+			Help: "Requests or connections refused because a configured limit was reached, by limit.",
+		}, []string{"limit"}),
+		groups: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "tenure_groups",
+			Help: "Groups held by the server.",
+		}),
+		topics: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "tenure_topics",
+			Help: "Virtual topics held by the server.",
+		}),
+		storeFailures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tenure_store_failures_total",
+			Help: "Persist calls that failed; each one takes its group offline.",
+		}),
+	}
+	for _, v := range advertised {
+		m.okRequests[v.key] = m.requests.WithLabelValues(kmsg.NameForKey(v.key), "NONE")
+	}
+	m.hbClassic = m.heartbeat.WithLabelValues(kmsg.NameForKey(12))
+	m.hbConsumer = m.heartbeat.WithLabelValues(kmsg.NameForKey(68))
+	if reg != nil {
+		for _, c := range []prometheus.Collector{
+			m.requests, m.heartbeat, m.rebalances, m.generation, m.members, m.unowned,
+			m.commitsRejected, m.connections, m.connClosed, m.limits, m.groups, m.topics,
+			m.storeFailures,
+		} {
+			reg.MustRegister(c)
+		}
+	}
+	return m
+}
+
+// countResponse counts one answered request.
+func (m *metrics) countResponse(resp kmsg.Response) {
+	key := resp.Key()
+	code := responseCode(resp)
+	if code == 0 && key >= 0 && int(key) <= maxKey && m.okRequests[key] != nil {
+		m.okRequests[key].Inc()
+		return
+	}
+	id := uint32(uint16(key))<<16 | uint32(uint16(code))
+	if c, ok := m.errRequests.Load(id); ok {
+		c.(prometheus.Counter).Inc()
+		return
+	}
+	name := "NONE"
+	if code != 0 {
+		name = "UNKNOWN_CODE_" + strconv.Itoa(int(code))
+		if e, ok := kerr.ErrorForCode(code).(*kerr.Error); ok {
+			name = e.Message
+		}
+	}
+	c := m.requests.WithLabelValues(kmsg.NameForKey(key), name)
+	m.errRequests.Store(id, c)
+	c.Inc()
+}
+
+// responseCode returns the error a response reports: its top-level code,
+// or the first non-zero nested one for responses that only carry errors
+// per group, topic or partition.
+func responseCode(resp kmsg.Response) int16 {
+	switch r := resp.(type) {
+	case *kmsg.HeartbeatResponse:
+		return r.ErrorCode
+	case *kmsg.ConsumerGroupHeartbeatResponse:
+		return r.ErrorCode
+	case *kmsg.JoinGroupResponse:
+		return r.ErrorCode
+	case *kmsg.SyncGroupResponse:
+		return r.ErrorCode
+	case *kmsg.LeaveGroupResponse:
+		if r.ErrorCode != 0 {
+			return r.ErrorCode
+		}
+		for _, m := range r.Members {
+			if m.ErrorCode != 0 {
+				return m.ErrorCode
+			}
+		}
+	case *kmsg.ApiVersionsResponse:
+		return r.ErrorCode
+	case *kmsg.FetchResponse:
+		if r.ErrorCode != 0 {
+			return r.ErrorCode
+		}
+		for _, t := range r.Topics {
+			for _, p := range t.Partitions {
+				if p.ErrorCode != 0 {
+					return p.ErrorCode
+				}
+			}
+		}
+	case *kmsg.ListOffsetsResponse:
+		for _, t := range r.Topics {
+			for _, p := range t.Partitions {
+				if p.ErrorCode != 0 {
+					return p.ErrorCode
+				}
+			}
+		}
+	case *kmsg.MetadataResponse:
+		for _, t := range r.Topics {
+			if t.ErrorCode != 0 {
+				return t.ErrorCode
+			}
+		}
+	case *kmsg.OffsetCommitResponse:
+		for _, t := range r.Topics {
+			for _, p := range t.Partitions {
+				if p.ErrorCode != 0 {
+					return p.ErrorCode
+				}
+			}
+		}
+	case *kmsg.OffsetFetchResponse:
+		if r.ErrorCode != 0 {
+			return r.ErrorCode
+		}
+		for _, g := range r.Groups {
+			if g.ErrorCode != 0 {
+				return g.ErrorCode
+			}
+		}
+	case *kmsg.FindCoordinatorResponse:
+		if r.ErrorCode != 0 {
+			return r.ErrorCode
+		}
+		for _, c := range r.Coordinators {
+			if c.ErrorCode != 0 {
+				return c.ErrorCode
+			}
+		}
+	case *kmsg.DescribeGroupsResponse:
+		for _, g := range r.Groups {
+			if g.ErrorCode != 0 {
+				return g.ErrorCode
+			}
+		}
+	case *kmsg.ListGroupsResponse:
+		return r.ErrorCode
+	case *kmsg.CreateTopicsResponse:
+		for _, t := range r.Topics {
+			if t.ErrorCode != 0 {
+				return t.ErrorCode
+			}
+		}
+	case *kmsg.DeleteGroupsResponse:
+		for _, g := range r.Groups {
+			if g.ErrorCode != 0 {
+				return g.ErrorCode
+			}
+		}
+	case *kmsg.OffsetDeleteResponse:
+		return r.ErrorCode
+	case *kmsg.ConsumerGroupDescribeResponse:
+		for _, g := range r.Groups {
+			if g.ErrorCode != 0 {
+				return g.ErrorCode
+			}
+		}
+	}
+	return 0
+}

@@ -1,0 +1,277 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap"
+
+	"github.com/tenure-dev/tenure/coordinator"
+	"github.com/tenure-dev/tenure/coordinator/store"
+)
+
+// Server is a tenure coordinator speaking the Kafka protocol. Create it
+// with New and run it with Serve.
+type Server struct {
+	cfg    Config
+	core   coordinator.Config // cfg.Core with the server's topic registry
+	log    *zap.Logger
+	store  store.Store
+	m      *metrics
+	topics *topicRegistry
+	groups *groupRegistry
+
+	// storeCtx is the context of store calls: it outlives the Serve
+	// context so that a request being handled at shutdown still
+	// persists before its reply.
+	storeCtx context.Context
+
+	// Advertised address, resolved by Serve.
+	advHost string
+	advPort int32
+
+	serving atomic.Bool
+	closing atomic.Bool
+	connMu  sync.Mutex
+	conns   map[*conn]struct{}
+	nconns  int
+	connWG  sync.WaitGroup
+}
+
+// New returns a Server for cfg, which it validates.
+func New(cfg Config) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = zap.NewNop()
+	}
+	s := &Server{
+		cfg:      cfg,
+		log:      cfg.Logger,
+		store:    cfg.Store,
+		m:        newMetrics(cfg.Registerer),
+		topics:   newTopicRegistry(cfg.MaxTopics, cfg.MaxPartitions),
+		conns:    make(map[*conn]struct{}),
+		storeCtx: context.Background(),
+	}
+	s.core = cfg.Core
+	s.core.Topics = s.topics
+	s.groups = newGroupRegistry(s)
+	return s, nil
+}
+
+// ErrServing is returned by Serve when the Server is already serving or
+// has served.
+var ErrServing = errors.New("server: Serve called twice")
+
+// Serve accepts connections on ln and serves them until ctx is cancelled
+// or ln fails. Then it shuts down gracefully: it stops accepting, stops
+// every group's timers, answers the requests still in flight (a parked
+// Fetch with its empty answer at once, a parked JoinGroup or SyncGroup
+// with COORDINATOR_NOT_AVAILABLE so its client looks for the coordinator
+// again), closes every connection and returns. It returns nil after a
+// cancellation and the listener's error otherwise. ln is closed on return.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	if !s.serving.CompareAndSwap(false, true) {
+		return ErrServing
+	}
+	if err := s.resolveAdvertised(ln.Addr()); err != nil {
+		ln.Close()
+		return err
+	}
+	s.log.Info("serving",
+		zap.String("listen", ln.Addr().String()),
+		zap.String("advertise", net.JoinHostPort(s.advHost, strconv.Itoa(int(s.advPort)))),
+		zap.Int32("node", s.cfg.NodeID))
+
+	stopped := make(chan struct{})
+	go func() {
+		select {
+		case <-ctx.Done():
+			s.closing.Store(true)
+			ln.Close()
+		case <-stopped:
+		}
+	}()
+	err := s.acceptLoop(ln)
+	close(stopped)
+	s.closing.Store(true)
+	ln.Close()
+	s.shutdown()
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+func (s *Server) acceptLoop(ln net.Listener) error {
+	var backoff time.Duration
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			if s.closing.Load() {
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() || isTemporary(err) {
+				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+				s.log.Warn("accept failed; retrying", zap.Error(err), zap.Duration("backoff", backoff))
+				time.Sleep(backoff)
+				continue
+			}
+			return fmt.Errorf("server: accept: %w", err)
+		}
+		backoff = 0
+		s.addConn(nc)
+	}
+}
+
+// isTemporary reports accept errors that a retry may cure (too many open
+// files and the like).
+func isTemporary(err error) bool {
+	var te interface{ Temporary() bool }
+	return errors.As(err, &te) && te.Temporary()
+}
+
+func (s *Server) addConn(nc net.Conn) {
+	s.connMu.Lock()
+	if s.closing.Load() {
+		s.connMu.Unlock()
+		nc.Close()
+		return
+	}
+	if s.nconns >= s.cfg.MaxConnections {
+		s.connMu.Unlock()
+		s.m.limits.WithLabelValues("connections").Inc()
+		s.log.Warn("connection refused: connection limit reached",
+			zap.String("remote", nc.RemoteAddr().String()), zap.Int("limit", s.cfg.MaxConnections))
+		nc.Close()
+		return
+	}
+	c := newConn(s, nc)
+	s.conns[c] = struct{}{}
+	s.nconns++
+	s.connWG.Add(2)
+	s.connMu.Unlock()
+	s.m.connections.Inc()
+	go func() {
+		defer s.connWG.Done()
+		c.serve()
+	}()
+	go func() {
+		defer s.connWG.Done()
+		c.writeLoop()
+	}()
+}
+
+// closedConn forgets a closed connection and logs why it closed.
+func (s *Server) closedConn(c *conn, reason string, err error) {
+	s.connMu.Lock()
+	if _, ok := s.conns[c]; ok {
+		delete(s.conns, c)
+		s.nconns--
+		s.m.connections.Dec()
+	}
+	s.connMu.Unlock()
+	s.m.connClosed.WithLabelValues(reason).Inc()
+	c.logClosed(s.log, reason, err)
+}
+
+// eachConn calls fn for every open connection.
+func (s *Server) eachConn(fn func(*conn)) {
+	s.connMu.Lock()
+	cs := make([]*conn, 0, len(s.conns))
+	for c := range s.conns {
+		cs = append(cs, c)
+	}
+	s.connMu.Unlock()
+	for _, c := range cs {
+		fn(c)
+	}
+}
+
+func (s *Server) shutdown() {
+	s.groups.closeAll()
+	s.eachConn((*conn).stop)
+	s.connWG.Wait()
+	s.log.Info("stopped")
+}
+
+func (s *Server) resolveAdvertised(bound net.Addr) error {
+	addr := s.cfg.Advertise
+	if addr == "" {
+		addr = bound.String()
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("server: advertised address %q: %w", addr, err)
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil || p <= 0 || p > 65535 {
+		return fmt.Errorf("server: advertised port %q is not in 1..65535", port)
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		s.log.Warn("advertising an unspecified address; clients cannot connect to it, set the advertised address",
+			zap.String("advertise", addr))
+	}
+	s.advHost, s.advPort = host, int32(p)
+	return nil
+}
+
+// dispatch handles one decoded request of c. Requests answered on the
+// spot are completed here; group requests go to their group, which may
+// park them.
+func (s *Server) dispatch(c *conn, sl *slot, now time.Time) {
+	switch r := sl.req.(type) {
+	case *kmsg.HeartbeatRequest:
+		s.step(c, sl, r.Group, false, now)
+		s.m.hbClassic.Observe(time.Since(now).Seconds())
+	case *kmsg.ConsumerGroupHeartbeatRequest:
+		s.step(c, sl, r.Group, true, now)
+		s.m.hbConsumer.Observe(time.Since(now).Seconds())
+	case *kmsg.JoinGroupRequest:
+		s.step(c, sl, r.Group, true, now)
+	case *kmsg.SyncGroupRequest:
+		s.step(c, sl, r.Group, false, now)
+	case *kmsg.LeaveGroupRequest:
+		s.step(c, sl, r.Group, false, now)
+	case *kmsg.OffsetCommitRequest:
+		s.step(c, sl, r.Group, true, now)
+	case *kmsg.OffsetDeleteRequest:
+		s.step(c, sl, r.Group, false, now)
+	case *kmsg.FetchRequest:
+		s.handleFetch(c, sl, r)
+	case *kmsg.ApiVersionsRequest:
+		c.respond(sl, s.handleApiVersions(r))
+	case *kmsg.MetadataRequest:
+		c.respond(sl, s.handleMetadata(r, now))
+	case *kmsg.FindCoordinatorRequest:
+		c.respond(sl, s.handleFindCoordinator(r))
+	case *kmsg.ListOffsetsRequest:
+		c.respond(sl, s.handleListOffsets(r))
+	case *kmsg.CreateTopicsRequest:
+		c.respond(sl, s.handleCreateTopics(r, now))
+	case *kmsg.OffsetFetchRequest:
+		c.respond(sl, s.handleOffsetFetch(r, now))
+	case *kmsg.DescribeGroupsRequest:
+		c.respond(sl, s.handleDescribeGroups(r))
+	case *kmsg.ListGroupsRequest:
+		c.respond(sl, s.handleListGroups(r))
+	case *kmsg.DeleteGroupsRequest:
+		c.respond(sl, s.handleDeleteGroups(r, now))
+	case *kmsg.ConsumerGroupDescribeRequest:
+		c.respond(sl, s.handleConsumerGroupDescribe(r))
+	default:
+		// checkHeader admits only the keys above; reaching here means
+		// the version table and this switch disagree.
+		panic(fmt.Sprintf("server: no handler for %T", sl.req))
+	}
+}
