@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 )
 
@@ -18,12 +19,21 @@ import (
 type command struct {
 	name    string
 	summary string
-	setup   func(fs *flag.FlagSet) func(ctx context.Context, args []string) error
+	// help, if set, is printed under the summary by --help: what a user
+	// must know beyond the flags.
+	help  string
+	setup func(fs *flag.FlagSet) func(ctx context.Context, args []string) error
 }
 
 // commands lists every subcommand, in the order "tenure help" shows them.
 func commands() []*command {
-	return []*command{}
+	return []*command{
+		serveCommand(),
+		simCommand(),
+		tuneCommand(),
+		workerCommand(),
+		groupsCommand(),
+	}
 }
 
 func main() {
@@ -59,13 +69,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("tenure "+cmd.name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	runCmd := cmd.setup(fs)
-	fs.Usage = func() { printCommandUsage(fs.Output(), cmd, fs) }
+	// The flag package prints the usage itself on a parse error; it is
+	// printed here instead, so that --help goes to stdout, once.
+	fs.Usage = func() {}
 	if err := fs.Parse(args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			fs.SetOutput(stdout)
-			fs.Usage()
+			printCommandUsage(stdout, cmd, fs)
 			return 0
 		}
+		printCommandUsage(stderr, cmd, fs)
 		return 2
 	}
 	if err := applyEnv(fs, os.LookupEnv); err != nil {
@@ -107,7 +119,11 @@ func printUsage(w io.Writer, cmds []*command) {
 }
 
 func printCommandUsage(w io.Writer, c *command, fs *flag.FlagSet) {
-	fmt.Fprintf(w, "Usage: tenure %s [flags]\n\n%s\n\nFlags (environment variable in brackets):\n", c.name, c.summary)
+	fmt.Fprintf(w, "Usage: tenure %s [flags]\n\n%s\n", c.name, c.summary)
+	if c.help != "" {
+		fmt.Fprintf(w, "\n%s\n", strings.TrimSpace(c.help))
+	}
+	fmt.Fprintf(w, "\nFlags (environment variable in brackets):\n")
 	fs.VisitAll(func(f *flag.Flag) {
 		name, usage := flag.UnquoteUsage(f)
 		fmt.Fprintf(w, "  --%s", f.Name)
@@ -115,7 +131,7 @@ func printCommandUsage(w io.Writer, c *command, fs *flag.FlagSet) {
 			fmt.Fprintf(w, " %s", name)
 		}
 		fmt.Fprintf(w, "  [%s]\n    \t%s", envName(f.Name), usage)
-		if f.DefValue != "" && f.DefValue != "0" && f.DefValue != "false" {
+		if f.DefValue != "" && f.DefValue != "0" && f.DefValue != "0s" && f.DefValue != "false" {
 			fmt.Fprintf(w, " (default %s)", f.DefValue)
 		}
 		fmt.Fprintln(w)

@@ -1,0 +1,325 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/base64"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"time"
+
+	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver
+	"github.com/twmb/franz-go/pkg/kgo"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/tenure-dev/tenure/internal/workload"
+	"github.com/tenure-dev/tenure/member"
+)
+
+// workerCommand is `tenure worker`: the demo worker and smoke test.
+func workerCommand() *command {
+	return &command{
+		name:    "worker",
+		summary: "run a demo worker: claim partitions and append fenced records to etcd or PostgreSQL",
+		help:    workerHelp,
+		setup:   setupWorker,
+	}
+}
+
+const workerHelp = `The worker joins --group on a tenure coordinator (or Kafka 4) with the KIP-848
+protocol and, for every partition of --topic it claims, appends a numbered
+record every --work-interval to a fenced resource, under the claim's fencing
+token, committing the offset (records written) every --commit-every records:
+
+  etcd      one transaction per record: check the partition's token and put
+            <prefix>/records/<partition>/<seq>/<token>
+  postgres  one transaction per record: check the partition's token in
+            <table>_tokens and INSERT the record into <table>
+
+A new owner first records its token at the resource, so every former owner
+is fenced from then on. Start two or more workers on the same group and watch
+the partitions spread ("claim started" / "claim stopped", with tokens), or
+stop one (Ctrl-C: its claims are committed and handed over; with
+--instance-id only after the session timeout, in case it comes back).
+
+The pause: with --pause-after D --pause-for L, the worker freezes for L after
+running for D: its connections to the coordinator carry nothing (no
+heartbeats, no commits) and each work goroutine stops between the check of
+its claim and its next write. Make L longer than the session timeout: the
+coordinator expires the session and moves the partitions, with higher
+tokens; when the worker wakes, the writes it had decided on go out with the
+old tokens and the resource rejects them ("write rejected: stale token").
+
+The pause is simulated from inside the process, so it differs from a real
+stop-the-world pause in one way: the member library's clock keeps running,
+so the worker notices the missing heartbeats and stops its claims during the
+pause ("claim stopped", Suspect then Lost) rather than right after it. The
+writes already decided go out after the pause either way. For a real freeze,
+send the process SIGSTOP and later SIGCONT.
+
+--session-timeout must be the coordinator's --consumer-session-timeout (or
+lower): the protocol does not tell members. Ctrl-C (SIGINT) or SIGTERM drains:
+every claim commits and returns, then the member leaves.`
+
+// workerOptions are the parsed flags of `tenure worker`.
+type workerOptions struct {
+	brokers          string
+	group            string
+	topic            string
+	instanceID       string
+	sessionTimeout   time.Duration
+	rebalanceTimeout time.Duration
+	suspectMargin    time.Duration
+	logLevel         string
+
+	resource      string
+	etcdEndpoints string
+	etcdPrefix    string
+	postgresDSN   string
+	postgresTable string
+
+	workInterval time.Duration
+	commitEvery  int
+	pauseAfter   time.Duration
+	pauseFor     time.Duration
+
+	// observe, if set (by tests), sees every append's outcome.
+	observe func(workload.Write)
+	// joined, if set (by tests), is called with the session once joined.
+	joined func(*member.Session)
+}
+
+// addWorkerFlags registers the flags of `tenure worker` on fs.
+func addWorkerFlags(fs *flag.FlagSet) *workerOptions {
+	o := &workerOptions{}
+	fs.StringVar(&o.brokers, "brokers", "127.0.0.1:9092", "comma-separated `host:port` list of the coordinator (or Kafka brokers)")
+	fs.StringVar(&o.group, "group", "workers", "`group` to join")
+	fs.StringVar(&o.topic, "topic", "work", "`topic` whose partitions to claim (created on first use by tenure)")
+	fs.StringVar(&o.instanceID, "instance-id", "", "static member `id` (KIP-345): a restart within the session timeout keeps the partitions (default: dynamic)")
+	fs.DurationVar(&o.sessionTimeout, "session-timeout", 10*time.Second, "the coordinator's session timeout (tenure serve --consumer-session-timeout)")
+	fs.DurationVar(&o.rebalanceTimeout, "rebalance-timeout", 60*time.Second, "how long a revoked claim may take to commit and stop")
+	fs.DurationVar(&o.suspectMargin, "suspect-margin", 0, "how much earlier than the session allows claims stop when heartbeats go unanswered; 0 means session timeout / 20")
+	fs.StringVar(&o.logLevel, "log-level", "info", "log `level`: debug, info, warn or error")
+	fs.StringVar(&o.resource, "resource", "etcd", "`kind` of resource the records go to: etcd or postgres")
+	fs.StringVar(&o.etcdEndpoints, "etcd-endpoints", "127.0.0.1:2379", "comma-separated etcd `endpoints`, for --resource etcd")
+	fs.StringVar(&o.etcdPrefix, "etcd-prefix", "", "etcd key `prefix` of the records and tokens (default: tenure-demo/<group>/<topic>)")
+	fs.StringVar(&o.postgresDSN, "postgres-dsn", "", "PostgreSQL `dsn` (postgres://user@host:port/db?sslmode=disable), for --resource postgres")
+	fs.StringVar(&o.postgresTable, "postgres-table", "tenure_records", "`table` of the records; the tokens are kept in <table>_tokens. Both are created if missing")
+	fs.DurationVar(&o.workInterval, "work-interval", 200*time.Millisecond, "time one record takes, per partition")
+	fs.IntVar(&o.commitEvery, "commit-every", 10, "commit the offset every `n` records (0: only when a claim is handed over)")
+	fs.DurationVar(&o.pauseAfter, "pause-after", 0, "freeze the worker after running this long (with --pause-for)")
+	fs.DurationVar(&o.pauseFor, "pause-for", 0, "length of the freeze; longer than the session timeout to see the worker fenced")
+	return o
+}
+
+func setupWorker(fs *flag.FlagSet) func(ctx context.Context, args []string) error {
+	o := addWorkerFlags(fs)
+	return func(ctx context.Context, args []string) error {
+		if len(args) > 0 {
+			return usagef("unexpected arguments %q", args)
+		}
+		if err := o.validate(); err != nil {
+			return err
+		}
+		log, err := newLogger(fs.Output(), o.logLevel)
+		if err != nil {
+			return err
+		}
+		defer log.Sync()
+		return runWorker(ctx, o, log)
+	}
+}
+
+// validate checks the options that need no network.
+func (o *workerOptions) validate() error {
+	switch {
+	case len(splitList(o.brokers)) == 0:
+		return usagef("--brokers is empty")
+	case o.group == "":
+		return usagef("--group is empty")
+	case o.topic == "":
+		return usagef("--topic is empty")
+	case o.sessionTimeout <= 0:
+		return usagef("--session-timeout must be positive")
+	case o.rebalanceTimeout <= 0:
+		return usagef("--rebalance-timeout must be positive")
+	case o.suspectMargin < 0:
+		return usagef("--suspect-margin must not be negative")
+	case o.workInterval <= 0:
+		return usagef("--work-interval must be positive")
+	case o.commitEvery < 0:
+		return usagef("--commit-every must not be negative")
+	case o.pauseAfter < 0 || o.pauseFor < 0:
+		return usagef("--pause-after and --pause-for must not be negative")
+	case (o.pauseAfter > 0) != (o.pauseFor > 0):
+		return usagef("--pause-after and --pause-for go together")
+	}
+	switch o.resource {
+	case "etcd":
+		if len(splitList(o.etcdEndpoints)) == 0 {
+			return usagef("--resource etcd needs --etcd-endpoints")
+		}
+	case "postgres":
+		if o.postgresDSN == "" {
+			return usagef("--resource postgres needs --postgres-dsn")
+		}
+		if err := workload.CheckTable(o.postgresTable); err != nil {
+			return usagef("--postgres-table: %v", err)
+		}
+	default:
+		return usagef("unknown resource %q (etcd or postgres)", o.resource)
+	}
+	return nil
+}
+
+// splitList splits a comma-separated flag value, dropping empty items.
+func splitList(s string) []string {
+	var out []string
+	for _, item := range strings.Split(s, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
+		}
+	}
+	return out
+}
+
+// runWorker runs a worker until ctx ends (then drains) or the coordinator
+// refuses the member.
+func runWorker(ctx context.Context, o *workerOptions, log *zap.Logger) error {
+	res, closeRes, err := openResource(ctx, o)
+	if err != nil {
+		return err
+	}
+	defer closeRes()
+
+	// The member ID is chosen here, not by the library, so that records
+	// can name their writer before the join completes.
+	memberID := newMemberID()
+	name := o.instanceID
+	if name == "" {
+		name = memberID
+	}
+	var pause *workload.Pause
+	var clientOpts []kgo.Opt
+	if o.pauseFor > 0 {
+		pause = new(workload.Pause)
+		clientOpts = append(clientOpts, kgo.Dialer(pause.Dialer(nil)))
+	}
+	w, err := workload.New(workload.Config{
+		Resource:    res,
+		Name:        name,
+		Interval:    o.workInterval,
+		CommitEvery: o.commitEvery,
+		Pause:       pause,
+		Logger:      log,
+		Observe:     o.observe,
+	})
+	if err != nil {
+		return err
+	}
+	log.Info("joining", zap.String("group", o.group), zap.String("topic", o.topic),
+		zap.String("brokers", o.brokers), zap.String("resource", o.resource), zap.String("member", memberID))
+	s, err := member.Join(ctx, member.Config{
+		Brokers:          splitList(o.brokers),
+		ClientOpts:       clientOpts,
+		Group:            o.group,
+		Topics:           []string{o.topic},
+		MemberID:         memberID,
+		InstanceID:       o.instanceID,
+		SessionTimeout:   o.sessionTimeout,
+		RebalanceTimeout: o.rebalanceTimeout,
+		SuspectMargin:    o.suspectMargin,
+		Logger:           log.Named("member"),
+	}, w.Handle)
+	if err != nil {
+		if ctx.Err() != nil {
+			log.Info("stopped before joining")
+			return nil
+		}
+		return err
+	}
+	if o.joined != nil {
+		o.joined(s)
+	}
+
+	var bg sync.WaitGroup
+	pauseCtx, stopPause := context.WithCancel(ctx)
+	if pause != nil {
+		bg.Go(func() { pause.Run(pauseCtx, o.pauseAfter, o.pauseFor, log) })
+	}
+	select {
+	case <-ctx.Done():
+		log.Info("stopping: committing and handing over every claim")
+	case <-s.Done():
+	}
+	stopPause()
+	bg.Wait()
+
+	cctx, cancel := context.WithTimeout(context.Background(), o.rebalanceTimeout)
+	defer cancel()
+	err = s.Close(cctx)
+	st := w.Stats()
+	log.Info("stopped", zap.Int64("written", st.Written), zap.Int64("rejected", st.Rejected), zap.Int64("held_by_pause", st.Held))
+	return err
+}
+
+// openResource connects to the resource named by o.resource and checks
+// that it answers.
+func openResource(ctx context.Context, o *workerOptions) (workload.Resource, func(), error) {
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	switch o.resource {
+	case "etcd":
+		endpoints := splitList(o.etcdEndpoints)
+		cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+		if err != nil {
+			return nil, nil, fmt.Errorf("etcd: %w", err)
+		}
+		if _, err := cli.Get(cctx, "tenure-worker-health"); err != nil {
+			cli.Close()
+			return nil, nil, fmt.Errorf("etcd at %s: %w", strings.Join(endpoints, ","), err)
+		}
+		prefix := o.etcdPrefix
+		if prefix == "" {
+			prefix = "tenure-demo/" + o.group + "/" + o.topic
+		}
+		return workload.NewEtcdResource(cli, prefix), func() { cli.Close() }, nil
+	case "postgres":
+		db, err := sql.Open("pgx", o.postgresDSN)
+		if err != nil {
+			return nil, nil, fmt.Errorf("postgres: %w", err)
+		}
+		// Every claim writes every work interval: keep the connections
+		// rather than opening one per write beyond database/sql's two idle
+		// ones.
+		db.SetMaxOpenConns(16)
+		db.SetMaxIdleConns(16)
+		res, err := workload.NewSQLResource(db, o.postgresTable)
+		if err == nil {
+			err = db.PingContext(cctx)
+		}
+		if err == nil {
+			err = res.CreateTables(cctx)
+		}
+		if err != nil {
+			db.Close()
+			return nil, nil, fmt.Errorf("postgres: %w", err)
+		}
+		return res, func() { db.Close() }, nil
+	}
+	return nil, nil, errors.New("no resource") // validate rules this out
+}
+
+// newMemberID returns 16 random bytes in URL-safe base64, as Kafka's
+// clients generate KIP-848 member IDs.
+func newMemberID() string {
+	var b [16]byte
+	_, _ = io.ReadFull(rand.Reader, b[:])
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}

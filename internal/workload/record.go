@@ -1,0 +1,55 @@
+package workload
+
+import (
+	"context"
+	"time"
+
+	"github.com/tenure-dev/tenure/epoch"
+)
+
+// Record is one unit of work's result: the Seq-th record of a partition,
+// written under a fencing token by a worker.
+type Record struct {
+	Partition epoch.Partition `json:"partition"`
+	Seq       int64           `json:"seq"`
+	Token     epoch.Token     `json:"token"`
+	Worker    string          `json:"worker"`
+}
+
+// Stored is a record as a resource holds it. Order is the position at
+// which the resource accepted it (etcd's revision, a database sequence):
+// within a partition, a higher Order was accepted later.
+type Stored struct {
+	Record
+	Order int64
+}
+
+// Resource is where a [Worker] appends its records. Both methods check the
+// token against the newest one admitted for the partition, atomically with
+// their effect, and reject an older one with an [*epoch.StaleError]
+// (errors.Is(err, epoch.ErrStale)), writing nothing. An equal or newer
+// token is admitted and becomes the partition's newest.
+type Resource interface {
+	// Admit records t as the newest token of partition p, with no other
+	// effect.
+	Admit(ctx context.Context, p epoch.Partition, t epoch.Token) error
+	// Append writes r under r.Token. Appending the same record again
+	// (same partition, sequence number and token) writes it once.
+	Append(ctx context.Context, r Record) error
+	// Records returns every stored record, sorted by partition, then in
+	// the order the resource accepted them.
+	Records(ctx context.Context) ([]Stored, error)
+}
+
+// Write is the outcome of one append, as reported to [Config.Observe].
+type Write struct {
+	Record
+	// Err is nil if the resource accepted the record; it wraps
+	// epoch.ErrStale if the resource rejected the token.
+	Err error
+	// Held is true if a [Pause] held the write between the claim check
+	// that allowed it and the write itself: a zombie's write.
+	Held bool
+	// At is when the append returned.
+	At time.Time
+}

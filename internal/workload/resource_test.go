@@ -1,0 +1,181 @@
+package workload_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/tenure-dev/tenure/epoch"
+	"github.com/tenure-dev/tenure/internal/workload"
+)
+
+var seq atomic.Int64
+
+// newEtcd returns an etcd resource under a prefix of its own.
+func newEtcd(t *testing.T) workload.Resource {
+	return workload.NewEtcdResource(newEtcdClient(t), fmt.Sprintf("/test/%s/%d", t.Name(), seq.Add(1)))
+}
+
+// newSQL returns a SQL resource on tables of its own, dropped when t ends.
+func newSQL(t *testing.T) workload.Resource {
+	db := needDB(t)
+	table := fmt.Sprintf("workload_test_%d_%d", os.Getpid(), seq.Add(1))
+	res, err := workload.NewSQLResource(db, table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := res.CreateTables(testContext(t)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for _, tb := range []string{table, table + "_tokens"} {
+			if _, err := db.ExecContext(context.Background(), `DROP TABLE IF EXISTS "`+tb+`"`); err != nil {
+				t.Errorf("drop %s: %v", tb, err)
+			}
+		}
+	})
+	return res
+}
+
+var resources = []struct {
+	name string
+	new  func(t *testing.T) workload.Resource
+}{
+	{"etcd", newEtcd},
+	{"postgres", newSQL},
+}
+
+// TestResourceFencing walks both resources through a hand-off: the old
+// owner's appends are rejected once the new owner's token is admitted,
+// with the newer token in the error, and leave nothing behind.
+func TestResourceFencing(t *testing.T) {
+	for _, rc := range resources {
+		t.Run(rc.name, func(t *testing.T) {
+			res := rc.new(t)
+			ctx := testContext(t)
+			rec := func(p epoch.Partition, seq int64, tok epoch.Token, w string) workload.Record {
+				return workload.Record{Partition: p, Seq: seq, Token: tok, Worker: w}
+			}
+			mustAppend := func(r workload.Record) {
+				t.Helper()
+				if err := res.Append(ctx, r); err != nil {
+					t.Fatalf("append %+v: %v", r, err)
+				}
+			}
+			mustAppend(rec(1, 0, 3, "a"))
+			mustAppend(rec(1, 0, 3, "a")) // a retry after an unknown outcome
+			mustAppend(rec(1, 1, 3, "a"))
+			if err := res.Admit(ctx, 1, 5); err != nil {
+				t.Fatalf("admit 5: %v", err)
+			}
+			err := res.Append(ctx, rec(1, 2, 3, "a"))
+			var se *epoch.StaleError
+			if !errors.As(err, &se) || se.Token != 3 || se.Current != 5 || se.Partition != 1 {
+				t.Fatalf("append under token 3 after 5 was admitted: %v, want a StaleError for 3 with current 5", err)
+			}
+			mustAppend(rec(1, 1, 5, "b")) // the new owner redoes record 1
+			mustAppend(rec(1, 2, 5, "b"))
+			mustAppend(rec(2, 0, 4, "a")) // partitions are fenced apart
+			if err := res.Admit(ctx, 2, 2); !errors.Is(err, epoch.ErrStale) {
+				t.Fatalf("admit 2 after 4: %v, want ErrStale", err)
+			}
+			if err := res.Append(ctx, rec(3, 0, 0, "a")); !errors.Is(err, epoch.ErrNoToken) {
+				t.Fatalf("append without a token: %v, want ErrNoToken", err)
+			}
+
+			got, err := res.Records(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := []workload.Record{rec(1, 0, 3, "a"), rec(1, 1, 3, "a"), rec(1, 1, 5, "b"), rec(1, 2, 5, "b"), rec(2, 0, 4, "a")}
+			if len(got) != len(want) {
+				t.Fatalf("records %+v, want %+v", got, want)
+			}
+			for i := range want {
+				if got[i].Record != want[i] {
+					t.Errorf("record %d: %+v, want %+v", i, got[i].Record, want[i])
+				}
+				if i > 0 && got[i].Partition == got[i-1].Partition && got[i].Order <= got[i-1].Order {
+					t.Errorf("record %d: order %d after %d", i, got[i].Order, got[i-1].Order)
+				}
+			}
+		})
+	}
+}
+
+// TestResourceConcurrentOwners has owners with tokens 1..8 append to one
+// partition at once, as overlapping owners of a partition do when
+// ownership moves under load. In the order the resource accepted them,
+// tokens never go down; every accepted record is stored, and no rejected
+// one is.
+func TestResourceConcurrentOwners(t *testing.T) {
+	const owners, perOwner = 8, 15
+	for _, rc := range resources {
+		t.Run(rc.name, func(t *testing.T) {
+			res := rc.new(t)
+			ctx := testContext(t)
+			var mu sync.Mutex
+			accepted := map[workload.Record]bool{}
+			var wg sync.WaitGroup
+			for tok := epoch.Token(1); tok <= owners; tok++ {
+				wg.Go(func() {
+					for i := range perOwner {
+						r := workload.Record{Partition: 7, Seq: int64(i), Token: tok, Worker: fmt.Sprint("w", tok)}
+						err := res.Append(ctx, r)
+						switch {
+						case err == nil:
+							mu.Lock()
+							accepted[r] = true
+							mu.Unlock()
+						case errors.Is(err, epoch.ErrStale):
+							return // fenced for good
+						default:
+							t.Errorf("append %+v: %v", r, err)
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			got, err := res.Records(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != len(accepted) {
+				t.Errorf("%d records stored, %d accepted", len(got), len(accepted))
+			}
+			for i, s := range got {
+				if !accepted[s.Record] {
+					t.Errorf("stored record %+v was not accepted", s.Record)
+				}
+				if i > 0 && s.Token < got[i-1].Token {
+					t.Errorf("token %v accepted after %v", s.Token, got[i-1].Token)
+				}
+			}
+			if len(accepted) == 0 || !accepted[workload.Record{Partition: 7, Seq: perOwner - 1, Token: owners, Worker: fmt.Sprint("w", owners)}] {
+				t.Errorf("the newest owner did not write all its records")
+			}
+		})
+	}
+}
+
+func TestSQLTableNames(t *testing.T) {
+	for _, name := range []string{"records", "demo.records", "Records_2", "_x"} {
+		if err := workload.CheckTable(name); err != nil {
+			t.Errorf("CheckTable(%q): %v", name, err)
+		}
+	}
+	long := "t234567890123456789012345678901234567890123456789012345678" // 58 bytes: +_tokens is 65
+	for _, name := range []string{"", "a.b.c", "1records", "re-cords", `x"; DROP TABLE y; --`, long} {
+		if err := workload.CheckTable(name); !errors.Is(err, workload.ErrTableName) {
+			t.Errorf("CheckTable(%q): %v, want ErrTableName", name, err)
+		}
+		if _, err := workload.NewSQLResource(nil, name); !errors.Is(err, workload.ErrTableName) {
+			t.Errorf("NewSQLResource(%q): %v, want ErrTableName", name, err)
+		}
+	}
+}

@@ -1,0 +1,168 @@
+package workload
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/tenure-dev/tenure/epoch"
+	"github.com/tenure-dev/tenure/epoch/sqlfence"
+)
+
+// SQLResource keeps records in a PostgreSQL table, fenced by a
+// sqlfence.Fence whose table is named after it with a "_tokens" suffix:
+//
+//	CREATE TABLE <table> (
+//		id        bigserial PRIMARY KEY,  -- acceptance order
+//		partition integer NOT NULL,
+//		seq       bigint  NOT NULL,
+//		token     bigint  NOT NULL,
+//		worker    text    NOT NULL,
+//		written   timestamptz NOT NULL DEFAULT now(),
+//		UNIQUE (partition, seq, token)
+//	)
+//
+// Each append is one transaction: the fence's token statement, then the
+// INSERT of the record. The token statement holds the partition's row lock
+// until the commit, so the records of one partition get their ids in the
+// order they commit. One table serves one topic of one group.
+type SQLResource struct {
+	db        *sql.DB
+	fence     *sqlfence.Fence
+	createSQL string
+	insertSQL string
+	listSQL   string
+}
+
+var _ Resource = (*SQLResource)(nil)
+
+// NewSQLResource returns a resource keeping its records in table (and its
+// tokens in table_tokens). table is a plain or schema-qualified name of
+// ASCII letters, digits and underscores, not starting with a digit. db
+// must be a PostgreSQL database; the caller closes it. The tables must
+// exist before use: see [SQLResource.CreateTables].
+func NewSQLResource(db *sql.DB, table string) (*SQLResource, error) {
+	if err := CheckTable(table); err != nil {
+		return nil, err
+	}
+	t, _ := quoteTable(table)
+	fence, err := sqlfence.New(db, table+"_tokens")
+	if err != nil {
+		return nil, fmt.Errorf("workload: %w", err)
+	}
+	return &SQLResource{
+		db:    db,
+		fence: fence,
+		createSQL: `CREATE TABLE IF NOT EXISTS ` + t + ` (` +
+			`"id" bigserial PRIMARY KEY, ` +
+			`"partition" integer NOT NULL, ` +
+			`"seq" bigint NOT NULL, ` +
+			`"token" bigint NOT NULL, ` +
+			`"worker" text NOT NULL, ` +
+			`"written" timestamptz NOT NULL DEFAULT now(), ` +
+			`UNIQUE ("partition", "seq", "token"))`,
+		insertSQL: `INSERT INTO ` + t + ` ("partition", "seq", "token", "worker") VALUES ($1, $2, $3, $4) ` +
+			`ON CONFLICT ("partition", "seq", "token") DO NOTHING`,
+		listSQL: `SELECT "id", "partition", "seq", "token", "worker" FROM ` + t + ` ORDER BY "partition", "id"`,
+	}, nil
+}
+
+// CreateTables creates the records table and the fence's table if they do
+// not exist.
+func (s *SQLResource) CreateTables(ctx context.Context) error {
+	if err := s.fence.CreateTable(ctx); err != nil {
+		return fmt.Errorf("workload: %w", err)
+	}
+	if _, err := s.db.ExecContext(ctx, s.createSQL); err != nil {
+		return fmt.Errorf("workload: create records table: %w", err)
+	}
+	return nil
+}
+
+// Admit implements [Resource].
+func (s *SQLResource) Admit(ctx context.Context, p epoch.Partition, t epoch.Token) error {
+	return s.fence.Admit(ctx, p, t)
+}
+
+// Append implements [Resource]: the token check and the INSERT in one
+// transaction.
+func (s *SQLResource) Append(ctx context.Context, r Record) error {
+	return s.fence.Do(ctx, r.Partition, r.Token, func(ctx context.Context, tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, s.insertSQL, int32(r.Partition), r.Seq, int64(r.Token), r.Worker); err != nil {
+			return fmt.Errorf("workload: insert record: %w", err)
+		}
+		return nil
+	})
+}
+
+// Records implements [Resource]; Order is the row's id.
+func (s *SQLResource) Records(ctx context.Context) ([]Stored, error) {
+	rows, err := s.db.QueryContext(ctx, s.listSQL)
+	if err != nil {
+		return nil, fmt.Errorf("workload: read records: %w", err)
+	}
+	defer rows.Close()
+	var out []Stored
+	for rows.Next() {
+		var st Stored
+		var p int32
+		var t int64
+		if err := rows.Scan(&st.Order, &p, &st.Seq, &t, &st.Worker); err != nil {
+			return nil, fmt.Errorf("workload: read records: %w", err)
+		}
+		st.Partition, st.Token = epoch.Partition(p), epoch.Token(t)
+		out = append(out, st)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("workload: read records: %w", err)
+	}
+	return out, nil
+}
+
+// ErrTableName is returned by [NewSQLResource] for a table name it
+// refuses.
+var ErrTableName = errors.New("workload: invalid table name")
+
+// CheckTable returns an error wrapping [ErrTableName] if
+// [NewSQLResource] would refuse table: if it, or its fence's table
+// (table_tokens), is not a valid name.
+func CheckTable(table string) error {
+	if _, err := quoteTable(table); err != nil {
+		return err
+	}
+	if _, err := quoteTable(table + "_tokens"); err != nil {
+		return fmt.Errorf("%w %q: the tokens table %s_tokens would be too long", ErrTableName, table, table)
+	}
+	return nil
+}
+
+// quoteTable validates name (table or schema.table) as sqlfence does for
+// its own tables, and returns it quoted.
+func quoteTable(name string) (string, error) {
+	parts := strings.Split(name, ".")
+	if len(parts) > 2 {
+		return "", fmt.Errorf("%w %q: at most one dot (schema.table)", ErrTableName, name)
+	}
+	for i, part := range parts {
+		if !validIdent(part) {
+			return "", fmt.Errorf("%w %q: want 1 to 63 ASCII letters, digits or underscores, not starting with a digit", ErrTableName, name)
+		}
+		parts[i] = `"` + part + `"`
+	}
+	return strings.Join(parts, "."), nil
+}
+
+func validIdent(s string) bool {
+	if s == "" || len(s) > 63 || s[0] >= '0' && s[0] <= '9' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,82 @@
+// Package sim is tenure's deterministic simulator: it runs the real
+// coordinator core (package coordinator) and the real member core (package
+// member) against a simulated network, simulated processes and a simulated
+// resource, in virtual time, to show what a workload's pauses, crashes,
+// deploys and network trouble do to a group with given timing settings,
+// before it meets them in production.
+//
+//	sc, _ := sim.Builtin("gc-pauses")
+//	_ = sc.Set("timing.session", "20s")
+//	rep, _ := sim.Run(sc, sim.Options{Seed: 1})
+//	rep.WriteText(os.Stdout)
+//
+// # Determinism
+//
+// A run is a discrete-event simulation: a virtual clock, and a heap of
+// events ordered by (time, sequence number), so that simultaneous events
+// fire in the order they were scheduled. Every random draw comes from PCG
+// sources seeded from Options.Seed (one stream per concern: network,
+// crashes, work, each member). Nothing in the simulated world starts a
+// goroutine or reads a clock, and the times handed to the cores are
+// Origin() plus the elapsed virtual time, without a monotonic reading. The
+// same scenario and seed therefore give the same run, event for event: the
+// report's trace hash (xxhash over every event and note) identifies it, and
+// Options.Trace writes it out line by line, byte-identical between runs.
+//
+// # What is simulated
+//
+// The coordinator node drives a coordinator.Group exactly as the TCP
+// server does: requests in, Ready out, records persisted (to a
+// store.Memory) before replies are sent, Tick at NextTick. The coordinator's
+// view of who owns what comes from those persisted records. Coordinator
+// fail-over is not simulated yet: it needs a group rebuilt from its
+// records ([ErrFailoverPending]).
+//
+// Each member slot runs a sequence of processes, each driving a
+// member.Machine as the member.Join shell does: it sends the machine's
+// ConsumerGroupHeartbeats, reports responses (or a failure when the
+// request timeout passes), starts and stops work on claims and reports
+// Started and Released, and fires the machine's timers. Members' clocks
+// may run fast or slow (clocks skew=).
+//
+// The network carries each request and response as a kmsg value: per-link
+// delay distributions, loss, duplication (a duplicate is a deep copy made by
+// encoding and decoding), reordering (links are otherwise FIFO, like TCP),
+// and cuts that separate named sets of nodes until they heal. A message
+// crossing a cut when it is sent or when it arrives is lost.
+//
+// Processes pause (stop-the-world pauses drawn from any [Dist]), crash and
+// restart (with static membership a restarted member rejoins as the same
+// instance), start slowly, restart in rolling deploys, scale out and in.
+// During a pause nothing of the process runs: its timers, messages and
+// work wait and run, in order, when it resumes, after the writes that were
+// in flight when it paused, which land first, before the process can
+// notice it lost its session. That is how zombie writes happen.
+//
+// # The resource and what the report measures
+//
+// Every owner writes each of its partitions every Work.Every, carrying the
+// partition's token, to two copies of a resource: one checks tokens with
+// epoch.MemFence, the other accepts everything. A write is stale if its
+// writer is not the partition's owner in the coordinator's view at that
+// instant, or if a higher token was already written. The report counts
+// stale writes attempted, rejected by the fence, and accepted by the
+// unfenced copy: the damage fencing prevents. A fenced write that is
+// accepted although a higher token was admitted before, or under a token
+// the coordinator never let its writer hold, is a safety violation; the
+// tests assert that it never happens.
+//
+// The [Report] also measures availability (partition-seconds without a
+// working owner, by incident; partition-seconds whose owners were all
+// paused; time from a crash to full reassignment),
+// double ownership, churn (rebalances, moves against the fewest possible,
+// false expulsions: members expelled while alive) and cost (heartbeats and
+// coordinator steps per second). [Report.Metrics] lists every figure by
+// name.
+//
+// # Scenarios
+//
+// Scenarios are plain text, one command per line (see [ParseScenario]);
+// [Builtins] lists those shipped with tenure, and `tenure sim` runs them.
+// Package tune searches timing settings over a mix of scenarios.
+package sim

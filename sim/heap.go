@@ -1,0 +1,189 @@
+package sim
+
+// evKind says what an event does when it fires. The zero evKind is invalid.
+type evKind uint8
+
+const (
+	_ evKind = iota
+	// evLaunch: a member process is launched (its start-up begins).
+	evLaunch
+	// evStart: a member process finished starting: its machine joins.
+	evStart
+	// evTimer: a member's timer (machine NextTick or request timeout).
+	evTimer
+	// evDeliver: a message arrives at its destination node.
+	evDeliver
+	// evWork: a member's periodic write to the resource, for every
+	// partition it works on.
+	evWork
+	// evClaimStarted: the work on a Pending claim has started (after the
+	// start-up delay of the worker).
+	evClaimStarted
+	// evClaimReleased: the work on a stopping claim has stopped.
+	evClaimReleased
+	// evPauseStart and evPauseEnd bracket a stop-the-world pause.
+	evPauseStart
+	evPauseEnd
+	// evNextPause draws the next random pause of a member.
+	evNextPause
+	// evCrash kills a member process.
+	evCrash
+	// evNextCrash draws the next random crash of the fleet.
+	evNextCrash
+	// evCoordTimer: the coordinator's group timer (Group.NextTick).
+	evCoordTimer
+	// evAction: a timed scenario action (crash, cut, heal, scale,
+	// rolling-restart step, fail-over); arg is its index.
+	evAction
+	// evRollingStep: the next batch of a rolling restart; arg is the
+	// action index.
+	evRollingStep
+	// evHeal ends a network cut; arg is the cut's id.
+	evHeal
+	// evLeave asks a member process to leave the group gracefully (as a
+	// SIGTERM would); arg says what happens once it has left.
+	evLeave
+	// evFailover: the coordinator's leader is lost. Pending: see
+	// coordNode.failover.
+	evFailover
+	// evEnd stops the run.
+	evEnd
+	evKinds
+)
+
+var evKindNames = [...]string{
+	evLaunch:        "launch",
+	evStart:         "start",
+	evTimer:         "timer",
+	evDeliver:       "deliver",
+	evWork:          "work",
+	evClaimStarted:  "claim-started",
+	evClaimReleased: "claim-released",
+	evPauseStart:    "pause",
+	evPauseEnd:      "resume",
+	evNextPause:     "next-pause",
+	evCrash:         "crash",
+	evNextCrash:     "next-crash",
+	evCoordTimer:    "coord-timer",
+	evAction:        "action",
+	evRollingStep:   "rolling-step",
+	evHeal:          "heal",
+	evLeave:         "leave",
+	evFailover:      "failover",
+	evEnd:           "end",
+}
+
+func (k evKind) String() string {
+	if k > 0 && k < evKinds {
+		return evKindNames[k]
+	}
+	return "evKind(" + itoa(int(k)) + ")"
+}
+
+// event is one entry of the event heap. Events are values: the heap copies
+// them, so they hold only small fields and one pointer.
+type event struct {
+	at  vtime
+	seq uint64 // scheduling order: breaks ties between equal times
+	// node is the node the event belongs to (0 is the coordinator).
+	node int32
+	// inc is the node's process incarnation when the event was scheduled;
+	// an event of a process that has since crashed is dropped.
+	inc  uint32
+	kind evKind
+	// arg and arg2 are small kind-specific arguments (a partition index
+	// and a token, an action index, a timer generation).
+	arg  int64
+	arg2 int64
+	// msg is the message of an evDeliver.
+	msg *message
+}
+
+// eventHeap is a 4-ary min-heap of events ordered by (at, seq): half as
+// deep as a binary heap, which makes pops (the common case) cheaper. It is
+// written out rather than built on container/heap to avoid an interface
+// call per comparison: the heap is the engine's innermost loop. The heap
+// itself moves small pointer-free items (time, sequence, slot); the events
+// stay put in a slab, so sifting copies 24 bytes and needs no write
+// barriers.
+type eventHeap struct {
+	items []heapItem
+	slab  []event
+	free  []int32
+}
+
+type heapItem struct {
+	at   vtime
+	seq  uint64
+	slot int32
+}
+
+func (a *heapItem) before(b *heapItem) bool {
+	if a.at != b.at {
+		return a.at < b.at
+	}
+	return a.seq < b.seq
+}
+
+func (h *eventHeap) len() int { return len(h.items) }
+
+// push adds e.
+func (h *eventHeap) push(e event) {
+	var slot int32
+	if n := len(h.free); n > 0 {
+		slot = h.free[n-1]
+		h.free = h.free[:n-1]
+		h.slab[slot] = e
+	} else {
+		slot = int32(len(h.slab))
+		h.slab = append(h.slab, e)
+	}
+	h.items = append(h.items, heapItem{at: e.at, seq: e.seq, slot: slot})
+	items := h.items
+	i := len(items) - 1
+	it := items[i]
+	for i > 0 {
+		parent := (i - 1) / 4
+		if !it.before(&items[parent]) {
+			break
+		}
+		items[i] = items[parent]
+		i = parent
+	}
+	items[i] = it
+}
+
+// pop removes and returns the earliest event; the heap must not be empty.
+func (h *eventHeap) pop() event {
+	items := h.items
+	top := items[0]
+	n := len(items) - 1
+	last := items[n]
+	items = items[:n]
+	h.items = items
+	if n > 0 {
+		i := 0
+		for {
+			l := 4*i + 1
+			if l >= n {
+				break
+			}
+			c := l
+			for k := l + 1; k < l+4 && k < n; k++ {
+				if items[k].before(&items[c]) {
+					c = k
+				}
+			}
+			if !items[c].before(&last) {
+				break
+			}
+			items[i] = items[c]
+			i = c
+		}
+		items[i] = last
+	}
+	e := h.slab[top.slot]
+	h.slab[top.slot] = event{} // drop the message pointer for the collector
+	h.free = append(h.free, top.slot)
+	return e
+}
