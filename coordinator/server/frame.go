@@ -68,7 +68,7 @@ func checkHeader(h header) error {
 	if h.key == 18 && h.version > versionTable[18].max {
 		return errApiVersionsTooNew
 	}
-	if kmsg.RequestForKey(h.key) == nil {
+	if h.key < 0 || int(h.key) >= len(kmsgKeys) || !kmsgKeys[h.key] {
 		return errUnknownKey
 	}
 	if int(h.key) > maxKey || h.key < 0 || versionTable[h.key].max < 0 {
@@ -79,6 +79,16 @@ func checkHeader(h header) error {
 	}
 	return nil
 }
+
+// kmsgKeys[k] reports whether kmsg knows API key k, computed once so
+// that checking a frame's key allocates nothing (RequestForKey returns a
+// new request).
+var kmsgKeys = func() (t [kmsg.MaxKey + 1]bool) {
+	for k := range t {
+		t[k] = kmsg.RequestForKey(int16(k)) != nil
+	}
+	return t
+}()
 
 // decodeBody skips the header's tagged fields (flexible versions) and
 // decodes the request body into req, whose version it sets. req's []byte
