@@ -20,17 +20,22 @@ package coordinator
 //     (UNRELEASED_PARTITIONS).
 //
 // A partition is therefore never held by two members in the coordinator's
-// view (g.owners), and a partition given to a member carries the epoch at
-// which it was given as its fencing token, which is higher than the token of
-// any earlier owner because it is the current group epoch and an earlier
-// owner got the partition at an epoch whose target gave it to that owner.
+// view (g.owners). A partition given to a member is given at the current
+// group epoch, which is higher than the token of any earlier owner (an
+// earlier owner got the partition at an epoch whose target gave it to that
+// owner). Its fencing token is fixed when the member first reports owning
+// it: the member epoch of that heartbeat, never below the epoch at which it
+// was given. Until then it is provisional and its token follows the member
+// epoch, so that a member whose response was lost, and that first hears of
+// the partition at a later epoch, holds the token the coordinator records
+// (consumer_tokens.go).
 //
 // Durable records: a GroupRecord at every epoch bump (Protocol is the
 // assignor); a MemberRecord when a member joins, changes its subscription,
 // assignor, rack, rebalance timeout, client ID or host, and with Deleted when it is removed
 // (which also ends every ownership of the member: no AssignmentRecord
 // follows a deletion); an AssignmentRecord whenever a member's epoch,
-// owned partitions (with their tokens), pending or revoking partitions
+// owned partitions or their tokens, pending or revoking partitions
 // change. Target assignments are not persisted: a restored coordinator
 // recomputes them from the members and their current assignments.
 //
@@ -43,8 +48,10 @@ package coordinator
 // INVALID_REQUEST; a static member's replacement is not refused by
 // Config.MaxGroupSize; a member rejoining at epoch 0 with its own ID is
 // taken back in place even when static (as Kafka PR #23542 proposes; Kafka
-// 4.x answers UNRELEASED_INSTANCE_ID); a regex subscription needs a Topics
-// resolver that implements TopicLister.
+// 4.x answers UNRELEASED_INSTANCE_ID), and, as it abandoned its partitions,
+// what it gets back is provisional again and takes the epoch of the answer
+// as token; a regex subscription needs a Topics resolver that implements
+// TopicLister.
 
 import (
 	"fmt"
@@ -123,6 +130,11 @@ type consumerMember struct {
 	// part of it still held by other members. Both sorted.
 	target  []TopicPartition
 	pending []TopicPartition
+	// unacked are the partitions of assigned and revoking the member has
+	// not reported owning yet: their tokens are provisional
+	// (consumer_tokens.go). Sorted; entries of partitions the member no
+	// longer holds are dropped lazily.
+	unacked []provisional
 
 	// deadline is when the session expires; revokeDeadline, when not
 	// zero, when the member is evicted if it still holds revoked
@@ -280,6 +292,9 @@ func (g *Group) consumerString(b *strings.Builder) {
 		b.WriteString(" target=" + renderTPList(m.target))
 		if len(m.pending) > 0 {
 			b.WriteString(" pending=" + renderTPList(m.pending))
+		}
+		if tps := m.provisionalTPs(); len(tps) > 0 {
+			b.WriteString(" provisional=" + renderTPList(tps))
 		}
 		b.WriteByte('\n')
 	}

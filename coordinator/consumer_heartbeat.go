@@ -224,16 +224,21 @@ func (g *Group) consumerJoin(now time.Time, req Request, m *kmsg.ConsumerGroupHe
 		g.consumer.init()
 	}
 	var mem *consumerMember
+	retokened := false
 	switch {
 	case replaced != nil:
 		mem = g.replaceStatic(now, req, m, replaced, id, sub)
 	case existing != nil:
 		mem = existing
 		g.updateMember(now, req, m, mem, sub)
+		// It abandoned everything it held: what it gets back is
+		// provisional, and takes the epoch of the answer as token.
+		mem.forgetReports()
+		retokened = g.followEpoch(mem)
 	default:
 		mem = g.addConsumerMember(now, req, m, id, sub)
 	}
-	g.reconcile(now, mem, c.reported[:0], true, false)
+	g.reconcile(now, mem, c.reported[:0], true, false, retokened)
 	g.answerMember(resp, mem, true)
 }
 
@@ -343,6 +348,7 @@ func (g *Group) replaceStatic(now time.Time, req Request, m *kmsg.ConsumerGroupH
 		}
 	}
 	mem.assigned = kept
+	mem.addProvisional(withoutTokens(kept), token)
 	// The successor starts at epoch 0, like Kafka's, and reconciles to
 	// the target epoch in this request; its assignment changed hands.
 	mem.assignmentChanged = true
@@ -418,8 +424,9 @@ func (g *Group) consumerBeat(now time.Time, req Request, m *kmsg.ConsumerGroupHe
 	if !ok {
 		return
 	}
+	retokened := known && g.acknowledge(mem, reported, m.MemberEpoch)
 	subChanged := g.updateMember(now, req, m, mem, sub)
-	g.reconcile(now, mem, reported, known, subChanged)
+	g.reconcile(now, mem, reported, known, subChanged, retokened)
 	full := m.RebalanceTimeoutMillis != -1 && (m.SubscribedTopicNames != nil || m.SubscribedTopicRegex != nil) && m.Topics != nil
 	g.answerMember(resp, mem, full || m.MemberEpoch != mem.epoch)
 }

@@ -16,10 +16,14 @@ import (
 
 // TestConsumerRandomized drives a KIP-848 group with simulated clients that
 // join, heartbeat (releasing revoked partitions faithfully but sometimes
-// late, sometimes sending keepalives), pause (and get evicted), leave,
-// restart as static members, and commit: their own partitions, partitions
-// they are handing off, partitions they do not own, with current and old
-// epochs, and as zombies after a pause. After every step it checks:
+// late, sometimes sending keepalives), lose responses (the coordinator
+// acted on the heartbeat, the client never hears of it and retries with
+// everything), pause (and get evicted), leave, restart as static members,
+// and commit: their own partitions, partitions they are handing off,
+// partitions they do not own, with current and old epochs, and as zombies
+// after a pause. Clients take tokens as tenure's member does: a partition
+// new to the client takes the member epoch of the response that brought
+// it, and the next heartbeat reports it. After every step it checks:
 //
 //   - the coordinator's invariants (checkConsumerInvariants: one owner per
 //     partition in g.owners and in the members' own sets, which agree);
@@ -32,7 +36,10 @@ import (
 //     (a hand-off), and the tokens of a partition's accepted commits never
 //     decrease;
 //   - the group epoch never decreases, and a zombie (evicted member) never
-//     gets a commit accepted.
+//     gets a commit accepted;
+//   - every partition a member's client holds has, in g.owners, the token
+//     the client holds it under, whenever the coordinator has the client
+//     as its owner (the member's token is the coordinator's).
 func TestConsumerRandomized(t *testing.T) {
 	seeds, steps := 12, 1000
 	if testing.Short() {
@@ -44,11 +51,12 @@ func TestConsumerRandomized(t *testing.T) {
 			for step := range steps {
 				r.step(step)
 			}
-			t.Logf("epoch %d, %d commits accepted, %d rejected, %d evictions, %d releases seen, %d members",
-				r.env.g.epoch, r.accepted, r.rejected, r.evictions, r.model.releases, len(r.env.g.consumer.members))
-			if r.accepted == 0 || r.rejected == 0 || r.evictions == 0 {
-				t.Fatalf("run exercised too little: %d commits accepted, %d rejected, %d evictions",
-					r.accepted, r.rejected, r.evictions)
+			t.Logf("epoch %d, %d commits accepted, %d rejected, %d evictions, %d releases seen, %d members, %d responses lost, %d tokens checked, %d given in a lost response",
+				r.env.g.epoch, r.accepted, r.rejected, r.evictions, r.model.releases, len(r.env.g.consumer.members),
+				r.lost, r.tokensChecked, r.lateTokens)
+			if r.accepted == 0 || r.rejected == 0 || r.evictions == 0 || r.lateTokens == 0 {
+				t.Fatalf("run exercised too little: %d commits accepted, %d rejected, %d evictions, %d partitions given in a lost response",
+					r.accepted, r.rejected, r.evictions, r.lateTokens)
 			}
 		})
 	}
@@ -65,8 +73,18 @@ type randClient struct {
 	// held is what the client works on; revoking what it was told to
 	// give up and has not released yet.
 	held, revoking map[TopicPartition]bool
-	pausedUntil    time.Time
-	wasPaused      bool
+	// tokens are the tokens of held and revoking partitions; unreported
+	// the partitions no heartbeat has reported yet.
+	tokens      map[TopicPartition]epoch.Token
+	unreported  map[TopicPartition]bool
+	pausedUntil time.Time
+	wasPaused   bool
+	// full: the last response was lost; the next heartbeat says
+	// everything (as tenure's member does after a failure).
+	full bool
+	// given remembers, for the partitions of a lost response, the epoch
+	// at which the coordinator gave them.
+	given map[TopicPartition]int32
 }
 
 type randRun struct {
@@ -79,6 +97,10 @@ type randRun struct {
 	lastEpoch                     int32
 	accepted, rejected, evictions int
 	topicAdded                    bool
+	// lost counts lost responses; lateTokens the partitions a client first
+	// heard of at a later epoch than the lost response that gave them;
+	// tokensChecked the client tokens compared with g.owners.
+	lost, lateTokens, tokensChecked int
 }
 
 func newRandRun(t *testing.T, seed uint64) *randRun {
@@ -103,6 +125,8 @@ func newRandRun(t *testing.T, seed uint64) *randRun {
 		}
 		c.id = fmt.Sprintf("%s.%d", c.label, c.gen)
 		c.held, c.revoking = map[TopicPartition]bool{}, map[TopicPartition]bool{}
+		c.tokens, c.unreported = map[TopicPartition]epoch.Token{}, map[TopicPartition]bool{}
+		c.given = map[TopicPartition]int32{}
 		r.clients = append(r.clients, c)
 	}
 	return r
@@ -173,12 +197,16 @@ func (r *randRun) heartbeat(c *randClient) {
 	} else {
 		req.MemberEpoch = c.epoch
 		// Revoked partitions are released faithfully, sometimes late.
-		for tp := range c.revoking {
+		for _, tp := range slices.SortedFunc(maps.Keys(c.revoking), compareTP) {
 			if r.rng.IntN(3) == 0 {
 				delete(c.revoking, tp)
+				delete(c.tokens, tp)
+				delete(c.unreported, tp)
 			}
 		}
-		if r.rng.IntN(4) > 0 {
+		// A keepalive only when there is nothing new to report: tenure's
+		// member reports new partitions in its very next heartbeat.
+		if c.full || len(c.unreported) > 0 || r.rng.IntN(4) > 0 {
 			var owned []TopicPartition
 			for tp := range c.held {
 				owned = append(owned, tp)
@@ -188,7 +216,7 @@ func (r *randRun) heartbeat(c *randClient) {
 			}
 			slices.SortFunc(owned, compareTP)
 			req.Topics = e.heartbeatTopics(owned)
-			if r.rng.IntN(5) == 0 {
+			if c.full || r.rng.IntN(5) == 0 {
 				req.RebalanceTimeoutMillis = 10000
 				req.SubscribedTopicNames = c.topics
 			}
@@ -197,6 +225,26 @@ func (r *randRun) heartbeat(c *randClient) {
 	resp := kmsg.NewPtrConsumerGroupHeartbeatResponse()
 	e.g.Step(e.now, Request{Ref: c.label, Msg: req, Resp: resp, ClientID: c.label})
 	r.drain(nil)
+	if resp.ErrorCode == 0 && req.Topics != nil {
+		clear(c.unreported)
+	}
+	if r.rng.IntN(8) == 0 {
+		// The response is lost: the coordinator acted on the heartbeat,
+		// the client retries with everything.
+		r.lost++
+		c.full = true
+		if resp.ErrorCode == 0 && resp.Assignment != nil {
+			for _, tp := range e.assignmentTPs(resp.Assignment) {
+				if !c.held[tp] {
+					if _, ok := c.given[tp]; !ok {
+						c.given[tp] = resp.MemberEpoch
+					}
+				}
+			}
+		}
+		return
+	}
+	c.full = false
 	switch resp.ErrorCode {
 	case 0:
 		c.joined = true
@@ -205,6 +253,14 @@ func (r *randRun) heartbeat(c *randClient) {
 			next := map[TopicPartition]bool{}
 			for _, tp := range e.assignmentTPs(resp.Assignment) {
 				next[tp] = true
+				if !c.held[tp] {
+					// New to the client: its token is this epoch.
+					c.tokens[tp] = tokenOf(resp.MemberEpoch)
+					c.unreported[tp] = true
+					if at, ok := c.given[tp]; ok && at < resp.MemberEpoch {
+						r.lateTokens++
+					}
+				}
 				delete(c.revoking, tp)
 			}
 			for tp := range c.held {
@@ -213,14 +269,14 @@ func (r *randRun) heartbeat(c *randClient) {
 				}
 			}
 			c.held = next
+			clear(c.given)
 		}
 	case kerr.UnknownMemberID.Code:
 		r.restart(c)
 	case kerr.FencedMemberEpoch.Code:
 		// Abandon everything; rejoin with the same member ID.
 		c.joined = false
-		clear(c.held)
-		clear(c.revoking)
+		c.forget()
 	case kerr.UnreleasedInstanceID.Code, kerr.GroupMaxSizeReached.Code:
 		c.joined = false
 	default:
@@ -242,8 +298,16 @@ func (r *randRun) restart(c *randClient) {
 	c.id = fmt.Sprintf("%s.%d", c.label, c.gen)
 	c.joined = false
 	c.epoch = 0
+	c.forget()
+}
+
+// forget drops everything c holds.
+func (c *randClient) forget() {
 	clear(c.held)
 	clear(c.revoking)
+	clear(c.tokens)
+	clear(c.unreported)
+	clear(c.given)
 }
 
 func (r *randRun) leave(c *randClient, static bool) {
@@ -367,6 +431,22 @@ func (r *randRun) check() {
 					r.t.Fatalf("at %s: %s[%d] held by clients %s and %s\n%s", rel(r.env.now), tp.Topic, tp.Partition, other, c.id, g)
 				}
 				holder[tp] = c.id
+			}
+		}
+	}
+	// The client's token of every partition it holds is the
+	// coordinator's, while the coordinator has it as the owner.
+	for _, c := range r.clients {
+		if _, ok := g.consumer.members[c.id]; !ok {
+			continue
+		}
+		for tp, tok := range c.tokens {
+			if o, ok := g.owners.owner(tp); ok && o.member == c.id {
+				r.tokensChecked++
+				if o.token != tok {
+					r.t.Fatalf("at %s: %s holds %s[%d] at token %v, the coordinator records %v\n%s",
+						rel(r.env.now), c.id, tp.Topic, tp.Partition, tok, o.token, g)
+				}
 			}
 		}
 	}

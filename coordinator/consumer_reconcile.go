@@ -12,19 +12,22 @@ func tokenOf(e int32) epoch.Token { return epoch.Token(e) }
 // reconcile moves mem towards its target on one of its heartbeats.
 // reported is what the member says it owns, sorted (known is false when it
 // did not say: the member is then assumed to still hold everything);
-// subChanged says its subscription changed in this request. It writes an
+// subChanged says its subscription changed in this request; retokened
+// that the request fixed a provisional token (acknowledge). It writes an
 // AssignmentRecord if anything of the member's assignment changed.
-func (g *Group) reconcile(now time.Time, mem *consumerMember, reported []TopicPartition, known, subChanged bool) {
+func (g *Group) reconcile(now time.Time, mem *consumerMember, reported []TopicPartition, known, subChanged, retokened bool) {
 	c := &g.consumer
-	if mem.epoch == staticLeftEpoch {
+	if mem.epoch == staticLeftEpoch || (mem.state == memberStable && mem.epoch == c.targetEpoch && !subChanged) {
+		// The steady state: nothing to do (the member epoch does not
+		// change, so neither do provisional tokens).
+		if retokened {
+			g.persistAssignment(mem)
+		}
 		return
-	}
-	if mem.state == memberStable && mem.epoch == c.targetEpoch && !subChanged {
-		return // the steady state: nothing to do
 	}
 	oldEpoch := mem.epoch
 	oldPending := mem.pending
-	changed := false
+	changed := retokened
 
 	// Revoked partitions the member no longer reports are released, one
 	// by one: each is free for its next owner at once.
@@ -62,6 +65,9 @@ func (g *Group) reconcile(now time.Time, mem *consumerMember, reported []TopicPa
 	if g.nextAssignment(now, mem, reported, known) {
 		changed = true
 	}
+	if g.followEpoch(mem) {
+		changed = true
+	}
 	c.recount(mem)
 	if changed || mem.epoch != oldEpoch || !slices.Equal(oldPending, mem.pending) {
 		g.persistAssignment(mem)
@@ -96,7 +102,8 @@ func (g *Group) revokeUnsubscribed(mem *consumerMember) bool {
 // holds some of it, ask for its revocation and stay at the current epoch;
 // otherwise advance to the target epoch and give the member every target
 // partition nobody holds, under the target epoch as token. It reports
-// whether the member's partitions changed.
+// whether the member's partitions changed. What it gives is provisional
+// until the member reports it (consumer_tokens.go).
 func (g *Group) nextAssignment(now time.Time, mem *consumerMember, reported []TopicPartition, known bool) bool {
 	c := &g.consumer
 	var keep, revoke []OwnedPartition
@@ -149,6 +156,7 @@ func (g *Group) nextAssignment(now time.Time, mem *consumerMember, reported []To
 			granted[i] = OwnedPartition{tp.Topic, tp.Partition, token}
 		}
 		keep = mergeOwned(keep, granted)
+		mem.addProvisional(give, token)
 	}
 	if changed {
 		mem.assigned = keep

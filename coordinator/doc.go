@@ -29,7 +29,11 @@
 // changes type. When a partition is given to a member, the current epoch
 // becomes its fencing token (an [epoch.Token]); the member keeps that token
 // for as long as it keeps the partition, and the next owner gets a strictly
-// higher one. The coordinator's view of owners never holds two owners for a
+// higher one. In consumer groups the token is provisional until the member
+// first reports the partition in a heartbeat, and is then fixed at that
+// heartbeat's epoch, which is the epoch of the response the member acted
+// on: so the member and the coordinator agree on it even when responses are
+// lost (consumer_tokens.go). The coordinator's view of owners never holds two owners for a
 // partition: giving away a partition that someone still holds panics, as a
 // broken invariant.
 //

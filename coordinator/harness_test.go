@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tenure-dev/tenure/assignor"
+	"github.com/tenure-dev/tenure/internal/ddtest"
 )
 
 // The datadriven tests in testdata/ script a group through requests and
@@ -38,7 +39,7 @@ import (
 // "persist:", "reply to <ref>:", "event:" lines and "next-tick: t=...",
 // then advances the group. Leftover arguments fail the test.
 func TestDatadriven(t *testing.T) {
-	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
+	ddtest.Walk(t, func(t *testing.T, path string) {
 		e := newTestEnv(t)
 		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
 			cmd, ok := testCommands[d.Cmd]

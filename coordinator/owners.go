@@ -52,6 +52,19 @@ func (o *ownership) assign(tp TopicPartition, member string, token epoch.Token) 
 	o.cur[tp] = owner{member, token}
 }
 
+// retoken changes the token under which member holds tp: a KIP-848
+// partition's token is fixed only once its owner reports it
+// (consumer_tokens.go). The caller keeps the token at or above the epoch
+// at which member was given tp, so it stays above every earlier owner's.
+// It panics if member does not own tp.
+func (o *ownership) retoken(tp TopicPartition, member string, token epoch.Token) {
+	cur, ok := o.cur[tp]
+	if !ok || cur.member != member {
+		panic(fmt.Sprintf("coordinator: retoken of %s[%d] by %s, which does not own it", tp.Topic, tp.Partition, member))
+	}
+	o.cur[tp] = owner{member, token}
+}
+
 // release ends member's ownership of tp; it is a no-op if member does not
 // own tp.
 func (o *ownership) release(tp TopicPartition, member string) {

@@ -202,6 +202,7 @@ func (m *Machine) onTopicIDs(now time.Time, e TopicIDs) {
 	m.recount()
 	for _, g := range named {
 		if m.counts.revocable > 0 {
+			// It keeps the token it has been reported under.
 			m.deferred = append(m.deferred, g)
 			continue
 		}

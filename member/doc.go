@@ -43,14 +43,20 @@
 //
 // # Tokens
 //
-// A claim's token is the member epoch at which the coordinator gave the
-// partition to this member; the member keeps it for as long as it keeps
-// the partition. Every later owner of the partition holds a higher token,
-// so a resource that remembers the highest token it has admitted per
-// partition (see package epoch: MemFence, etcdfence, sqlfence) rejects
-// every write of a former owner, however late it arrives. A token that was
-// lost is dead forever: if the partition comes back, it comes with a new,
-// higher token, in a new Claim.
+// A claim's token is the member epoch at which the member took the
+// partition: the epoch of the first response it received that assigned the
+// partition (or, for a partition that waited for revocations to complete,
+// the member epoch when it stopped waiting). The member reports the
+// partition as its own in its very next heartbeat, at that epoch, and
+// tenure's coordinator records the epoch of that first report as the
+// partition's token, so both agree even when the response that first
+// assigned the partition was lost. The member keeps the token for as long
+// as it keeps the partition. Every later owner of the partition holds a
+// higher token, so a resource that remembers the highest token it has
+// admitted per partition (see package epoch: MemFence, etcdfence,
+// sqlfence) rejects every write of a former owner, however late it
+// arrives. A token that was lost is dead forever: if the partition comes
+// back, it comes with a new, higher token, in a new Claim.
 //
 // # When work stops
 //

@@ -74,8 +74,11 @@ type key struct {
 	partition int32
 }
 
-// grant is a partition the coordinator assigned at token, not yet a
-// Pending claim.
+// grant is a partition the coordinator assigned, not yet a Pending claim.
+// An unresolved grant has the token of the response that brought it; a
+// deferred one (waiting for revocations) has none until it is accepted,
+// when it takes the member's epoch then: the epoch of the heartbeat that
+// first reports it, which is the token the coordinator fixes.
 type grant struct {
 	key
 	token epoch.Token

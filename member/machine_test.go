@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tenure-dev/tenure/epoch"
+	"github.com/tenure-dev/tenure/internal/ddtest"
 )
 
 // TestMachine runs the scripts in testdata/. Each script drives one
@@ -67,7 +68,7 @@ import (
 //	claims
 //	  Machine.Claims.
 func TestMachine(t *testing.T) {
-	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
+	ddtest.Walk(t, func(t *testing.T, path string) {
 		env := &machineEnv{}
 		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
 			return env.handle(t, d)

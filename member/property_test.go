@@ -2,6 +2,7 @@ package member
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -29,7 +30,11 @@ type propModel struct {
 	highest map[int32]epoch.Token
 	dead    map[int32]map[epoch.Token]bool
 	running map[int32]bool // the "shell" runs work on the partition
-	left    bool
+	// unreported are the new ownerships no heartbeat has reported yet,
+	// with their tokens.
+	unreported map[int32]epoch.Token
+	leaving    bool
+	left       bool
 }
 
 const propPartitions = 8
@@ -46,6 +51,10 @@ var propTopic = testTopicID("work")
 //   - the tokens of successive ownerships of a partition strictly
 //     increase, and a Lost token never works again;
 //   - new partitions become Pending only while none is Revoking;
+//   - the very next heartbeat after a new ownership began reports the
+//     partition, at a member epoch equal to its token (what tenure's
+//     coordinator records as the token), unless the member is leaving or
+//     lost it meanwhile;
 //   - every change starts from the state the previous changes left, and
 //     Claims agrees with the changes.
 func TestMachineProperties(t *testing.T) {
@@ -68,6 +77,8 @@ func TestMachineProperties(t *testing.T) {
 			highest: make(map[int32]epoch.Token),
 			dead:    make(map[int32]map[epoch.Token]bool),
 			running: make(map[int32]bool),
+
+			unreported: make(map[int32]epoch.Token),
 		}
 		now := t0
 		m.Start(now)
@@ -126,6 +137,7 @@ func TestMachineProperties(t *testing.T) {
 				m.Step(now, CommitRejected{Topic: "work", Partition: p, Token: tok, Err: kerr.StaleMemberEpoch})
 			case 9:
 				if rapid.IntRange(0, 30).Draw(t, "leave") == 0 {
+					pm.leaving = true
 					m.Leave(now, rapid.Bool().Draw(t, "temporary"))
 				}
 			}
@@ -203,6 +215,9 @@ func (pm *propModel) drain(t *rapid.T, m *Machine, now time.Time) {
 				}
 			}
 		}
+		if rd.Heartbeat != nil {
+			pm.checkReported(t, rd.Heartbeat)
+		}
 		if rd.Left {
 			pm.left = true
 		}
@@ -227,6 +242,27 @@ func (pm *propModel) drain(t *rapid.T, m *Machine, now time.Time) {
 		}
 		if c.State.Working() && pm.dead[c.Partition][c.Token] {
 			t.Fatalf("partition %d works with dead token %v", c.Partition, c.Token)
+		}
+	}
+}
+
+// checkReported checks that a heartbeat reports every new ownership the
+// previous ones did not, at its token.
+func (pm *propModel) checkReported(t *rapid.T, hb *kmsg.ConsumerGroupHeartbeatRequest) {
+	for p, tok := range pm.unreported {
+		delete(pm.unreported, p)
+		if pm.leaving || hb.MemberEpoch <= 0 || !pm.state[p].Held() {
+			continue // leaving, rejoining, or lost meanwhile
+		}
+		reported := false
+		for _, tp := range hb.Topics {
+			if tp.TopicID == propTopic && slices.Contains(tp.Partitions, p) {
+				reported = true
+			}
+		}
+		if !reported || hb.MemberEpoch != int32(tok) {
+			t.Fatalf("partition %d, new at token %v: the next heartbeat (epoch %d) reports it: %v",
+				p, tok, hb.MemberEpoch, reported)
 		}
 	}
 }
@@ -272,6 +308,7 @@ func (pm *propModel) apply(t *rapid.T, c ClaimChange) {
 			}
 		}
 		pm.highest[p] = c.Token
+		pm.unreported[p] = c.Token
 	}
 	switch c.To {
 	case epoch.Pending:

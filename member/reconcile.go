@@ -17,6 +17,13 @@ import (
 // partition is released and that is acknowledged. within says whether the
 // response's heartbeat was sent less than a window ago, so that the
 // response may confirm Suspect claims.
+//
+// A partition's token is the member epoch of the first heartbeat that
+// reports it as the member's own, which is what tenure's coordinator
+// records: a new partition is reported in the very next heartbeat, whose
+// epoch is token, and so is one the member cannot name yet; one that waits
+// for revocations is not reported, and takes the member epoch at which it
+// stops waiting (applyDeferred).
 func (m *Machine) reconcile(now time.Time, a *kmsg.ConsumerGroupHeartbeatResponseAssignment, token epoch.Token, within bool, sent time.Time) {
 	target := make(map[key]bool)
 	for _, t := range a.Topics {
@@ -52,7 +59,8 @@ func (m *Machine) reconcile(now time.Time, a *kmsg.ConsumerGroupHeartbeatRespons
 		}
 	}
 
-	// What stays waiting keeps the token it was first assigned with.
+	// What stays waiting stays so: a deferred grant has no token yet, an
+	// unresolved one keeps the token it was reported under.
 	m.deferred = keepGrants(m.deferred, target)
 	if n := len(m.unresolved); n > 0 {
 		m.unresolved = keepGrants(m.unresolved, target)
@@ -88,7 +96,8 @@ func (m *Machine) reconcile(now time.Time, a *kmsg.ConsumerGroupHeartbeatRespons
 			m.unresolved = append(m.unresolved, g)
 			m.dirty = true
 		case m.counts.revocable > 0 || m.revoking(g.key):
-			m.deferred = append(m.deferred, g)
+			// Not reported until accepted: its token is decided then.
+			m.deferred = append(m.deferred, grant{g.key, epoch.None})
 		default:
 			if !m.assign(now, g) {
 				return
@@ -195,13 +204,20 @@ func (m *Machine) assign(now time.Time, g grant) bool {
 	return true
 }
 
-// applyDeferred accepts the partitions that waited for revocations.
+// applyDeferred accepts the partitions that waited for revocations, just
+// before the heartbeat that reports them: a grant without a token takes
+// the member epoch, which that heartbeat carries (one the member reported
+// before, while it could not name it, keeps its token).
 func (m *Machine) applyDeferred(now time.Time) {
 	grants := m.deferred
 	m.deferred = nil
 	for _, g := range grants {
+		if g.token.IsNone() {
+			g.token = epoch.Token(m.memberEpoch)
+		}
 		if m.names[g.id] == "" {
 			m.unresolved = append(m.unresolved, g)
+			m.dirty = true // reported from now on
 			continue
 		}
 		if !m.assign(now, g) {

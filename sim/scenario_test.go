@@ -9,6 +9,7 @@ import (
 
 	"github.com/cockroachdb/datadriven"
 
+	"github.com/tenure-dev/tenure/internal/ddtest"
 	"github.com/tenure-dev/tenure/sim"
 )
 
@@ -39,7 +40,7 @@ import (
 //	    Prints the figure of each run; for exploring, not for committed
 //	    scripts, whose figures may change with the cores.
 func TestScenarios(t *testing.T) {
-	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
+	ddtest.Walk(t, func(t *testing.T, path string) {
 		var sc *sim.Scenario
 		var reports []*sim.Report
 		datadriven.RunTest(t, path, func(t *testing.T, td *datadriven.TestData) string {

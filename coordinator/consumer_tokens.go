@@ -1,0 +1,151 @@
+package coordinator
+
+import (
+	"slices"
+
+	"github.com/tenure-dev/tenure/epoch"
+)
+
+// How a KIP-848 member and the coordinator agree on a partition's token.
+//
+// The member cannot see the coordinator's state, only the responses it
+// receives, and a response may be lost: the coordinator gives a partition
+// at epoch 13 in a response that never arrives, and the member first hears
+// of it in a later response at epoch 16. So the token is fixed by what both
+// sides see, the member's heartbeats:
+//
+//	a partition's token is the member epoch of the first heartbeat in
+//	which its owner reports it (in Topics).
+//
+// Until then the partition is provisional in the coordinator: its token
+// follows the member epoch, which is the epoch of every response the member
+// can act on, so a member that takes as token the epoch of the response
+// that brought the partition, and reports it in its very next heartbeat,
+// holds the token the coordinator records from the first instant it may
+// work or commit (commits of a provisional partition are checked against,
+// and recorded with, the provisional token). When the report arrives, the
+// token becomes the reported member epoch: normally the same, unless the
+// coordinator answered an old duplicate of one of the member's requests in
+// between, which the member ignored. A member that defers a partition
+// until its revocations complete reports it only then, and takes its member
+// epoch of that moment.
+//
+// Tokens still only grow from owner to owner: the reported epoch counts
+// only if it is at or above the epoch at which the partition was given
+// (the floor), which is above every earlier owner's token; the heartbeat's
+// epoch is never above the member's epoch. A member rejoining at epoch 0
+// reports nothing and has abandoned every partition it held: what it gets
+// back is provisional again, as is what a static member's successor takes
+// over.
+
+// provisional is a partition given to a member that has not reported it
+// yet, with its floor: the epoch at which it was given.
+type provisional struct {
+	tp    TopicPartition
+	floor epoch.Token
+}
+
+func compareProvisional(p provisional, tp TopicPartition) int { return compareTP(p.tp, tp) }
+
+// addProvisional marks the sorted tps, just given to mem at token floor, as
+// not yet reported.
+func (mem *consumerMember) addProvisional(tps []TopicPartition, floor epoch.Token) {
+	for _, tp := range tps {
+		i, found := slices.BinarySearchFunc(mem.unacked, tp, compareProvisional)
+		if found {
+			mem.unacked[i].floor = floor
+			continue
+		}
+		mem.unacked = slices.Insert(mem.unacked, i, provisional{tp, floor})
+	}
+}
+
+// forgetReports makes everything mem was assigned provisional again: it
+// rejoined at epoch 0 and reported nothing.
+func (mem *consumerMember) forgetReports() {
+	mem.unacked = mem.unacked[:0]
+	for _, p := range mem.assigned {
+		mem.unacked = append(mem.unacked, provisional{TopicPartition{p.Topic, p.Partition}, p.Token})
+	}
+}
+
+// heldPartition returns mem's entry for tp in assigned or revoking, or nil.
+func (mem *consumerMember) heldPartition(tp TopicPartition) (p *OwnedPartition, revoking bool) {
+	if i, ok := indexOwned(mem.assigned, tp); ok {
+		return &mem.assigned[i], false
+	}
+	if i, ok := indexOwned(mem.revoking, tp); ok {
+		return &mem.revoking[i], true
+	}
+	return nil, false
+}
+
+// setToken moves one of mem's partitions to token, in its sets and in
+// g.owners.
+func (g *Group) setToken(mem *consumerMember, p *OwnedPartition, token epoch.Token) {
+	p.Token = token
+	g.owners.retoken(TopicPartition{p.Topic, p.Partition}, mem.id, token)
+}
+
+// acknowledge fixes the token of every provisional partition of mem that a
+// heartbeat at member epoch reqEpoch reports (sorted), and forgets those
+// mem no longer holds. It reports whether a token changed.
+func (g *Group) acknowledge(mem *consumerMember, reported []TopicPartition, reqEpoch int32) bool {
+	if len(mem.unacked) == 0 {
+		return false
+	}
+	changed := false
+	t := tokenOf(reqEpoch)
+	kept := mem.unacked[:0]
+	for _, u := range mem.unacked {
+		p, _ := mem.heldPartition(u.tp)
+		switch {
+		case p == nil:
+			// Released meanwhile.
+		case !containsTP(reported, u.tp):
+			kept = append(kept, u)
+		case t >= u.floor && t != p.Token:
+			g.setToken(mem, p, t)
+			changed = true
+		}
+	}
+	mem.unacked = kept
+	return changed
+}
+
+// followEpoch moves the token of every provisional partition mem is
+// assigned to its member epoch, and forgets those it no longer holds. It
+// reports whether a token changed. Partitions being revoked keep theirs:
+// the member stays at its epoch until it released them.
+func (g *Group) followEpoch(mem *consumerMember) bool {
+	if len(mem.unacked) == 0 || mem.epoch <= 0 {
+		return false
+	}
+	changed := false
+	t := tokenOf(mem.epoch)
+	kept := mem.unacked[:0]
+	for _, u := range mem.unacked {
+		p, revoking := mem.heldPartition(u.tp)
+		if p == nil {
+			continue
+		}
+		kept = append(kept, u)
+		if !revoking && p.Token < t {
+			g.setToken(mem, p, t)
+			changed = true
+		}
+	}
+	mem.unacked = kept
+	return changed
+}
+
+// provisionalTPs lists the partitions mem holds and has not reported yet.
+func (mem *consumerMember) provisionalTPs() []TopicPartition {
+	var tps []TopicPartition
+	for _, u := range mem.unacked {
+		if p, _ := mem.heldPartition(u.tp); p != nil {
+			tps = append(tps, u.tp)
+		}
+	}
+	return tps
+}
