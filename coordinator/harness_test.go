@@ -64,8 +64,10 @@ var testCommands = map[string]func(e *testEnv, a *testArgs) string{
 		cfg.MinSessionTimeout = a.dur("min-session", cfg.MinSessionTimeout)
 		cfg.MaxSessionTimeout = a.dur("max-session", cfg.MaxSessionTimeout)
 		cfg.MaxGroupSize = a.int("max-size", cfg.MaxGroupSize)
-		cfg.ConsumerSessionTimeout = a.dur("session", cfg.ConsumerSessionTimeout)
-		cfg.ConsumerHeartbeatInterval = a.dur("heartbeat", cfg.ConsumerHeartbeatInterval)
+		// The scripts pin their own timing rather than follow
+		// DefaultConfig, so a change of defaults does not rewrite them.
+		cfg.ConsumerSessionTimeout = a.dur("session", 10*time.Second)
+		cfg.ConsumerHeartbeatInterval = a.dur("heartbeat", 2*time.Second)
 		if n := a.str("assignor", ""); n != "" {
 			i := slices.IndexFunc(cfg.Assignors, func(x assignor.Assignor) bool { return x.Name() == n })
 			if i < 0 {

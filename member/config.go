@@ -52,7 +52,7 @@ type Config struct {
 	// group.consumer.session.timeout.ms). The protocol does not tell
 	// members, and a value longer than the coordinator's would let a cut
 	// off member work on after its partitions moved: set it to the
-	// coordinator's, or lower. Default 10 s, tenure's default.
+	// coordinator's, or lower. Default 20 s, tenure's default.
 	SessionTimeout time.Duration
 	// RebalanceTimeout is how long a handler may take, once its claim is
 	// revoked, to commit and return. Past it the coordinator evicts the
@@ -63,10 +63,10 @@ type Config struct {
 	MaxDrift float64
 	// SuspectMargin is how much earlier than the drift allowance requires
 	// claims go Suspect: the time a handler needs to notice and stop.
-	// Default SessionTimeout/20 (500 ms for 10 s).
+	// Default SessionTimeout/20 (1 s for 20 s).
 	SuspectMargin time.Duration
 	// RequestTimeout bounds one heartbeat round trip. Default
-	// SessionTimeout/5 (2 s for 10 s).
+	// SessionTimeout/5 (4 s for 20 s).
 	RequestTimeout time.Duration
 
 	// Logger receives the member's logs. Default: none.
@@ -79,7 +79,7 @@ func (c Config) defaults() Config {
 		c.MemberID = newMemberID()
 	}
 	if c.SessionTimeout == 0 {
-		c.SessionTimeout = 10 * time.Second
+		c.SessionTimeout = 20 * time.Second
 	}
 	if c.RebalanceTimeout == 0 {
 		c.RebalanceTimeout = 60 * time.Second

@@ -84,10 +84,10 @@
 //	suspect at = send time of the last acknowledged heartbeat
 //	             + SessionTimeout × (1 − MaxDrift) − SuspectMargin
 //
-// With the defaults (session 10 s, drift 1 %, margin 500 ms) claims go
-// Suspect 9.4 s after that send, whatever the network does: a response that
+// With the defaults (session 20 s, drift 1 %, margin 1 s) claims go
+// Suspect 18.8 s after that send, whatever the network does: a response that
 // arrives late revives nothing unless its own heartbeat was sent less than
-// 9.4 s before. At SessionTimeout × (1 + MaxDrift) after it the coordinator
+// 18.8 s before. At SessionTimeout × (1 + MaxDrift) after it the coordinator
 // has surely expired the session: claims are Lost and the member rejoins.
 // A handler that does not return within the rebalance timeout after its
 // claim was revoked gets the member evicted: all its claims are Lost at

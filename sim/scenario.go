@@ -93,13 +93,13 @@ type Timing struct {
 }
 
 // DefaultTiming returns tenure's defaults: the coordinator's
-// (coordinator.DefaultConfig: session 10 s, heartbeat 2 s, initial delay
+// (coordinator.DefaultConfig: session 20 s, heartbeat 1 s, initial delay
 // 3 s) with the rebalance timeout, drift and margin of epoch.DefaultTiming.
 func DefaultTiming() Timing {
 	et := epoch.DefaultTiming()
 	return Timing{
-		HeartbeatInterval:     2 * time.Second,
-		SessionTimeout:        10 * time.Second,
+		HeartbeatInterval:     1 * time.Second,
+		SessionTimeout:        20 * time.Second,
 		RebalanceTimeout:      et.RebalanceTimeout,
 		InitialRebalanceDelay: 3 * time.Second,
 		Margin:                et.Margin,

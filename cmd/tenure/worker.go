@@ -18,6 +18,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/tenure-dev/tenure/coordinator"
 	"github.com/tenure-dev/tenure/internal/workload"
 	"github.com/tenure-dev/tenure/member"
 )
@@ -102,7 +103,7 @@ func addWorkerFlags(fs *flag.FlagSet) *workerOptions {
 	fs.StringVar(&o.group, "group", "workers", "`group` to join")
 	fs.StringVar(&o.topic, "topic", "work", "`topic` whose partitions to claim (created on first use by tenure)")
 	fs.StringVar(&o.instanceID, "instance-id", "", "static member `id` (KIP-345): a restart within the session timeout keeps the partitions (default: dynamic)")
-	fs.DurationVar(&o.sessionTimeout, "session-timeout", 10*time.Second, "the coordinator's session timeout (tenure serve --consumer-session-timeout)")
+	fs.DurationVar(&o.sessionTimeout, "session-timeout", coordinator.DefaultConfig().ConsumerSessionTimeout, "the coordinator's session timeout (tenure serve --consumer-session-timeout)")
 	fs.DurationVar(&o.rebalanceTimeout, "rebalance-timeout", 60*time.Second, "how long a revoked claim may take to commit and stop")
 	fs.DurationVar(&o.suspectMargin, "suspect-margin", 0, "how much earlier than the session allows claims stop when heartbeats go unanswered; 0 means session timeout / 20")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log `level`: debug, info, warn or error")

@@ -59,7 +59,7 @@ func TestWorkerFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := workerOptions{
-		brokers: "127.0.0.1:9092", group: "g", topic: "work", sessionTimeout: 10 * time.Second,
+		brokers: "127.0.0.1:9092", group: "g", topic: "work", sessionTimeout: 20 * time.Second,
 		rebalanceTimeout: time.Minute, logLevel: "info", resource: "postgres", etcdEndpoints: "127.0.0.1:2379",
 		postgresTable: "tenure_records", workInterval: 200 * time.Millisecond, commitEvery: 3,
 		pauseAfter: 5 * time.Second, pauseFor: 15 * time.Second,
