@@ -14,7 +14,8 @@ import (
 // *sql.DB, so Fences in any number of processes that name the same table
 // guard the same partitions. A Fence is safe for concurrent use.
 type Fence struct {
-	db *sql.DB
+	db    *sql.DB
+	table string // quoted
 
 	createSQL  string
 	upsertSQL  string
@@ -36,7 +37,8 @@ func New(db *sql.DB, table string) (*Fence, error) {
 		return nil, err
 	}
 	return &Fence{
-		db: db,
+		db:    db,
+		table: t,
 		createSQL: `CREATE TABLE IF NOT EXISTS ` + t + ` (` +
 			`"partition" integer PRIMARY KEY, ` +
 			`"token" bigint NOT NULL)`,
@@ -50,12 +52,33 @@ func New(db *sql.DB, table string) (*Fence, error) {
 }
 
 // CreateTable creates the Fence's table if it does not exist. It does not
-// check the columns of an existing table.
+// check the columns of an existing table. Processes that start together may
+// all call it: see [ExecLocked].
 func (f *Fence) CreateTable(ctx context.Context) error {
-	if _, err := f.db.ExecContext(ctx, f.createSQL); err != nil {
+	if err := ExecLocked(ctx, f.db, f.table, f.createSQL); err != nil {
 		return fmt.Errorf("sqlfence: create table: %w", err)
 	}
 	return nil
+}
+
+// ExecLocked runs the statement ddl in a transaction that first takes a
+// transaction-scoped advisory lock on key, so that processes running the
+// same DDL at the same time take turns. PostgreSQL's CREATE TABLE IF NOT
+// EXISTS is not safe on its own when two sessions run it at once: one of
+// them fails with a unique violation on the catalog.
+func ExecLocked(ctx context.Context, db *sql.DB, key, ddl string) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback() // a no-op after Commit
+	if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(hashtext($1))`, key); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, ddl); err != nil {
+		return err
+	}
+	return tx.Commit()
 }
 
 // Do runs fn in a transaction that first records token t for partition p,

@@ -75,7 +75,7 @@ func (s *SQLResource) CreateTables(ctx context.Context) error {
 	if err := s.fence.CreateTable(ctx); err != nil {
 		return fmt.Errorf("workload: %w", err)
 	}
-	if _, err := s.db.ExecContext(ctx, s.createSQL); err != nil {
+	if err := sqlfence.ExecLocked(ctx, s.db, s.createSQL, s.createSQL); err != nil {
 		return fmt.Errorf("workload: create records table: %w", err)
 	}
 	return nil
