@@ -354,11 +354,14 @@ func classicCmdLeave(e *testEnv, a *testArgs) string {
 	return e.step("leave "+strings.Join(names, ","), "admin", req)
 }
 
-func classicCmdCommit(e *testEnv, a *testArgs) string {
+// classicCommitRequest starts an OffsetCommit from the member labelled
+// member= at the group's generation, or from no member for "admin",
+// with the generation= and instance= overrides applied. It returns the
+// label too.
+func classicCommitRequest(e *testEnv, a *testArgs) (*kmsg.OffsetCommitRequest, string) {
 	l := classicLabelsOf(e)
 	label := a.str("member", "")
 	req := kmsg.NewPtrOffsetCommitRequest()
-	req.Version = int16(a.int("version", 9))
 	req.Group = e.g.Name()
 	if label != "admin" {
 		req.MemberID = l.id(label)
@@ -371,6 +374,12 @@ func classicCmdCommit(e *testEnv, a *testArgs) string {
 	if inst := a.str("instance", ""); inst != "" {
 		req.InstanceID = kmsg.StringPtr(inst)
 	}
+	return req, label
+}
+
+func classicCmdCommit(e *testEnv, a *testArgs) string {
+	req, label := classicCommitRequest(e, a)
+	req.Version = int16(a.int("version", 9))
 	for _, spec := range a.strs("offsets") {
 		tp, off, ok := strings.Cut(spec, "=")
 		topic, part, ok2 := strings.Cut(tp, "/")
@@ -397,20 +406,7 @@ func classicCmdCommit(e *testEnv, a *testArgs) string {
 
 func classicCmdCommitCheck(e *testEnv, a *testArgs) string {
 	l := classicLabelsOf(e)
-	label := a.str("member", "")
-	req := kmsg.NewPtrOffsetCommitRequest()
-	req.Group = e.g.Name()
-	if label != "admin" {
-		req.MemberID = l.id(label)
-		req.Generation = e.g.Epoch()
-		if inst, ok := l.instance[label]; ok {
-			req.InstanceID = kmsg.StringPtr(inst)
-		}
-	}
-	req.Generation = int32(a.int("generation", int(req.Generation)))
-	if inst := a.str("instance", ""); inst != "" {
-		req.InstanceID = kmsg.StringPtr(inst)
-	}
+	req, _ := classicCommitRequest(e, a)
 	partitions := a.strs("partitions")
 	member, code := e.g.classicCommitMember(req)
 	var b strings.Builder
@@ -502,13 +498,7 @@ func renderClassicJoin(r kmsg.Response) string {
 	if len(resp.Members) > 0 {
 		b.WriteString(" members=[")
 		for i, m := range resp.Members {
-			if i > 0 {
-				b.WriteByte(' ')
-			}
-			b.WriteString(m.MemberID)
-			if m.InstanceID != nil {
-				b.WriteString("@" + *m.InstanceID)
-			}
+			writeClassicMember(&b, i, m.MemberID, m.InstanceID)
 			if len(m.ProtocolMetadata) > 0 {
 				fmt.Fprintf(&b, ":%q", m.ProtocolMetadata)
 			}
@@ -516,6 +506,18 @@ func renderClassicJoin(r kmsg.Response) string {
 		b.WriteByte(']')
 	}
 	return b.String()
+}
+
+// writeClassicMember writes the i-th member of a response's list: its ID,
+// with @instance for a static member, after a space unless it is the first.
+func writeClassicMember(b *strings.Builder, i int, id string, instance *string) {
+	if i > 0 {
+		b.WriteByte(' ')
+	}
+	b.WriteString(id)
+	if instance != nil {
+		b.WriteString("@" + *instance)
+	}
 }
 
 func renderClassicSync(r kmsg.Response) string {
@@ -545,7 +547,7 @@ func renderClassicAssignment(raw []byte) string {
 	if a.ReadFrom(raw) != nil {
 		return "hex:" + hex.EncodeToString(raw)
 	}
-	return renderTPs(decodeConsumerAssignment(raw))
+	return renderTPList(decodeConsumerAssignment(raw))
 }
 
 func renderClassicHeartbeat(r kmsg.Response) string {
@@ -560,13 +562,7 @@ func renderClassicLeave(r kmsg.Response) string {
 	if len(resp.Members) > 0 {
 		b.WriteString(" members=[")
 		for i, m := range resp.Members {
-			if i > 0 {
-				b.WriteByte(' ')
-			}
-			b.WriteString(m.MemberID)
-			if m.InstanceID != nil {
-				b.WriteString("@" + *m.InstanceID)
-			}
+			writeClassicMember(&b, i, m.MemberID, m.InstanceID)
 			b.WriteString(":" + classicErrName(m.ErrorCode))
 		}
 		b.WriteByte(']')

@@ -235,12 +235,12 @@ func renderRecord(r Record) string {
 		}
 		return s
 	case *AssignmentRecord:
-		s := fmt.Sprintf("assignment %s epoch=%d owned=%s", r.MemberID, r.MemberEpoch, renderOwned(r.Owned))
+		s := fmt.Sprintf("assignment %s epoch=%d owned=%s", r.MemberID, r.MemberEpoch, renderOwnedTPs(r.Owned))
 		if len(r.Pending) > 0 {
-			s += " pending=" + renderTPs(r.Pending)
+			s += " pending=" + renderTPList(r.Pending)
 		}
 		if len(r.Revoking) > 0 {
-			s += " revoking=" + renderTPs(r.Revoking)
+			s += " revoking=" + renderTPList(r.Revoking)
 		}
 		return s
 	case *OffsetRecord:
@@ -271,39 +271,6 @@ func renderEvent(ev Event) string {
 		s += " reason=" + ev.Reason
 	}
 	return s
-}
-
-// renderOwned renders partitions compactly: t[0-3@5 7@6] means partitions
-// 0..3 at token 5 and 7 at token 6.
-func renderOwned(ps []OwnedPartition) string {
-	var b strings.Builder
-	b.WriteByte('{')
-	for i := 0; i < len(ps); {
-		j := i
-		for j+1 < len(ps) && ps[j+1].Topic == ps[i].Topic && ps[j+1].Partition == ps[j].Partition+1 && ps[j+1].Token == ps[i].Token {
-			j++
-		}
-		if b.Len() > 1 {
-			b.WriteByte(' ')
-		}
-		if j > i {
-			fmt.Fprintf(&b, "%s[%d-%d]@%v", ps[i].Topic, ps[i].Partition, ps[j].Partition, ps[i].Token)
-		} else {
-			fmt.Fprintf(&b, "%s[%d]@%v", ps[i].Topic, ps[i].Partition, ps[i].Token)
-		}
-		i = j + 1
-	}
-	b.WriteByte('}')
-	return b.String()
-}
-
-// renderTPs renders sorted partitions compactly: {t[0-3] u[1]}.
-func renderTPs(tps []TopicPartition) string {
-	ps := make([]OwnedPartition, len(tps))
-	for i, tp := range tps {
-		ps[i] = OwnedPartition{Topic: tp.Topic, Partition: tp.Partition}
-	}
-	return strings.ReplaceAll(renderOwned(ps), "@none", "")
 }
 
 // testArgs reads a datadriven command's arguments and fails the test on

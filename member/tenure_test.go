@@ -3,17 +3,13 @@ package member
 import (
 	"context"
 	"errors"
-	"net"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
-	"go.uber.org/zap"
-	"go.uber.org/zap/zaptest"
 
-	"github.com/tenure-dev/tenure/coordinator/server"
-	"github.com/tenure-dev/tenure/coordinator/store"
 	"github.com/tenure-dev/tenure/epoch"
+	"github.com/tenure-dev/tenure/internal/testenv"
 )
 
 // startTenure runs tenure's coordinator (the `tenure serve` server, with
@@ -22,37 +18,7 @@ import (
 // are created on first use with 64 partitions. It stops when the test
 // ends.
 func startTenure(t *testing.T) []string {
-	t.Helper()
-	cfg := server.DefaultConfig()
-	cfg.Store = store.NewMemory()
-	cfg.Logger = zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)).Named("tenure")
-	cfg.ShutdownTimeout = 2 * time.Second
-	cfg.DefaultPartitions = testParts
-	cfg.Core.ConsumerSessionTimeout = testSession
-	cfg.Core.ConsumerHeartbeatInterval = testInterval
-	s, err := server.New(cfg)
-	if err != nil {
-		t.Fatalf("tenure: %v", err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Serve(ctx, ln) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("tenure: %v", err)
-			}
-		case <-time.After(10 * time.Second):
-			t.Errorf("tenure did not stop")
-		}
-	})
-	return []string{ln.Addr().String()}
+	return []string{testenv.StartTenure(t, testenv.TenureConfig(t, testSession, testInterval, testParts))}
 }
 
 // The same as TestKfakeShareAndLeave and TestKfakeNetworkCut, against

@@ -14,8 +14,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
-	"github.com/tenure-dev/tenure/coordinator/server"
-	"github.com/tenure-dev/tenure/coordinator/store"
+	"github.com/tenure-dev/tenure/internal/testenv"
 	"github.com/tenure-dev/tenure/member"
 	"github.com/tenure-dev/tenure/sim"
 )
@@ -213,31 +212,10 @@ func (r *runners) takenOver(ps []int32, name string) bool {
 // returns the reassignment time and the epoch bumps of the crash.
 func runReal(t *testing.T) (time.Duration, int64) {
 	log := zaptest.NewLogger(t, zaptest.Level(zap.ErrorLevel))
-	cfg := server.DefaultConfig()
-	cfg.Store = store.NewMemory()
+	cfg := testenv.TenureConfig(t, fidSession, fidInterval, fidParts)
 	cfg.Logger = log.Named("tenure")
-	cfg.ShutdownTimeout = 2 * time.Second
-	cfg.DefaultPartitions = fidParts
-	cfg.Core.ConsumerSessionTimeout = fidSession
-	cfg.Core.ConsumerHeartbeatInterval = fidInterval
-	srv, err := server.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ctx, ln) }()
-	defer func() {
-		cancel()
-		if err := <-served; err != nil {
-			t.Errorf("serve: %v", err)
-		}
-	}()
-	brokers := []string{ln.Addr().String()}
+	brokers := []string{testenv.StartTenure(t, cfg)}
+	ctx := t.Context()
 
 	admin, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
 	if err != nil {

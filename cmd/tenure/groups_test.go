@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/tenure-dev/tenure/internal/testenv"
 	"github.com/tenure-dev/tenure/member"
 )
 
@@ -59,7 +60,7 @@ func tableRows(out, header string) [][]string {
 func TestGroups(t *testing.T) {
 	leaks := goleak.IgnoreCurrent()
 	t.Cleanup(func() { goleak.VerifyNone(t, leaks) }) // after the server's cleanup
-	broker := startTestTenure(t, 3*time.Second, 300*time.Millisecond, 8)
+	broker := testenv.StartTenure(t, testenv.TenureConfig(t, 3*time.Second, 300*time.Millisecond, 8))
 
 	// Two KIP-848 members; each claim commits 100+partition once.
 	var sessions []*member.Session
@@ -275,7 +276,7 @@ func TestGroupsUsage(t *testing.T) {
 
 	// Flags after the subcommand and its argument count: --brokers
 	// reaches the in-process coordinator, which knows no such group.
-	broker := startTestTenure(t, 3*time.Second, 300*time.Millisecond, 8)
+	broker := testenv.StartTenure(t, testenv.TenureConfig(t, 3*time.Second, 300*time.Millisecond, 8))
 	var stdout, stderr bytes.Buffer
 	code := run(context.Background(), []string{"groups", "--timeout", "5s", "describe", "nosuch", "--brokers", broker}, &stdout, &stderr)
 	if code != 1 || !strings.Contains(stderr.String(), `group "nosuch" not found`) {

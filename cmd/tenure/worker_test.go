@@ -12,11 +12,10 @@ import (
 	"testing"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/goleak"
-	"go.uber.org/zap"
 
 	"github.com/tenure-dev/tenure/epoch"
+	"github.com/tenure-dev/tenure/internal/testenv"
 	"github.com/tenure-dev/tenure/internal/workload"
 	"github.com/tenure-dev/tenure/member"
 )
@@ -128,19 +127,14 @@ func TestWorkerPause(t *testing.T) {
 	t.Cleanup(func() { goleak.VerifyNone(t, leaks) })
 	t.Run("etcd", func(t *testing.T) {
 		t.Parallel()
-		endpoint := startTestEtcd(t)
+		etcd := testenv.EtcdForTest(t)
 		prefix := "pause-test"
-		cli, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { cli.Close() })
-		testPause(t, []string{"--resource", "etcd", "--etcd-endpoints", endpoint, "--etcd-prefix", prefix},
-			workload.NewEtcdResource(cli, prefix))
+		testPause(t, []string{"--resource", "etcd", "--etcd-endpoints", etcd.Endpoints[0], "--etcd-prefix", prefix},
+			workload.NewEtcdResource(etcd.Client(t), prefix))
 	})
 	t.Run("postgres", func(t *testing.T) {
 		t.Parallel()
-		dsn, db := testPostgres(t)
+		dsn, db := testenv.PostgresForTest(t)
 		table := fmt.Sprintf("worker_pause_test_%d", os.Getpid())
 		t.Cleanup(func() {
 			for _, tb := range []string{table, table + "_tokens"} {
@@ -160,7 +154,7 @@ func TestWorkerPause(t *testing.T) {
 // testWorker is one in-process `tenure worker`.
 type testWorker struct {
 	name   string
-	logs   logBuffer
+	logs   syncBuffer
 	cancel context.CancelFunc
 	done   chan error
 
@@ -242,7 +236,7 @@ func (w *testWorker) outcomes() []workload.Write {
 }
 
 func testPause(t *testing.T, resourceArgs []string, reader workload.Resource) {
-	broker := startTestTenure(t, pauseSession, pauseInterval, pauseParts)
+	broker := testenv.StartTenure(t, testenv.TenureConfig(t, pauseSession, pauseInterval, pauseParts))
 	common := append([]string{
 		"--brokers", broker, "--group", "pause", "--topic", "work",
 		"--session-timeout", pauseSession.String(), "--rebalance-timeout", "2s",

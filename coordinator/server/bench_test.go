@@ -29,13 +29,7 @@ func benchHeartbeats(b *testing.B, depth int) {
 	ts := startServerLogger(b, zap.NewNop(), func(c *Config) { c.Core.InitialRebalanceDelay = 0 })
 	c := dial(b, ts.addr)
 	c.roundTrip(metadataRequest(12, "jobs"))
-	req := kmsg.NewPtrConsumerGroupHeartbeatRequest()
-	req.Version = 1
-	req.Group = "g"
-	req.MemberID = "member-0000000000000000000"
-	req.RebalanceTimeoutMillis = 10000
-	req.SubscribedTopicNames = []string{"jobs"}
-	req.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+	req := joinHeartbeat()
 	resp := c.roundTrip(req).(*kmsg.ConsumerGroupHeartbeatResponse)
 	if resp.ErrorCode != 0 {
 		b.Skipf("join failed with %d (core not ready?)", resp.ErrorCode)

@@ -209,13 +209,7 @@ func TestGroupTimerExpiresMember(t *testing.T) {
 	}
 	c := dial(t, ts.addr)
 	c.roundTrip(metadataRequest(12, "jobs"))
-	req := kmsg.NewPtrConsumerGroupHeartbeatRequest()
-	req.Version = 1
-	req.Group = "g"
-	req.MemberID = "member-0000000000000000000"
-	req.RebalanceTimeoutMillis = 10000
-	req.SubscribedTopicNames = []string{"jobs"}
-	req.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+	req := joinHeartbeat()
 	if r := c.roundTrip(req).(*kmsg.ConsumerGroupHeartbeatResponse); r.ErrorCode != 0 {
 		t.Fatalf("join: error %d", r.ErrorCode)
 	}
@@ -225,6 +219,19 @@ func TestGroupTimerExpiresMember(t *testing.T) {
 	eventually(t, 5*time.Second, "the silent member to expire", func() bool {
 		return ts.metric(t, "tenure_group_members", "group", "g") == 0
 	})
+}
+
+// joinHeartbeat is the ConsumerGroupHeartbeat with which a member joins
+// group g, subscribed to topic jobs.
+func joinHeartbeat() *kmsg.ConsumerGroupHeartbeatRequest {
+	req := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+	req.Version = 1
+	req.Group = "g"
+	req.MemberID = "member-0000000000000000000"
+	req.RebalanceTimeoutMillis = 10000
+	req.SubscribedTopicNames = []string{"jobs"}
+	req.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+	return req
 }
 
 // TestGroupLimit: a request that would create a group beyond MaxGroups is

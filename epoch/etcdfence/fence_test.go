@@ -18,12 +18,14 @@ import (
 
 	"github.com/tenure-dev/tenure/epoch"
 	"github.com/tenure-dev/tenure/epoch/etcdfence"
+	"github.com/tenure-dev/tenure/epoch/internal/fencetest"
+	"github.com/tenure-dev/tenure/internal/testenv"
 )
 
 // getValue returns the value of key, or "" and false if it is absent.
 func getValue(t testing.TB, cli *clientv3.Client, key string) (string, bool) {
 	t.Helper()
-	resp, err := cli.Get(testContext(t), key)
+	resp, err := cli.Get(testenv.Context(t), key)
 	if err != nil {
 		t.Fatalf("get %q: %v", key, err)
 	}
@@ -33,27 +35,12 @@ func getValue(t testing.TB, cli *clientv3.Client, key string) (string, bool) {
 	return string(resp.Kvs[0].Value), true
 }
 
-func wantStale(t testing.TB, err error, p epoch.Partition, tok, current epoch.Token) {
-	t.Helper()
-	if !errors.Is(err, epoch.ErrStale) {
-		t.Fatalf("err = %v, want one wrapping epoch.ErrStale", err)
-	}
-	var se *epoch.StaleError
-	if !errors.As(err, &se) {
-		t.Fatalf("err = %T %v, want *epoch.StaleError", err, err)
-	}
-	want := epoch.StaleError{Partition: p, Token: tok, Current: current}
-	if *se != want {
-		t.Fatalf("StaleError = %+v, want %+v", *se, want)
-	}
-}
-
 // TestPut walks one partition through the cases a fence must tell apart,
 // checking after each write both the stored token and whether the effect
 // landed.
 func TestPut(t *testing.T) {
-	cli := newClient(t)
-	ctx := testContext(t)
+	cli := etcd.Client(t)
+	ctx := testenv.Context(t)
 	prefix := uniquePrefix("put")
 	f := etcdfence.New(cli, prefix)
 	const p epoch.Partition = 3
@@ -81,7 +68,7 @@ func TestPut(t *testing.T) {
 			if resp != nil {
 				t.Errorf("%s: rejected Put returned a response", s.name)
 			}
-			wantStale(t, err, p, s.token, s.current)
+			fencetest.WantStale(t, err, p, s.token, s.current)
 		} else {
 			if err != nil {
 				t.Fatalf("%s: Put: %v", s.name, err)
@@ -107,8 +94,8 @@ func TestPut(t *testing.T) {
 // TestPartitionsAreIndependent checks that a token stored for one partition
 // does not fence another.
 func TestPartitionsAreIndependent(t *testing.T) {
-	cli := newClient(t)
-	ctx := testContext(t)
+	cli := etcd.Client(t)
+	ctx := testenv.Context(t)
 	f := etcdfence.New(cli, uniquePrefix("independent"))
 	if err := f.Admit(ctx, 1, 100); err != nil {
 		t.Fatal(err)
@@ -116,20 +103,20 @@ func TestPartitionsAreIndependent(t *testing.T) {
 	if err := f.Admit(ctx, 2, 1); err != nil {
 		t.Fatalf("partition 2 fenced by partition 1's token: %v", err)
 	}
-	wantStale(t, f.Admit(ctx, 1, 99), 1, 99, 100)
+	fencetest.WantStale(t, f.Admit(ctx, 1, 99), 1, 99, 100)
 }
 
 // TestFencesShareState checks that two Fences on the same prefix, through
 // different clients, guard the same tokens: the fence lives in etcd.
 func TestFencesShareState(t *testing.T) {
 	prefix := uniquePrefix("shared")
-	a := etcdfence.New(newClient(t), prefix)
-	b := etcdfence.New(newClient(t), prefix+"/") // trailing slash ignored
-	ctx := testContext(t)
+	a := etcdfence.New(etcd.Client(t), prefix)
+	b := etcdfence.New(etcd.Client(t), prefix+"/") // trailing slash ignored
+	ctx := testenv.Context(t)
 	if err := a.Admit(ctx, 0, 7); err != nil {
 		t.Fatal(err)
 	}
-	wantStale(t, b.Admit(ctx, 0, 6), 0, 6, 7)
+	fencetest.WantStale(t, b.Admit(ctx, 0, 6), 0, 6, 7)
 	if a.Key(0) != b.Key(0) {
 		t.Fatalf("keys differ: %q and %q", a.Key(0), b.Key(0))
 	}
@@ -140,8 +127,8 @@ func TestFencesShareState(t *testing.T) {
 
 // TestBadInput checks that input the fence refuses changes nothing in etcd.
 func TestBadInput(t *testing.T) {
-	cli := newClient(t)
-	ctx := testContext(t)
+	cli := etcd.Client(t)
+	ctx := testenv.Context(t)
 	prefix := uniquePrefix("bad")
 	f := etcdfence.New(cli, prefix)
 	if err := f.Admit(ctx, 0, 10); err != nil {
@@ -194,8 +181,8 @@ func TestBadInput(t *testing.T) {
 // TestOpsAllowed checks that operations that only read token keys, or write
 // beside them, pass the token-key check and run in the fenced transaction.
 func TestOpsAllowed(t *testing.T) {
-	cli := newClient(t)
-	ctx := testContext(t)
+	cli := etcd.Client(t)
+	ctx := testenv.Context(t)
 	prefix := uniquePrefix("allowed")
 	f := etcdfence.New(cli, prefix)
 	if err := f.Admit(ctx, 4, 2); err != nil {
@@ -228,8 +215,8 @@ func TestOpsAllowed(t *testing.T) {
 // 256 included). Non-positive tokens are refused at every stage, whatever is
 // stored, and leave the stored token alone.
 func TestTokenEncodingRange(t *testing.T) {
-	cli := newClient(t)
-	ctx := testContext(t)
+	cli := etcd.Client(t)
+	ctx := testenv.Context(t)
 	f := etcdfence.New(cli, uniquePrefix("range"))
 	tokens := []epoch.Token{1, 9, 10, 255, 256, 1 << 40, math.MaxInt64 - 1, math.MaxInt64}
 	invalid := []epoch.Token{0, -1, -256, -1 << 40, math.MinInt64}
@@ -238,7 +225,7 @@ func TestTokenEncodingRange(t *testing.T) {
 			t.Fatalf("Admit(%v) after %v: %v", tok, tokens[:i], err)
 		}
 		for _, older := range tokens[:i] {
-			wantStale(t, f.Admit(ctx, 0, older), 0, older, tok)
+			fencetest.WantStale(t, f.Admit(ctx, 0, older), 0, older, tok)
 		}
 		for _, bad := range invalid {
 			if err := f.Admit(ctx, 0, bad); !errors.Is(err, epoch.ErrNoToken) {
@@ -272,9 +259,9 @@ func TestConcurrentWriters(t *testing.T) {
 		partitions = 3
 		spread     = 5 // tokens drift upwards, as generations do, this far apart at any moment
 	)
-	clients := []*clientv3.Client{newClient(t), newClient(t), newClient(t)}
+	clients := []*clientv3.Client{etcd.Client(t), etcd.Client(t), etcd.Client(t)}
 	prefix := uniquePrefix("concurrent")
-	ctx := testContext(t)
+	ctx := testenv.Context(t)
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 
@@ -291,18 +278,13 @@ func TestConcurrentWriters(t *testing.T) {
 					token:     epoch.Token(1 + i/2 + rng.IntN(spread)),
 				}
 				resp, err := f.Put(ctx, e.partition, e.token, clientv3.OpPut(e.key, strconv.FormatInt(int64(e.token), 10)))
-				var se *epoch.StaleError
-				switch {
-				case err == nil:
+				accepted, ok := fencetest.Racing(t, err, e.token)
+				if !ok {
+					return
+				}
+				if accepted {
 					e.accepted = true
 					e.revision = resp.Header.Revision
-				case errors.As(err, &se):
-					if se.Current <= e.token {
-						t.Errorf("rejected %v with current %v", e.token, se.Current)
-					}
-				default:
-					t.Errorf("Put: %v", err)
-					return
 				}
 				results[w] = append(results[w], e)
 			}
@@ -380,8 +362,8 @@ func TestConcurrentWriters(t *testing.T) {
 // negative tokens with ErrNoToken, writing nothing, and otherwise admits a
 // token unless it is below the largest one admitted.
 func TestModel(t *testing.T) {
-	cli := newClient(t)
-	ctx := testContext(t)
+	cli := etcd.Client(t)
+	ctx := testenv.Context(t)
 	tokenGen := rapid.OneOf(
 		rapid.Int64Range(-2, 8),
 		rapid.SampledFrom([]int64{math.MinInt64, -1, math.MaxInt64, 255, 256}),
@@ -390,7 +372,7 @@ func TestModel(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		prefix := uniquePrefix("model")
 		f := etcdfence.New(cli, prefix)
-		model := map[epoch.Partition]epoch.Token{}
+		model := fencetest.Model{}
 		effects := map[epoch.Partition]string{}
 		steps := rapid.IntRange(1, 12).Draw(rt, "steps")
 		for i := range steps {
@@ -406,22 +388,11 @@ func TestModel(t *testing.T) {
 				value := strconv.Itoa(i)
 				key := prefix + "/data/" + strconv.Itoa(int(p))
 				_, err := f.Put(ctx, p, tok, clientv3.OpPut(key, value))
-				cur, known := model[p]
-				switch {
-				case tok <= 0:
-					if !errors.Is(err, epoch.ErrNoToken) {
-						rt.Fatalf("Put(%d, %v) = %v, want ErrNoToken", p, tok, err)
-					}
-				case known && tok < cur:
-					var se *epoch.StaleError
-					if !errors.As(err, &se) || se.Current != cur || se.Token != tok || se.Partition != p {
-						rt.Fatalf("Put(%d, %v) = %v, want stale with current %v", p, tok, err, cur)
-					}
-				default:
-					if err != nil {
-						rt.Fatalf("Put(%d, %v) = %v, want admitted (model %v)", p, tok, err, cur)
-					}
-					model[p] = tok
+				admitted, want := model.Check(p, tok, err)
+				if want != "" {
+					rt.Fatalf("Put(%d, %v) = %v, want %s", p, tok, err, want)
+				}
+				if admitted {
 					effects[p] = value
 				}
 			}

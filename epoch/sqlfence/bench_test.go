@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"testing"
+
+	"github.com/tenure-dev/tenure/internal/testenv"
 )
 
 // BenchmarkDo measures an admitted guarded write with a one-row effect: BEGIN,
@@ -11,7 +13,7 @@ import (
 func BenchmarkDo(b *testing.B) {
 	f, _ := newFence(b, "bench")
 	effects := newEffects(b, "bench")
-	ctx := testContext(b)
+	ctx := testenv.Context(b)
 	// label is UNIQUE in the effects table; the effect here rewrites one row.
 	if _, err := testDB.ExecContext(ctx, `INSERT INTO `+effects+` (part, token, label) VALUES (0, 1, 'x')`); err != nil {
 		b.Fatal(err)
@@ -30,7 +32,7 @@ func BenchmarkDo(b *testing.B) {
 // BenchmarkAdmit measures an admitted Admit: one autocommitted statement.
 func BenchmarkAdmit(b *testing.B) {
 	f, _ := newFence(b, "benchadmit")
-	ctx := testContext(b)
+	ctx := testenv.Context(b)
 	for b.Loop() {
 		if err := f.Admit(ctx, 0, 1); err != nil {
 			b.Fatal(err)

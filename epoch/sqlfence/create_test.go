@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/tenure-dev/tenure/epoch/sqlfence"
+	"github.com/tenure-dev/tenure/internal/testenv"
 )
 
 // TestCreateTableConcurrently starts many processes' worth of CreateTable
@@ -15,7 +16,7 @@ import (
 // with a unique violation on its catalog.
 func TestCreateTableConcurrently(t *testing.T) {
 	db := needDB(t)
-	ctx := testContext(t)
+	ctx := testenv.Context(t)
 	for round := range 5 {
 		table := fmt.Sprintf("sqlfence_create_%d_%d", os.Getpid(), tableSeq.Add(1))
 		t.Cleanup(func() { dropTable(t, table) })

@@ -16,27 +16,14 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/tenure-dev/tenure/epoch"
+	"github.com/tenure-dev/tenure/epoch/internal/fencetest"
 	"github.com/tenure-dev/tenure/epoch/sqlfence"
+	"github.com/tenure-dev/tenure/internal/testenv"
 )
-
-func wantStale(t testing.TB, err error, p epoch.Partition, tok, current epoch.Token) {
-	t.Helper()
-	if !errors.Is(err, epoch.ErrStale) {
-		t.Fatalf("err = %v, want one wrapping epoch.ErrStale", err)
-	}
-	var se *epoch.StaleError
-	if !errors.As(err, &se) {
-		t.Fatalf("err = %T %v, want *epoch.StaleError", err, err)
-	}
-	want := epoch.StaleError{Partition: p, Token: tok, Current: current}
-	if *se != want {
-		t.Fatalf("StaleError = %+v, want %+v", *se, want)
-	}
-}
 
 func wantCurrent(t testing.TB, f *sqlfence.Fence, p epoch.Partition, want epoch.Token) {
 	t.Helper()
-	got, err := f.Current(testContext(t), p)
+	got, err := f.Current(testenv.Context(t), p)
 	if err != nil {
 		t.Fatalf("Current(%d): %v", p, err)
 	}
@@ -57,7 +44,7 @@ func recordEffect(effects string, p epoch.Partition, tok epoch.Token, label stri
 // labels returns the labels in the effects table, in commit order.
 func labels(t testing.TB, effects string) []string {
 	t.Helper()
-	rows, err := testDB.QueryContext(testContext(t), `SELECT label FROM `+effects+` ORDER BY seq`)
+	rows, err := testDB.QueryContext(testenv.Context(t), `SELECT label FROM `+effects+` ORDER BY seq`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +68,7 @@ func labels(t testing.TB, effects string) []string {
 func TestDo(t *testing.T) {
 	f, _ := newFence(t, "do")
 	effects := newEffects(t, "do")
-	ctx := testContext(t)
+	ctx := testenv.Context(t)
 	const p epoch.Partition = 3
 
 	steps := []struct {
@@ -112,7 +99,7 @@ func TestDo(t *testing.T) {
 		})
 		switch {
 		case s.stale:
-			wantStale(t, err, p, s.token, s.current)
+			fencetest.WantStale(t, err, p, s.token, s.current)
 			if called {
 				t.Errorf("%s: effect called for a stale token", s.name)
 			}
@@ -141,7 +128,7 @@ func TestDo(t *testing.T) {
 func TestEffectErrorRollsBack(t *testing.T) {
 	f, _ := newFence(t, "rollback")
 	effects := newEffects(t, "rollback")
-	ctx := testContext(t)
+	ctx := testenv.Context(t)
 	if err := f.Admit(ctx, 0, 5); err != nil {
 		t.Fatal(err)
 	}
@@ -191,7 +178,7 @@ func TestEffectErrorRollsBack(t *testing.T) {
 // fence each other, per partition.
 func TestAdmit(t *testing.T) {
 	f, _ := newFence(t, "admit")
-	ctx := testContext(t)
+	ctx := testenv.Context(t)
 	wantCurrent(t, f, 1, epoch.None)
 	if err := f.Admit(ctx, 1, 10); err != nil {
 		t.Fatal(err)
@@ -199,12 +186,12 @@ func TestAdmit(t *testing.T) {
 	if err := f.Admit(ctx, 1, 10); err != nil {
 		t.Fatalf("equal token: %v", err)
 	}
-	wantStale(t, f.Admit(ctx, 1, 9), 1, 9, 10)
-	wantStale(t, f.Do(ctx, 1, 9, nil), 1, 9, 10)
+	fencetest.WantStale(t, f.Admit(ctx, 1, 9), 1, 9, 10)
+	fencetest.WantStale(t, f.Do(ctx, 1, 9, nil), 1, 9, 10)
 	if err := f.Do(ctx, 1, 11, nil); err != nil {
 		t.Fatal(err)
 	}
-	wantStale(t, f.Admit(ctx, 1, 10), 1, 10, 11)
+	fencetest.WantStale(t, f.Admit(ctx, 1, 10), 1, 10, 11)
 	if err := f.Admit(ctx, 2, 1); err != nil {
 		t.Fatalf("partition 2 fenced by partition 1: %v", err)
 	}
@@ -233,7 +220,7 @@ func TestAdmitTx(t *testing.T) {
 	f, _ := newFence(t, "admittx")
 	effects := newEffects(t, "admittx")
 	db := needDB(t)
-	ctx := testContext(t)
+	ctx := testenv.Context(t)
 	write := func(tok epoch.Token, label string) error {
 		tx, err := db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelSerializable})
 		if err != nil {
@@ -251,7 +238,7 @@ func TestAdmitTx(t *testing.T) {
 	if err := write(3, "a"); err != nil {
 		t.Fatal(err)
 	}
-	wantStale(t, write(2, "b"), 0, 2, 3)
+	fencetest.WantStale(t, write(2, "b"), 0, 2, 3)
 	for _, tok := range []epoch.Token{0, -1} {
 		if err := write(tok, "invalid"); !errors.Is(err, epoch.ErrNoToken) {
 			t.Fatalf("AdmitTx(%v) = %v, want ErrNoToken", tok, err)
@@ -271,7 +258,7 @@ func TestAdmitTx(t *testing.T) {
 // token.
 func TestTokenRange(t *testing.T) {
 	f, _ := newFence(t, "range")
-	ctx := testContext(t)
+	ctx := testenv.Context(t)
 	const p = math.MaxInt32
 	tokens := []epoch.Token{1, 9, 10, 1 << 40, math.MaxInt64}
 	invalid := []epoch.Token{0, -1, -256, math.MinInt64}
@@ -280,7 +267,7 @@ func TestTokenRange(t *testing.T) {
 			t.Fatalf("Admit(%v): %v", tok, err)
 		}
 		for _, older := range tokens[:i] {
-			wantStale(t, f.Admit(ctx, p, older), p, older, tok)
+			fencetest.WantStale(t, f.Admit(ctx, p, older), p, older, tok)
 		}
 		for _, bad := range invalid {
 			if err := f.Admit(ctx, p, bad); !errors.Is(err, epoch.ErrNoToken) {
@@ -306,7 +293,7 @@ func TestQueuedWriterSeesNewerToken(t *testing.T) {
 			f, table := newFence(t, "queued")
 			effects := newEffects(t, "queued")
 			db := needDB(t)
-			ctx := testContext(t)
+			ctx := testenv.Context(t)
 			const p epoch.Partition = 0
 			if stored != epoch.None {
 				if err := f.Admit(ctx, p, stored); err != nil {
@@ -341,7 +328,7 @@ func TestQueuedWriterSeesNewerToken(t *testing.T) {
 			if err := owner.Commit(); err != nil {
 				t.Fatal(err)
 			}
-			wantStale(t, <-done, p, 6, 7)
+			fencetest.WantStale(t, <-done, p, 6, 7)
 			wantCurrent(t, f, p, 7)
 			if got := labels(t, effects); len(got) != 0 {
 				t.Fatalf("zombie's effect committed: %q", got)
@@ -374,7 +361,7 @@ func TestConcurrentWriters(t *testing.T) {
 	)
 	f, _ := newFence(t, "concurrent")
 	effects := newEffects(t, "concurrent")
-	ctx := testContext(t)
+	ctx := testenv.Context(t)
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 
@@ -390,18 +377,11 @@ func TestConcurrentWriters(t *testing.T) {
 					token:     epoch.Token(1 + i/2 + rng.IntN(spread)),
 				}
 				err := f.Do(ctx, e.partition, e.token, recordEffect(effects, e.partition, e.token, e.label))
-				var se *epoch.StaleError
-				switch {
-				case err == nil:
-					e.accepted = true
-				case errors.As(err, &se):
-					if se.Current <= e.token {
-						t.Errorf("rejected %v with current %v", e.token, se.Current)
-					}
-				default:
-					t.Errorf("Do: %v", err)
+				accepted, ok := fencetest.Racing(t, err, e.token)
+				if !ok {
 					return
 				}
+				e.accepted = accepted
 				results[w] = append(results[w], e)
 			}
 		})
@@ -476,7 +456,7 @@ func TestConcurrentWriters(t *testing.T) {
 func TestModel(t *testing.T) {
 	f, _ := newFence(t, "model")
 	effects := newEffects(t, "model")
-	ctx := testContext(t)
+	ctx := testenv.Context(t)
 	tokenGen := rapid.OneOf(
 		rapid.Int64Range(-2, 8),
 		rapid.SampledFrom([]int64{math.MinInt64, -1, math.MaxInt64}),
@@ -486,7 +466,7 @@ func TestModel(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		run++
 		base := epoch.Partition(run * 10)
-		model := map[epoch.Partition]epoch.Token{}
+		model := fencetest.Model{}
 		var applied []string
 		steps := rapid.IntRange(1, 12).Draw(rt, "steps")
 		for i := range steps {
@@ -507,25 +487,12 @@ func TestModel(t *testing.T) {
 			} else {
 				err = f.Do(ctx, p, tok, recordEffect(effects, p, tok, label))
 			}
-			cur, known := model[p]
-			switch {
-			case tok <= 0:
-				if !errors.Is(err, epoch.ErrNoToken) {
-					rt.Fatalf("%s(%d, %v) = %v, want ErrNoToken", op, p, tok, err)
-				}
-			case known && tok < cur:
-				var se *epoch.StaleError
-				if !errors.As(err, &se) || se.Current != cur || se.Token != tok || se.Partition != p {
-					rt.Fatalf("%s(%d, %v) = %v, want stale with current %v", op, p, tok, err, cur)
-				}
-			default:
-				if err != nil {
-					rt.Fatalf("%s(%d, %v) = %v, want admitted (model %v)", op, p, tok, err, cur)
-				}
-				model[p] = tok
-				if op == "do" {
-					applied = append(applied, label)
-				}
+			admitted, want := model.Check(p, tok, err)
+			if want != "" {
+				rt.Fatalf("%s(%d, %v) = %v, want %s", op, p, tok, err, want)
+			}
+			if admitted && op == "do" {
+				applied = append(applied, label)
 			}
 		}
 		var got []string
@@ -575,7 +542,7 @@ func TestTableNames(t *testing.T) {
 	// Reserved words and names differing only in case, in a schema of this
 	// test's own.
 	db := needDB(t)
-	ctx := testContext(t)
+	ctx := testenv.Context(t)
 	schema := fmt.Sprintf("sqlfence_names_%d_%d", os.Getpid(), tableSeq.Add(1))
 	if _, err := db.ExecContext(ctx, `CREATE SCHEMA `+schema); err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/tenure-dev/tenure/internal/testenv"
 	"github.com/tenure-dev/tenure/internal/workload"
 )
 
@@ -107,7 +108,7 @@ func TestPauseConn(t *testing.T) {
 	var p workload.Pause
 	dial := p.Dialer(nil)
 	addr, accepted := listen(t)
-	ctx := testContext(t)
+	ctx := testenv.Context(t)
 	c, err := dial(ctx, "tcp", addr)
 	if err != nil {
 		t.Fatal(err)

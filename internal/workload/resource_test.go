@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/tenure-dev/tenure/epoch"
+	"github.com/tenure-dev/tenure/internal/testenv"
 	"github.com/tenure-dev/tenure/internal/workload"
 )
 
@@ -17,7 +18,7 @@ var seq atomic.Int64
 
 // newEtcd returns an etcd resource under a prefix of its own.
 func newEtcd(t *testing.T) workload.Resource {
-	return workload.NewEtcdResource(newEtcdClient(t), fmt.Sprintf("/test/%s/%d", t.Name(), seq.Add(1)))
+	return workload.NewEtcdResource(etcd.Client(t), fmt.Sprintf("/test/%s/%d", t.Name(), seq.Add(1)))
 }
 
 // newSQL returns a SQL resource on tables of its own, dropped when t ends.
@@ -28,7 +29,7 @@ func newSQL(t *testing.T) workload.Resource {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := res.CreateTables(testContext(t)); err != nil {
+	if err := res.CreateTables(testenv.Context(t)); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
@@ -56,7 +57,7 @@ func TestResourceFencing(t *testing.T) {
 	for _, rc := range resources {
 		t.Run(rc.name, func(t *testing.T) {
 			res := rc.new(t)
-			ctx := testContext(t)
+			ctx := testenv.Context(t)
 			rec := func(p epoch.Partition, seq int64, tok epoch.Token, w string) workload.Record {
 				return workload.Record{Partition: p, Seq: seq, Token: tok, Worker: w}
 			}
@@ -117,7 +118,7 @@ func TestResourceConcurrentOwners(t *testing.T) {
 	for _, rc := range resources {
 		t.Run(rc.name, func(t *testing.T) {
 			res := rc.new(t)
-			ctx := testContext(t)
+			ctx := testenv.Context(t)
 			var mu sync.Mutex
 			accepted := map[workload.Record]bool{}
 			var wg sync.WaitGroup
