@@ -18,12 +18,13 @@ import (
 	"net"
 	"os"
 	"os/signal"
-	"runtime/pprof"
 	"strconv"
 	"syscall"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/tenure-dev/tenure/coordinator/server/internal/cpuprof"
 )
 
 func main() {
@@ -64,19 +65,11 @@ func run(listen, topic string, partitions int, cSession, cHeartbeat, maxSession 
 	if topic != "" {
 		opts = append(opts, kfake.SeedTopics(int32(partitions), topic))
 	}
-	if cpuprofile != "" {
-		f, err := os.Create(cpuprofile)
-		if err != nil {
-			return err
-		}
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer func() {
-			pprof.StopCPUProfile()
-			f.Close()
-		}()
+	stopProfile, err := cpuprof.Start(cpuprofile)
+	if err != nil {
+		return err
 	}
+	defer stopProfile()
 	c, err := kfake.NewCluster(opts...)
 	if err != nil {
 		return err

@@ -25,12 +25,13 @@ import (
 	"net"
 	"os"
 	"os/signal"
-	"runtime/pprof"
 	"strconv"
 	"syscall"
 
 	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tenure-dev/tenure/coordinator/server/internal/cpuprof"
 )
 
 // partitions is the partition count of every topic Metadata names.
@@ -62,19 +63,11 @@ func run(listen, cpuprofile string) error {
 	}
 	host, portStr, _ := net.SplitHostPort(ln.Addr().String())
 	port, _ := strconv.Atoi(portStr)
-	if cpuprofile != "" {
-		f, err := os.Create(cpuprofile)
-		if err != nil {
-			return err
-		}
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer func() {
-			pprof.StopCPUProfile()
-			f.Close()
-		}()
+	stopProfile, err := cpuprof.Start(cpuprofile)
+	if err != nil {
+		return err
 	}
+	defer stopProfile()
 	fmt.Printf("listening on %s\n", ln.Addr())
 	go func() {
 		for {

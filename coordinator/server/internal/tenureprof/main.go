@@ -17,7 +17,6 @@ import (
 	"net"
 	"os"
 	"os/signal"
-	"runtime/pprof"
 	"syscall"
 	"time"
 
@@ -25,6 +24,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/tenure-dev/tenure/coordinator/server"
+	"github.com/tenure-dev/tenure/coordinator/server/internal/cpuprof"
 	"github.com/tenure-dev/tenure/coordinator/store"
 )
 
@@ -57,19 +57,11 @@ func run(cfg server.Config, listen, cpuprofile string, cSession, cHeartbeat time
 	if err != nil {
 		return err
 	}
-	if cpuprofile != "" {
-		f, err := os.Create(cpuprofile)
-		if err != nil {
-			return err
-		}
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer func() {
-			pprof.StopCPUProfile()
-			f.Close()
-		}()
+	stopProfile, err := cpuprof.Start(cpuprofile)
+	if err != nil {
+		return err
 	}
+	defer stopProfile()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	return srv.Serve(ctx, ln)
