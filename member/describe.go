@@ -81,23 +81,19 @@ func (m *Machine) String() string {
 		}
 		b.WriteByte('\n')
 	}
-	for _, g := range m.deferred {
-		b.WriteString("deferred ")
-		b.WriteString(m.topicName(g.id))
-		b.WriteByte('/')
-		b.WriteString(strconv.Itoa(int(g.partition)))
-		b.WriteString(" token ")
-		b.WriteString(g.token.String())
-		b.WriteByte('\n')
-	}
-	for _, g := range m.unresolved {
-		b.WriteString("unresolved ")
-		b.WriteString(m.topicName(g.id))
-		b.WriteByte('/')
-		b.WriteString(strconv.Itoa(int(g.partition)))
-		b.WriteString(" token ")
-		b.WriteString(g.token.String())
-		b.WriteByte('\n')
+	for _, list := range []struct {
+		label  string
+		grants []grant
+	}{{"deferred ", m.deferred}, {"unresolved ", m.unresolved}} {
+		for _, g := range list.grants {
+			b.WriteString(list.label)
+			b.WriteString(m.topicName(g.id))
+			b.WriteByte('/')
+			b.WriteString(strconv.Itoa(int(g.partition)))
+			b.WriteString(" token ")
+			b.WriteString(g.token.String())
+			b.WriteByte('\n')
+		}
 	}
 	return strings.TrimSuffix(b.String(), "\n")
 }
