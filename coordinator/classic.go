@@ -146,6 +146,9 @@ type classicMember struct {
 	// them.
 	assignment []byte
 	owned      []TopicPartition
+	// assignedAt is the generation of the member's last
+	// AssignmentRecord; 0 if it has none.
+	assignedAt int32
 
 	deadline    time.Time
 	join        *classicParked
@@ -378,9 +381,9 @@ func (c *classicState) selectProtocol() string {
 
 // memberRecord is the durable form of m.
 func (g *Group) classicMemberRecord(m *classicMember) *MemberRecord {
-	ps := make(map[string][]byte, len(m.protocols))
-	for _, p := range m.protocols {
-		ps[p.name] = p.metadata
+	ps := make([]Protocol, len(m.protocols))
+	for i, p := range m.protocols {
+		ps[i] = Protocol{Name: p.name, Metadata: p.metadata}
 	}
 	return &MemberRecord{
 		Group:            g.name,
@@ -394,12 +397,19 @@ func (g *Group) classicMemberRecord(m *classicMember) *MemberRecord {
 	}
 }
 
+// persistClassicAssignment records m's assignment at the current
+// generation.
+func (g *Group) persistClassicAssignment(m *classicMember) {
+	m.assignedAt = g.epoch
+	g.persist(g.classicAssignmentRecord(m))
+}
+
 // classicAssignmentRecord is the durable form of m's assignment.
 func (g *Group) classicAssignmentRecord(m *classicMember) *AssignmentRecord {
 	r := &AssignmentRecord{
 		Group:       g.name,
 		MemberID:    m.id,
-		MemberEpoch: g.epoch,
+		MemberEpoch: m.assignedAt,
 		Raw:         m.assignment,
 	}
 	if len(m.owned) > 0 {
@@ -427,7 +437,7 @@ func (g *Group) classicAdopt() {
 		return
 	}
 	g.typ = Classic
-	g.persist(&GroupRecord{Group: g.name, Type: Classic, Epoch: g.epoch})
+	g.persistGroup()
 }
 
 // classicRemove removes m from the group without starting a rebalance: it
@@ -457,6 +467,7 @@ func (g *Group) classicRemove(m *classicMember, code int16, kind EventKind, reas
 		// The next join phase elects a leader among the members that
 		// joined; until then the group has none.
 		c.leader = ""
+		g.persistGroup()
 	}
 	for _, tp := range m.owned {
 		g.owners.release(tp, m.id)

@@ -53,14 +53,14 @@ func (b *classicBench) build(n int) {
 		b.g.Step(b.now, Request{Ref: i, Msg: b.joinReq(""), ClientID: "c"})
 		resp := b.g.Ready().Replies[0].Msg.(*kmsg.JoinGroupResponse)
 		b.ids = append(b.ids, resp.MemberID)
-		b.g.Advance()
+		b.g.Advance(b.g.Ready())
 		b.g.Step(b.now, Request{Ref: i, Msg: b.joinReq(resp.MemberID), ClientID: "c"})
-		b.g.Advance()
+		b.g.Advance(b.g.Ready())
 	}
 	for b.g.classic.phase == classicPreparing {
 		b.now = b.g.Ready().NextTick
 		b.g.Tick(b.now)
-		b.g.Advance()
+		b.g.Advance(b.g.Ready())
 	}
 	b.sync(b.plan(0))
 }
@@ -102,7 +102,7 @@ func (b *classicBench) sync(plan []kmsg.SyncGroupRequestGroupAssignment) {
 	if b.g.classic.phase != classicStable {
 		b.tb.Fatalf("group %s after the syncs", b.g.State())
 	}
-	b.g.Advance()
+	b.g.Advance(b.g.Ready())
 }
 
 // rebalance runs one full rebalance: the leader rejoins, then every other
@@ -114,7 +114,7 @@ func (b *classicBench) rebalance(reqs []*kmsg.JoinGroupRequest, plan []kmsg.Sync
 	if b.g.classic.phase != classicCompleting {
 		b.tb.Fatalf("group %s after the joins", b.g.State())
 	}
-	b.g.Advance()
+	b.g.Advance(b.g.Ready())
 	b.sync(plan)
 }
 
@@ -163,7 +163,7 @@ func (b *classicBench) heartbeats(tb *testing.B, ready bool) {
 		if ready {
 			b.g.Ready()
 		}
-		b.g.Advance()
+		b.g.Advance(b.g.Ready())
 	}
 }
 

@@ -34,7 +34,7 @@ func ExampleGroup_classic() {
 	g.Step(now, coordinator.Request{Ref: "join", Msg: join, ClientID: "worker"})
 	jr := g.Ready().Replies[0].Msg.(*kmsg.JoinGroupResponse)
 	fmt.Println("generation", jr.Generation, "leader", jr.LeaderID == jr.MemberID)
-	g.Advance()
+	g.Advance(g.Ready())
 
 	var plan kmsg.ConsumerMemberAssignment
 	plan.Topics = []kmsg.ConsumerMemberAssignmentTopic{{Topic: "t", Partitions: []int32{0, 1, 2, 3}}}
@@ -50,7 +50,7 @@ func ExampleGroup_classic() {
 			fmt.Println("owned", len(a.Owned), "partitions under token", a.Owned[0].Token)
 		}
 	}
-	g.Advance()
+	g.Advance(g.Ready())
 	fmt.Println(g.State())
 	// Output:
 	// generation 1 leader true

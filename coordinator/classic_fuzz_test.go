@@ -88,6 +88,7 @@ func FuzzClassicGroup(f *testing.F) {
 			}
 			return nil
 		}
+		store := newRestoreChecker()
 		drain := func() {
 			for _, rep := range g.Ready().Replies {
 				n := rep.Ref.(int)
@@ -105,7 +106,9 @@ func FuzzClassicGroup(f *testing.F) {
 					ids = append(ids, mr.MemberID)
 				}
 			}
-			g.Advance()
+			rd := g.Ready()
+			g.Advance(rd)
+			store.apply(t, rd)
 			if err := classicInvariants(g); err != nil {
 				t.Fatalf("%v\n%s", err, g)
 			}
@@ -180,6 +183,9 @@ func FuzzClassicGroup(f *testing.F) {
 				drain()
 			}
 		}
+		// Whatever the fuzzer did, the group can be restored from what
+		// it persisted.
+		store.check(t, g, now)
 	})
 }
 

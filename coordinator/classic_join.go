@@ -173,11 +173,15 @@ func (g *Group) classicAddMember(now time.Time, req Request, m *kmsg.JoinGroupRe
 	if len(c.members) == 1 {
 		c.protocolType = m.ProtocolType
 	}
-	if c.leader == "" {
-		c.leader = id
-	}
 	g.classicParkJoin(mem, req, m.Version)
 	g.persist(g.classicMemberRecord(mem))
+	if c.leader == "" {
+		c.leader = id
+		if c.phase == classicPreparing {
+			// Otherwise the rebalance below records the group.
+			g.persistGroup()
+		}
+	}
 	g.classicEvent(EventMemberJoined, id, "")
 	if c.phase == classicPreparing && c.initial {
 		c.newMemberAdded = true
@@ -276,11 +280,12 @@ func (g *Group) classicReplaceStatic(now time.Time, req Request, m *kmsg.JoinGro
 
 	g.persist(&MemberRecord{Group: g.name, MemberID: old.id, InstanceID: old.instanceID, Deleted: true})
 	g.persist(g.classicMemberRecord(mem))
-	if len(mem.assignment) > 0 || len(mem.owned) > 0 {
-		g.persist(g.classicAssignmentRecord(mem))
+	if old.assignedAt != 0 {
+		// The old member's record went with it.
+		g.persistClassicAssignment(mem)
 	}
 	if c.leader != oldLeader {
-		g.persist(&GroupRecord{Group: g.name, Type: Classic, Epoch: g.epoch, ProtocolType: c.protocolType, Protocol: c.protocol, Leader: c.leader})
+		g.persistGroup()
 	}
 	g.classicEvent(EventMemberRemoved, old.id, "static-member-replaced")
 	g.classicEvent(EventMemberJoined, id, "")
@@ -353,6 +358,9 @@ func (g *Group) classicPrepareRebalance(now time.Time, reason string) {
 	c.syncDeadline = time.Time{}
 	initial := c.phase == classicEmpty
 	c.phase = classicPreparing
+	// A restored group must know it was rebalancing: its members then
+	// rejoin rather than carry on with a generation that was ending.
+	g.persistGroup()
 	g.classicEvent(EventRebalanceStarted, "", reason)
 	r := c.maxRebalance()
 	if initial && g.cfg.InitialRebalanceDelay > 0 {
@@ -433,7 +441,7 @@ func (g *Group) classicCompleteJoin(now time.Time) {
 	if len(c.members) == 0 {
 		c.phase = classicEmpty
 		c.protocolType, c.protocol, c.leader = "", "", ""
-		g.persist(&GroupRecord{Group: g.name, Type: Classic, Epoch: g.epoch})
+		g.persistGroup()
 		g.classicEvent(EventRebalanceCompleted, "", "")
 		return
 	}
@@ -448,7 +456,7 @@ func (g *Group) classicCompleteJoin(now time.Time) {
 		}
 		c.leader = best.id
 	}
-	g.persist(&GroupRecord{Group: g.name, Type: Classic, Epoch: g.epoch, ProtocolType: c.protocolType, Protocol: c.protocol, Leader: c.leader})
+	g.persistGroup()
 
 	ms := c.sortedMembers()
 	for _, mem := range ms {

@@ -64,7 +64,7 @@ func TestClassicRandomized(t *testing.T) {
 		"accepted commits": total.accepted, "refused commits": total.refused,
 		"hand-off commits": total.handoffs, "generations": total.generations,
 		"static replacements": total.replacements, "fenced": total.fenced,
-		"expiries": total.expiries, "moves": total.moves,
+		"expiries": total.expiries, "moves": total.moves, "restarts": total.restarts,
 	} {
 		if v == 0 {
 			t.Errorf("no %s in %d seeds", name, seeds)
@@ -73,7 +73,7 @@ func TestClassicRandomized(t *testing.T) {
 }
 
 type classicSimStats struct {
-	accepted, refused, handoffs, generations, replacements, fenced, expiries, moves int
+	accepted, refused, handoffs, generations, replacements, fenced, expiries, moves, restarts int
 }
 
 func (s *classicSimStats) add(o *classicSimStats) {
@@ -85,6 +85,7 @@ func (s *classicSimStats) add(o *classicSimStats) {
 	s.fenced += o.fenced
 	s.expiries += o.expiries
 	s.moves += o.moves
+	s.restarts += o.restarts
 }
 
 const classicSimPartitions = 12
@@ -172,6 +173,12 @@ type classicSim struct {
 	// later holds what clients do in reaction to a reply; it runs once
 	// the Ready that carried the reply has been advanced.
 	later []func()
+
+	// store follows what the group persisted; restartRng replaces the
+	// group by its restored copy now and then (a coordinator restart).
+	store      *restoreChecker
+	checks     int
+	restartRng *rand.Rand
 }
 
 func newClassicSim(t *testing.T, seed uint64) *classicSim {
@@ -198,6 +205,9 @@ func newClassicSim(t *testing.T, seed uint64) *classicSim {
 		committed:   map[TopicPartition]epoch.Token{},
 
 		replacedGrants: map[string]map[TopicPartition]epoch.Token{},
+
+		store:      newRestoreChecker(),
+		restartRng: rand.New(rand.NewPCG(seed, 0xbad)),
 	}
 	s.g = NewGroup("g", &s.cfg, rand.New(rand.NewPCG(seed, 7)))
 	for range 3 + rng.IntN(4) {
@@ -225,6 +235,9 @@ func (s *classicSim) newClient(instance string) *classicSimClient {
 }
 
 func (s *classicSim) step() {
+	if s.restartRng.IntN(200) == 0 {
+		s.restartCoordinator()
+	}
 	if s.rng.IntN(3) == 0 {
 		s.advance(time.Duration(s.rng.IntN(2000)) * time.Millisecond)
 		return
@@ -284,6 +297,34 @@ func (s *classicSim) step() {
 			s.heartbeat(c)
 		}
 	}
+}
+
+// restartCoordinator replaces the group by one restored from what it
+// persisted. The requests parked in the old group are answered as the
+// server answers them when it drops a group, COORDINATOR_NOT_AVAILABLE,
+// and their clients retry.
+func (s *classicSim) restartCoordinator() {
+	g, err := Restore("g", &s.cfg, rand.New(rand.NewPCG(uint64(s.stats.restarts), 9)), s.now, s.store.set.Group("g"))
+	if err != nil {
+		s.t.Fatalf("at %s: restore: %v", rel(s.now), err)
+	}
+	s.stats.restarts++
+	s.g = g
+	refs := slices.SortedFunc(maps.Keys(s.outstanding), func(a, b simRef) int { return a.seq - b.seq })
+	for _, ref := range refs {
+		var resp kmsg.Response
+		switch ref.kind {
+		case "join":
+			resp = &kmsg.JoinGroupResponse{ErrorCode: kerr.CoordinatorNotAvailable.Code, Generation: -1}
+		case "sync":
+			resp = &kmsg.SyncGroupResponse{ErrorCode: kerr.CoordinatorNotAvailable.Code}
+		default:
+			s.t.Fatalf("%v is still outstanding between steps", ref)
+		}
+		delete(s.outstanding, ref)
+		s.deliver(ref, resp)
+	}
+	s.process()
 }
 
 // restart replaces c by a new process: a static member comes back under
@@ -535,9 +576,17 @@ func (s *classicSim) process() {
 		classicCheckEncodes(s.t, r.Msg)
 		s.deliver(ref, r.Msg)
 	}
-	s.g.Advance()
+	s.g.Advance(rd)
 	if err := classicInvariants(s.g); err != nil {
 		s.t.Errorf("invariant: %v\n%s", err, s.g)
+	}
+	s.store.apply(s.t, rd)
+	// A restore check costs fifty steps; every few steps still covers
+	// every kind of state.
+	if s.checks++; s.checks%8 == 0 {
+		if err := s.store.checkErr(s.g, s.now); err != nil {
+			s.t.Errorf("at %s: %v\n%s", rel(s.now), err, s.g)
+		}
 	}
 	if s.g.Epoch() < s.lastEpoch {
 		s.t.Errorf("epoch went back from %d to %d", s.lastEpoch, s.g.Epoch())
@@ -669,6 +718,8 @@ func (s *classicSim) deliver(ref simRef, msg kmsg.Response) {
 			c.phase = simIdle
 		case kerr.GroupMaxSizeReached.Code:
 			c.dead = true
+		case kerr.CoordinatorNotAvailable.Code:
+			c.phase = simIdle // it finds the coordinator again and retries
 		default:
 			s.lost(c, resp.ErrorCode)
 		}
@@ -679,7 +730,7 @@ func (s *classicSim) deliver(ref simRef, msg kmsg.Response) {
 		switch resp.ErrorCode {
 		case 0:
 			s.synced(c, resp.MemberAssignment)
-		case kerr.RebalanceInProgress.Code:
+		case kerr.RebalanceInProgress.Code, kerr.CoordinatorNotAvailable.Code:
 			c.phase = simIdle
 		default:
 			s.lost(c, resp.ErrorCode)

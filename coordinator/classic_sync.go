@@ -143,10 +143,11 @@ func (g *Group) classicCompleteSync(now time.Time, plan []kmsg.SyncGroupRequestG
 		changed := !bytes.Equal(raws[i], mem.assignment) || !slices.Equal(kept, mem.owned)
 		mem.assignment, mem.owned = raws[i], kept
 		if changed {
-			g.persist(g.classicAssignmentRecord(mem))
+			g.persistClassicAssignment(mem)
 		}
 	}
 	c.phase = classicStable
+	g.persistGroup()
 	for _, mem := range ms {
 		if mem.sync != nil {
 			p := mem.sync

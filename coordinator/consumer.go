@@ -145,6 +145,9 @@ type consumerMember struct {
 	// assignmentChanged is set when assigned changed since it was last
 	// sent to the member.
 	assignmentChanged bool
+	// targetDirty is set when target changed since the member's last
+	// AssignmentRecord (consumerState.targetDirty lists such members).
+	targetDirty bool
 	// countedAt is the target epoch at which the member was counted as
 	// reconciled in consumerState.reconciled (0: not counted).
 	countedAt int32
@@ -188,6 +191,11 @@ type consumerState struct {
 	// nextDeadline is at or before the earliest member deadline (zero when
 	// there are no members); only Tick recomputes it exactly.
 	nextDeadline time.Time
+
+	// targetDirty are the members whose target a recomputation changed
+	// and whose AssignmentRecord the current step still owes
+	// (persistTargets).
+	targetDirty []*consumerMember
 
 	// scratch buffers reused by heartbeats.
 	reported []TopicPartition

@@ -51,7 +51,7 @@ func (b *benchGroup) beat(id string, resp *kmsg.ConsumerGroupHeartbeatResponse) 
 		req.SubscribedTopicNames = []string{"t"}
 	}
 	b.g.Step(b.now, Request{Ref: id, Msg: req, Resp: resp})
-	b.g.Advance()
+	b.g.Advance(b.g.Ready())
 	if resp.ErrorCode != 0 {
 		panic(fmt.Sprintf("heartbeat of %s: error %d", id, resp.ErrorCode))
 	}
@@ -111,7 +111,7 @@ func BenchmarkConsumerHeartbeat(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; b.Loop(); i++ {
 		bg.g.Step(bg.now, Request{Ref: ref, Msg: reqs[i%len(reqs)], Resp: resp})
-		bg.g.Advance()
+		bg.g.Advance(bg.g.Ready())
 	}
 	if resp.ErrorCode != 0 || bg.g.State() != "Stable" {
 		b.Fatalf("error %d, state %s", resp.ErrorCode, bg.g.State())
@@ -167,7 +167,7 @@ func BenchmarkConsumerLargeGroup(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			bg.g.Step(bg.now, Request{Ref: ref, Msg: req, Resp: resp})
-			bg.g.Advance()
+			bg.g.Advance(bg.g.Ready())
 		}
 		if resp.ErrorCode != 0 {
 			b.Fatalf("error %d", resp.ErrorCode)
@@ -193,7 +193,7 @@ func (b *benchGroup) addBulk(tb testing.TB, n int) {
 		g.insertMember(mem)
 	}
 	g.bumpEpoch("bench", true)
-	g.Advance()
+	g.Advance(g.Ready())
 	resp := kmsg.NewPtrConsumerGroupHeartbeatResponse()
 	for _, id := range b.ids {
 		b.epochs[id] = g.consumer.members[id].epoch
@@ -226,7 +226,7 @@ func BenchmarkOffsetCommit(b *testing.B) {
 	for b.Loop() {
 		req.Topics[0].Partitions[0].Offset++
 		bg.g.Step(bg.now, Request{Ref: id, Msg: req, Resp: resp})
-		bg.g.Advance()
+		bg.g.Advance(bg.g.Ready())
 	}
 	if resp.Topics[0].Partitions[0].ErrorCode != 0 {
 		b.Fatalf("error %d", resp.Topics[0].Partitions[0].ErrorCode)

@@ -233,8 +233,8 @@ func (g *Group) consumerJoin(now time.Time, req Request, m *kmsg.ConsumerGroupHe
 		g.updateMember(now, req, m, mem, sub)
 		// It abandoned everything it held: what it gets back is
 		// provisional, and takes the epoch of the answer as token.
-		mem.forgetReports()
-		retokened = g.followEpoch(mem)
+		forgot := mem.forgetReports()
+		retokened = g.followEpoch(mem) || forgot
 	default:
 		mem = g.addConsumerMember(now, req, m, id, sub)
 	}
@@ -630,16 +630,41 @@ func (g *Group) persistMember(mem *consumerMember) {
 	})
 }
 
-// persistAssignment writes mem's AssignmentRecord.
+// persistAssignment writes mem's AssignmentRecord: its epochs, what it
+// holds with the tokens (and which of them are provisional), and its
+// target.
 func (g *Group) persistAssignment(mem *consumerMember) {
+	mem.targetDirty = false
 	g.persist(&AssignmentRecord{
 		Group:       g.name,
 		MemberID:    mem.id,
 		MemberEpoch: mem.epoch,
+		PrevEpoch:   mem.prevEpoch,
 		Owned:       mergeOwned(mem.assigned, mem.revoking),
+		Provisional: mem.provisionalRecord(),
 		Pending:     slices.Clone(mem.pending),
 		Revoking:    withoutTokens(mem.revoking),
+		Target:      slices.Clone(mem.target),
 	})
+}
+
+// persistTargets writes the AssignmentRecord of every member whose target
+// changed in this step and that nothing else persisted since: one record
+// per member however many times its target moved.
+func (g *Group) persistTargets() {
+	c := &g.consumer
+	if len(c.targetDirty) == 0 {
+		return
+	}
+	slices.SortFunc(c.targetDirty, func(a, b *consumerMember) int { return strings.Compare(a.id, b.id) })
+	for _, m := range c.targetDirty {
+		if m.targetDirty && c.members[m.id] == m {
+			g.persistAssignment(m)
+		}
+		m.targetDirty = false
+	}
+	clear(c.targetDirty)
+	c.targetDirty = c.targetDirty[:0]
 }
 
 // consumerCheckStable emits EventRebalanceCompleted when the group becomes

@@ -40,7 +40,19 @@ import (
 //   - every partition a member's client holds has, in g.owners, the token
 //     the client holds it under, whenever the coordinator has the client
 //     as its owner (the member's token is the coordinator's).
+//
+// Every step also checks that the store (a RecordSet fed the persisted
+// records) holds the group's exact state and that Restore rebuilds it
+// (restoreChecker); with restarts on, the group is now and then replaced
+// by its restored copy, as a coordinator restart or fail-over does, and
+// the clients carry on against it.
 func TestConsumerRandomized(t *testing.T) {
+	for _, restarts := range []bool{false, true} {
+		t.Run(fmt.Sprintf("restarts=%t", restarts), func(t *testing.T) { consumerRandomized(t, restarts) })
+	}
+}
+
+func consumerRandomized(t *testing.T, restarts bool) {
 	seeds, steps := 12, 1000
 	if testing.Short() {
 		seeds = 3
@@ -48,15 +60,20 @@ func TestConsumerRandomized(t *testing.T) {
 	for seed := range seeds {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			r := newRandRun(t, uint64(seed))
+			if restarts {
+				r.restartRng = rand.New(rand.NewPCG(uint64(seed), 100))
+			}
 			for step := range steps {
 				r.step(step)
 			}
-			t.Logf("epoch %d, %d commits accepted, %d rejected, %d evictions, %d releases seen, %d members, %d responses lost, %d tokens checked, %d given in a lost response",
+			t.Logf("epoch %d, %d commits accepted, %d rejected, %d evictions, %d releases seen, %d members, %d responses lost, %d tokens checked, %d given in a lost response, %d restarts",
 				r.env.g.epoch, r.accepted, r.rejected, r.evictions, r.model.releases, len(r.env.g.consumer.members),
-				r.lost, r.tokensChecked, r.lateTokens)
-			if r.accepted == 0 || r.rejected == 0 || r.evictions == 0 || r.lateTokens == 0 {
-				t.Fatalf("run exercised too little: %d commits accepted, %d rejected, %d evictions, %d partitions given in a lost response",
-					r.accepted, r.rejected, r.evictions, r.lateTokens)
+				r.lost, r.tokensChecked, r.lateTokens, r.restarts)
+			// Restarts resend whole assignments, which leaves fewer
+			// partitions first heard of late.
+			if r.accepted == 0 || r.rejected == 0 || r.evictions == 0 || (!restarts && r.lateTokens == 0) || (restarts && r.restarts == 0) {
+				t.Fatalf("run exercised too little: %d commits accepted, %d rejected, %d evictions, %d partitions given in a lost response, %d restarts",
+					r.accepted, r.rejected, r.evictions, r.lateTokens, r.restarts)
 			}
 		})
 	}
@@ -101,6 +118,13 @@ type randRun struct {
 	// heard of at a later epoch than the lost response that gave them;
 	// tokensChecked the client tokens compared with g.owners.
 	lost, lateTokens, tokensChecked int
+	// store follows what the group persisted; restarts counts the times
+	// the group was replaced by its restored copy, which happens at random
+	// (restartRng) when restarts are on.
+	store      *restoreChecker
+	checks     int
+	restarts   int
+	restartRng *rand.Rand
 }
 
 func newRandRun(t *testing.T, seed uint64) *randRun {
@@ -114,7 +138,7 @@ func newRandRun(t *testing.T, seed uint64) *randRun {
 	}
 	e := &testEnv{t: t, cfg: cfg, topics: topics, now: testEpoch, nextTopicID: 1}
 	e.g = NewGroup("g", &e.cfg, rand.New(rand.NewPCG(seed, 7)))
-	r := &randRun{t: t, rng: rand.New(rand.NewPCG(seed, 99)), env: e, model: newRecordModel()}
+	r := &randRun{t: t, rng: rand.New(rand.NewPCG(seed, 99)), env: e, model: newRecordModel(), store: newRestoreChecker()}
 	for i := range 10 {
 		c := &randClient{label: fmt.Sprintf("c%d", i), topics: []string{"t"}}
 		if i%3 == 0 {
@@ -175,6 +199,9 @@ func (r *randRun) step(n int) {
 		default:
 			r.heartbeat(c)
 		}
+	}
+	if r.restartRng != nil && r.restartRng.IntN(100) == 0 {
+		r.restartCoordinator()
 	}
 	r.check()
 }
@@ -392,10 +419,25 @@ func (r *randRun) commit(c *randClient, zombie bool) {
 	}
 }
 
+// restartCoordinator replaces the group by one restored from what it
+// persisted, as a coordinator restart or fail-over does; the clients carry
+// on.
+func (r *randRun) restartCoordinator() {
+	g, err := Restore("g", &r.env.cfg, rand.New(rand.NewPCG(uint64(r.restarts), 5)), r.env.now, r.store.set.Group("g"))
+	if err != nil {
+		r.t.Fatalf("at %s: restore: %v", rel(r.env.now), err)
+	}
+	r.restarts++
+	r.env.g = g
+	r.drain(nil)
+	r.store.check(r.t, g, r.env.now)
+}
+
 // drain applies a Ready to the record model and advances the group.
 func (r *randRun) drain(_ any) {
 	g := r.env.g
 	rd := g.Ready()
+	r.store.apply(r.t, rd)
 	for _, rec := range rd.Persist {
 		if err := r.model.apply(rec); err != nil {
 			r.t.Fatalf("at %s: record %s: %v\n%s", rel(r.env.now), renderRecord(rec), err, g)
@@ -406,11 +448,16 @@ func (r *randRun) drain(_ any) {
 			r.evictions++
 		}
 	}
-	g.Advance()
+	g.Advance(g.Ready())
 }
 
 func (r *randRun) check() {
 	g := r.env.g
+	// A restore check costs fifty steps; every few steps still covers
+	// every kind of state.
+	if r.checks++; r.checks%16 == 0 {
+		r.store.check(r.t, g, r.env.now)
+	}
 	if err := consumerInvariantError(g); err != nil {
 		r.t.Fatalf("at %s: %v\n%s", rel(r.env.now), err, g)
 	}

@@ -19,9 +19,11 @@ func (g *Group) bumpEpoch(reason string, recompute bool) {
 	c.reconciled = 0
 	if recompute {
 		c.assignor = c.preferredAssignor(g.cfg)
+	}
+	g.persistGroup()
+	if recompute {
 		g.computeTarget()
 	}
-	g.persist(&GroupRecord{Group: g.name, Type: Consumer, Epoch: g.epoch, Protocol: c.assignor})
 	g.event(Event{Kind: EventRebalanceStarted, Reason: reason, Members: len(c.members)})
 }
 
@@ -78,15 +80,18 @@ func (g *Group) computeTarget() {
 	}
 	for _, m := range c.members {
 		tps := out[m.id]
-		if len(tps) == 0 {
-			m.target = nil
-			continue
+		var target []TopicPartition
+		if len(tps) > 0 {
+			target = make([]TopicPartition, len(tps))
+			for i, tp := range tps {
+				target[i] = TopicPartition(tp)
+			}
+			slices.SortFunc(target, compareTP)
 		}
-		target := make([]TopicPartition, len(tps))
-		for i, tp := range tps {
-			target[i] = TopicPartition(tp)
+		if !slices.Equal(target, m.target) && !m.targetDirty {
+			m.targetDirty = true
+			c.targetDirty = append(c.targetDirty, m)
 		}
-		slices.SortFunc(target, compareTP)
 		m.target = target
 	}
 }

@@ -61,12 +61,15 @@ func (mem *consumerMember) addProvisional(tps []TopicPartition, floor epoch.Toke
 }
 
 // forgetReports makes everything mem was assigned provisional again: it
-// rejoined at epoch 0 and reported nothing.
-func (mem *consumerMember) forgetReports() {
+// rejoined at epoch 0 and reported nothing. It reports whether that changed
+// the member's AssignmentRecord.
+func (mem *consumerMember) forgetReports() bool {
+	before := mem.provisionalRecord()
 	mem.unacked = mem.unacked[:0]
 	for _, p := range mem.assigned {
 		mem.unacked = append(mem.unacked, provisional{TopicPartition{p.Topic, p.Partition}, p.Token})
 	}
+	return !slices.Equal(before, mem.provisionalRecord())
 }
 
 // heldPartition returns mem's entry for tp in assigned or revoking, or nil.
@@ -89,7 +92,10 @@ func (g *Group) setToken(mem *consumerMember, p *OwnedPartition, token epoch.Tok
 
 // acknowledge fixes the token of every provisional partition of mem that a
 // heartbeat at member epoch reqEpoch reports (sorted), and forgets those
-// mem no longer holds. It reports whether a token changed.
+// mem no longer holds. It reports whether mem's AssignmentRecord changed:
+// a token, or the set of partitions that are still provisional (a restored
+// group must not take a fixed token for a provisional one, which would
+// follow the next epoch).
 func (g *Group) acknowledge(mem *consumerMember, reported []TopicPartition, reqEpoch int32) bool {
 	if len(mem.unacked) == 0 {
 		return false
@@ -106,6 +112,8 @@ func (g *Group) acknowledge(mem *consumerMember, reported []TopicPartition, reqE
 			kept = append(kept, u)
 		case t >= u.floor && t != p.Token:
 			g.setToken(mem, p, t)
+			changed = true
+		default:
 			changed = true
 		}
 	}
@@ -137,6 +145,18 @@ func (g *Group) followEpoch(mem *consumerMember) bool {
 	}
 	mem.unacked = kept
 	return changed
+}
+
+// provisionalRecord lists, for an AssignmentRecord, the partitions mem
+// holds and has not reported yet, with their floors.
+func (mem *consumerMember) provisionalRecord() []ProvisionalPartition {
+	var out []ProvisionalPartition
+	for _, u := range mem.unacked {
+		if p, _ := mem.heldPartition(u.tp); p != nil {
+			out = append(out, ProvisionalPartition{Topic: u.tp.Topic, Partition: u.tp.Partition, Floor: u.floor})
+		}
+	}
+	return out
 }
 
 // provisionalTPs lists the partitions mem holds and has not reported yet.

@@ -77,7 +77,10 @@ type Group struct {
 	classic  classicState
 	consumer consumerState
 
-	ready    Ready
+	ready Ready
+	// advanced is the Seq of the last Ready retired by Advance; lastNext
+	// its NextTick.
+	advanced uint64
 	lastNext time.Time
 }
 
@@ -126,6 +129,7 @@ func (g *Group) Step(now time.Time, req Request) {
 	default:
 		panic(fmt.Sprintf("coordinator: Step given %T, which is not a group request", req.Msg))
 	}
+	g.persistTargets()
 }
 
 // Tick fires the timers that are due at now: session expiry, rebalance and
@@ -137,6 +141,7 @@ func (g *Group) Tick(now time.Time) {
 	case Consumer:
 		g.consumerTick(now)
 	}
+	g.persistTargets()
 }
 
 // TopicsChanged tells the group that topics were created, so a KIP-848
@@ -145,6 +150,7 @@ func (g *Group) TopicsChanged(now time.Time) {
 	if g.typ == Consumer {
 		g.consumerTopicsChanged(now)
 	}
+	g.persistTargets()
 }
 
 // HasReady reports whether Ready has anything new for the caller.
@@ -153,24 +159,46 @@ func (g *Group) HasReady() bool {
 		!g.nextTick().Equal(g.lastNext)
 }
 
-// Ready returns what the caller must do now (see Ready for the order).
-// The slices are valid until Advance.
+// Ready returns what the caller must do now (see Ready for the order). It
+// returns the same Seq until Advance retires it. The records are the
+// caller's for good; the Replies and Events slices are valid until Advance.
 func (g *Group) Ready() Ready {
 	rd := g.ready
+	rd.Seq = g.advanced + 1
 	rd.NextTick = g.nextTick()
 	return rd
 }
 
-// Advance tells the group the caller has performed the last Ready. The
-// group reuses the slices' memory afterwards.
-func (g *Group) Advance() {
-	clear(g.ready.Persist)
-	clear(g.ready.Replies)
-	clear(g.ready.Events)
-	g.ready.Persist = g.ready.Persist[:0]
-	g.ready.Replies = g.ready.Replies[:0]
-	g.ready.Events = g.ready.Events[:0]
-	g.lastNext = g.nextTick()
+// Advance tells the group the caller has taken rd, which Ready returned.
+// Only what rd held is retired: records, replies and events added by a Step
+// after that Ready stay for the next one (raft's rule). The group never
+// touches rd's records again; it reuses the memory of the Replies and
+// Events slices.
+func (g *Group) Advance(rd Ready) {
+	if rd.Seq != g.advanced+1 {
+		panic(fmt.Sprintf("coordinator: Advance of Ready %d, but the group's next Ready is %d", rd.Seq, g.advanced+1))
+	}
+	g.advanced = rd.Seq
+	g.ready.Persist = retire(g.ready.Persist, len(rd.Persist), false)
+	g.ready.Replies = retire(g.ready.Replies, len(rd.Replies), true)
+	g.ready.Events = retire(g.ready.Events, len(rd.Events), true)
+	g.lastNext = rd.NextTick
+}
+
+// retire drops the first n elements of s. With reuse, s's memory holds what
+// is left; without, what is left moves to new memory (or none), so the
+// caller may keep the retired elements' backing array.
+func retire[T any](s []T, n int, reuse bool) []T {
+	rest := s[n:]
+	if !reuse {
+		if len(rest) == 0 {
+			return nil
+		}
+		return append([]T(nil), rest...)
+	}
+	k := copy(s, rest)
+	clear(s[k:])
+	return s[:k]
 }
 
 // nextTick is the earliest instant a timer of the group may be due; it may
@@ -206,6 +234,19 @@ func (g *Group) reply(req Request, resp kmsg.Response) {
 }
 
 func (g *Group) persist(r Record) { g.ready.Persist = append(g.ready.Persist, r) }
+
+// persistGroup writes the group's GroupRecord as the group is now.
+func (g *Group) persistGroup() {
+	r := &GroupRecord{Group: g.name, Type: g.typ, Epoch: g.epoch}
+	switch g.typ {
+	case Classic:
+		c := &g.classic
+		r.ProtocolType, r.Protocol, r.Leader, r.State = c.protocolType, c.protocol, c.leader, c.phase.String()
+	case Consumer:
+		r.Protocol = g.consumer.assignor
+	}
+	g.persist(r)
+}
 
 func (g *Group) event(e Event) {
 	e.Group = g.name

@@ -34,6 +34,16 @@ import (
 //	    Ticks the group at the current time and prints the output.
 //	state
 //	    Prints Group.String().
+//	restart
+//	    Replaces the group by one restored (Restore) from the records it
+//	    persisted, at the current time, as a coordinator restart or
+//	    fail-over does; a deleted group comes back from its tombstone, as
+//	    a group re-created under its name does. Prints the new group's
+//	    Ready.
+//
+// After every Ready the harness also checks that the persisted records
+// hold the group's exact state and that Restore rebuilds it
+// (restoreChecker), so every script doubles as a restart test.
 //
 // Every command that steps the group prints the Ready it produced:
 // "persist:", "reply to <ref>:", "event:" lines and "next-tick: t=...",
@@ -91,6 +101,7 @@ var testCommands = map[string]func(e *testEnv, a *testArgs) string{
 		e.cfg = cfg
 		e.now = testEpoch
 		e.g = NewGroup(name, &e.cfg, rand.New(rand.NewPCG(1, 2)))
+		e.restore = newRestoreChecker()
 		return "ok"
 	},
 	"add-topic": func(e *testEnv, a *testArgs) string {
@@ -108,6 +119,14 @@ var testCommands = map[string]func(e *testEnv, a *testArgs) string{
 	"state": func(e *testEnv, a *testArgs) string {
 		return e.g.String()
 	},
+	"restart": func(e *testEnv, a *testArgs) string {
+		g, err := Restore(e.g.Name(), &e.cfg, rand.New(rand.NewPCG(5, 6)), e.now, e.restore.set.Group(e.g.Name()))
+		if err != nil {
+			return "error: " + err.Error()
+		}
+		e.g = g
+		return fmt.Sprintf("restored at epoch %d\n", g.Epoch()) + e.drain()
+	},
 }
 
 // testEpoch is t=0 of every script. It carries no monotonic reading, like
@@ -122,6 +141,9 @@ type testEnv struct {
 	now    time.Time
 	// nextTopicID makes topic IDs deterministic: 00..01, 00..02, ...
 	nextTopicID byte
+	// restore checks, after every Ready, that the group could be restored
+	// from what it persisted.
+	restore *restoreChecker
 }
 
 func newTestEnv(t *testing.T) *testEnv {
@@ -186,7 +208,11 @@ func (e *testEnv) drain() string {
 	} else {
 		b.WriteString("next-tick: " + rel(rd.NextTick) + "\n")
 	}
-	e.g.Advance()
+	e.g.Advance(rd)
+	if e.restore != nil {
+		e.restore.apply(e.t, rd)
+		e.restore.check(e.t, e.g, e.now)
+	}
 	return b.String()
 }
 
@@ -217,6 +243,9 @@ func renderRecord(r Record) string {
 		if r.Leader != "" {
 			s += " leader=" + r.Leader
 		}
+		if r.State != "" {
+			s += " state=" + r.State
+		}
 		if r.Deleted {
 			s += " deleted"
 		}
@@ -241,6 +270,9 @@ func renderRecord(r Record) string {
 		}
 		if len(r.Revoking) > 0 {
 			s += " revoking=" + renderTPList(r.Revoking)
+		}
+		if len(r.Target) > 0 {
+			s += " target=" + renderTPList(r.Target)
 		}
 		return s
 	case *OffsetRecord:

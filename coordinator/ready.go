@@ -9,14 +9,22 @@ import (
 )
 
 // Ready is what a Group asks its caller to do after Step or Tick. The
-// caller performs it in this order, then calls Advance:
+// caller performs it in this order, and calls Advance(rd) once it has taken
+// what it keeps (the records are the caller's for good; the Replies and
+// Events slices are reused after Advance):
 //
 //  1. Persist every record durably, in order, BEFORE sending any reply of
-//     this Ready. A reply may reveal a generation, an assignment or an
-//     accepted commit; if the coordinator crashed after the reply but
-//     before the write, a successor could hand out the same token again.
-//     If persisting fails, the caller must not send the replies: it drops
-//     the group (its state is ahead of the store) and reloads it.
+//     this Ready or of a later one. A reply may reveal a generation, an
+//     assignment or an accepted commit; if the coordinator crashed after
+//     the reply but before the write, a successor could hand out the same
+//     token again. The write may be asynchronous (raft's asynchronous
+//     storage writes): the group keeps stepping while it is in flight, and
+//     a reply of Ready n goes out once the records of every Ready up to n
+//     are durable, so a reply that persisted nothing waits only for the
+//     writes its group already has in flight. If persisting fails, the
+//     caller sends none of the replies waiting on that write or a later
+//     one: it drops the group (its state is ahead of the store) and
+//     rebuilds it from the store with Restore.
 //  2. Send every reply. Some answer requests stepped earlier (a classic
 //     JoinGroup is answered when the rebalance completes); Reply.Ref says
 //     which.
@@ -26,6 +34,11 @@ import (
 // Events are informational (logs, metrics, simulator statistics) and may be
 // handled at any point.
 type Ready struct {
+	// Seq numbers the Readies of one group: 1, 2, ... Ready returns the
+	// same number until Advance retires it. A caller that persists
+	// asynchronously uses it as the group's write sequence: a reply of
+	// this Ready may go out once every Ready up to Seq is durable.
+	Seq      uint64
 	Persist  []Record
 	Replies  []Reply
 	Events   []Event
@@ -40,16 +53,23 @@ type Reply struct {
 	Msg kmsg.Response
 }
 
-// Record is a change to a group's durable state. The store persists records
-// in order; replaying a group's records rebuilds the state that decides
-// tokens (its epoch, members, assignments and offsets). The concrete types
-// are GroupRecord, MemberRecord, AssignmentRecord and OffsetRecord.
+// Record is a change to durable state. Each record is the whole new state
+// of one entity (a group, a member, a member's assignment, an offset, a
+// topic), so a store keeps only the latest record of each entity, and
+// Restore rebuilds a group from those (see RecordSet for which record
+// replaces which). Records are immutable once a Ready hands them out: the
+// group never changes them or their slices again, so a store may keep them
+// until they are written. The concrete types are GroupRecord, MemberRecord,
+// AssignmentRecord, OffsetRecord and TopicRecord.
 type Record interface {
 	record()
 }
 
-// GroupRecord is written when the group's epoch (generation), type or
-// protocol changes, and with Deleted when the group is deleted.
+// GroupRecord is written when the group's epoch (generation), type,
+// protocol or classic state changes, and with Deleted when the group is
+// deleted. A deleted group's record stays in the store as its tombstone:
+// its Epoch is where a group re-created under the same name continues
+// (Restore).
 type GroupRecord struct {
 	Group string
 	Type  GroupType
@@ -60,7 +80,11 @@ type GroupRecord struct {
 	ProtocolType string // classic only
 	Protocol     string // classic: the chosen protocol; KIP-848: the assignor
 	Leader       string // classic only
-	Deleted      bool
+	// State is a classic group's state as Kafka names it (Empty,
+	// PreparingRebalance, CompletingRebalance, Stable); empty for KIP-848
+	// groups, whose state follows from their members.
+	State   string
+	Deleted bool
 }
 
 // MemberRecord is written when a member joins or changes its subscription
@@ -80,9 +104,16 @@ type MemberRecord struct {
 	TopicRegex string
 	// ServerAssignor is the KIP-848 assignor the member asked for, if any.
 	ServerAssignor string
-	// Protocols is the classic protocol metadata by protocol name.
-	Protocols map[string][]byte
+	// Protocols are the classic member's protocols with their metadata,
+	// in its order of preference.
+	Protocols []Protocol
 	Deleted   bool
+}
+
+// Protocol is one classic protocol a member supports.
+type Protocol struct {
+	Name     string
+	Metadata []byte
 }
 
 // AssignmentRecord is a member's assignment and the token of each of its
@@ -94,16 +125,38 @@ type AssignmentRecord struct {
 	// MemberEpoch is the member's epoch (KIP-848) or the generation at
 	// which this assignment was synced (classic).
 	MemberEpoch int32
+	// PrevEpoch is the KIP-848 member's epoch before its last advance: a
+	// heartbeat at that epoch is still accepted (its answer may have been
+	// lost).
+	PrevEpoch int32
 	// Owned are the partitions the member owns, sorted, with their tokens.
 	Owned []OwnedPartition
+	// Provisional are the partitions of Owned whose token is not fixed yet
+	// (KIP-848: the member has not reported them; consumer_tokens.go),
+	// sorted, each with its floor: the epoch at which it was given.
+	Provisional []ProvisionalPartition
 	// Pending are partitions in the member's target assignment that are
 	// still held by a previous owner (KIP-848), sorted.
 	Pending []TopicPartition
 	// Revoking are partitions the member still holds but must release
 	// (KIP-848), sorted.
 	Revoking []TopicPartition
+	// Target is the member's part of the target assignment at the group
+	// epoch (KIP-848), sorted. It is persisted so that a restored group
+	// keeps the target its members are reconciling towards: recomputing
+	// it could move a partition within one epoch, and so give two owners
+	// the same token.
+	Target []TopicPartition
 	// Raw is the classic assignment bytes as synced.
 	Raw []byte
+}
+
+// ProvisionalPartition is a partition whose token is provisional, with the
+// epoch at which it was given: the lowest token it may be fixed at.
+type ProvisionalPartition struct {
+	Topic     string
+	Partition int32
+	Floor     epoch.Token
 }
 
 // OffsetRecord is an accepted commit (or, with Deleted, a removed offset).
@@ -123,10 +176,22 @@ type OffsetRecord struct {
 	Deleted  bool
 }
 
+// TopicRecord is a topic as the coordinator's topic registry created it (or,
+// with Deleted, removed it). Topics are not part of any group: the server
+// writes them, so that a topic keeps its ID (by which KIP-848 members
+// name its partitions) across restarts.
+type TopicRecord struct {
+	Name       string
+	ID         TopicID
+	Partitions int32
+	Deleted    bool
+}
+
 func (*GroupRecord) record()      {}
 func (*MemberRecord) record()     {}
 func (*AssignmentRecord) record() {}
 func (*OffsetRecord) record()     {}
+func (*TopicRecord) record()      {}
 
 // TopicPartition names one partition of one topic.
 type TopicPartition struct {

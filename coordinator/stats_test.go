@@ -34,7 +34,7 @@ func TestStatsConsumer(t *testing.T) {
 		}
 		g.Step(now, Request{Ref: id, Msg: req})
 		resp := g.Ready().Replies[0].Msg.(*kmsg.ConsumerGroupHeartbeatResponse)
-		g.Advance()
+		g.Advance(g.Ready())
 		return resp
 	}
 	hb("m1", 0, nil)

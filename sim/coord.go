@@ -55,6 +55,12 @@ type coordNode struct {
 	steps, ticks int64
 	cpu          time.Duration
 	records      int64
+
+	// down is set from a fail-over until its successor has taken over:
+	// requests sent to the coordinator meanwhile are lost. failovers
+	// counts the successors built.
+	down      bool
+	failovers int
 }
 
 // viewOwner is who the coordinator says owns a partition.
@@ -144,6 +150,10 @@ func (c *coordNode) deliver(w *world, m *message) {
 	if !w.net.arrives(w, m) {
 		return
 	}
+	if c.down {
+		w.traceNote(noteDropped, 0, int64(evDeliver))
+		return
+	}
 	w.met.heartbeats++
 	if w.tr.text() {
 		w.traceLine("coord", "<- %s %s", w.nodes[m.from].name, describeRequest(m.req))
@@ -214,7 +224,7 @@ func (c *coordNode) ready(w *world) {
 			w.net.send(w, &message{from: 0, to: req.from, inc: req.inc, id: req.id, resp: resp})
 		}
 		next := rd.NextTick
-		c.g.Advance()
+		c.g.Advance(rd)
 		if !next.IsZero() {
 			c.arm(w, vtimeOf(next))
 		}
@@ -304,14 +314,39 @@ func (c *coordNode) setOwned(w *world, member string, parts []int32, tokens []ep
 	}
 }
 
-// failover would replace the coordinator by a successor built from the
-// store's records after the take-over delay. It is pending: the group core
-// cannot be rebuilt from records yet (that arrives with the etcd
-// persistence), so a scenario with a fail-over stops with
-// ErrFailoverPending rather than pretend. The seam is here: c.store holds
-// every record the group persisted, in order, and Load returns them.
-func (c *coordNode) failover(*world) error {
-	return ErrFailoverPending
+// failover loses the coordinator's leader, as a crash of the leading
+// tenure node does: its group, its timers and every request it holds are
+// gone, and requests sent until the successor takes over are lost. The
+// members see timeouts and retry.
+func (c *coordNode) failover(w *world, takeover time.Duration) {
+	c.down = true
+	c.g = nil
+	c.timerAt = vnever
+	w.traceLine("coord", "fail-over: leader lost, successor in %v", takeover)
+	w.schedule(event{at: w.clock.now + vtime(takeover), kind: evTakeover})
+}
+
+// takeover builds the successor from the store's records, exactly as a
+// tenure node that wins the election does (coordinator.Restore): members
+// keep their epochs and tokens and their sessions start again, so a
+// fail-over expels nobody and moves nothing.
+func (c *coordNode) takeover(w *world) error {
+	recs, err := c.store.LoadGroup(bg, groupName)
+	if err != nil {
+		return fmt.Errorf("sim: loading the group for the successor: %w", err)
+	}
+	c.failovers++
+	g, err := coordinator.Restore(groupName, &c.cfg, newRand(w.opts.Seed, streamCoordinator+uint64(c.failovers)<<8), w.clock.now.Time(), recs)
+	if err != nil {
+		return fmt.Errorf("sim: the successor cannot restore the group: %w", err)
+	}
+	if g.Epoch() < w.met.epoch {
+		return fmt.Errorf("sim: the successor restored epoch %d below the %d already persisted", g.Epoch(), w.met.epoch)
+	}
+	c.g, c.down = g, false
+	w.traceLine("coord", "fail-over: successor took over at epoch %d", g.Epoch())
+	c.ready(w)
+	return nil
 }
 
 // describeRequest renders a heartbeat request for the trace.

@@ -28,9 +28,10 @@
 // The coordinator node drives a coordinator.Group exactly as the TCP
 // server does: requests in, Ready out, records persisted (to a
 // store.Memory) before replies are sent, Tick at NextTick. The coordinator's
-// view of who owns what comes from those persisted records. Coordinator
-// fail-over is not simulated yet: it needs a group rebuilt from its
-// records ([ErrFailoverPending]).
+// view of who owns what comes from those persisted records. A coordinator
+// fail-over drops the group and, after the takeover delay, rebuilds it
+// from the store's records with coordinator.Restore, as a tenure node that
+// wins the election does; requests sent in between are lost.
 //
 // Each member slot runs a sequence of processes, each driving a
 // member.Machine as the member.Join shell does: it sends the machine's

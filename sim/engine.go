@@ -41,9 +41,8 @@ type Options struct {
 }
 
 // Run simulates one run of sc with opts and returns its report. It returns
-// an error for an invalid scenario, for a scenario that needs what the
-// simulator cannot do yet ([ErrFailoverPending]), and, with the seed that
-// reproduces it, for a broken invariant in the simulator or a core.
+// an error for an invalid scenario and, with the seed that reproduces it,
+// for a broken invariant in the simulator or a core.
 func Run(sc *Scenario, opts Options) (rep *Report, err error) {
 	if err := sc.Validate(); err != nil {
 		return nil, err
@@ -239,7 +238,9 @@ func (w *world) dispatch(e *event) {
 		w.net.heal(e.arg)
 		w.traceLine("net", "heal cut %d", e.arg)
 	case evFailover:
-		w.fail(w.coord.failover(w))
+		w.coord.failover(w, w.sc.Actions[e.arg].Takeover)
+	case evTakeover:
+		w.fail(w.coord.takeover(w))
 	default:
 		w.memberEvent(e)
 	}

@@ -43,9 +43,11 @@ const (
 	// evLeave asks a member process to leave the group gracefully (as a
 	// SIGTERM would); arg says what happens once it has left.
 	evLeave
-	// evFailover: the coordinator's leader is lost. Pending: see
-	// coordNode.failover.
+	// evFailover: the coordinator's leader is lost (coordNode.failover);
+	// arg is the action index.
 	evFailover
+	// evTakeover: the successor takes over (coordNode.takeover).
+	evTakeover
 	// evEnd stops the run.
 	evEnd
 	evKinds
@@ -70,6 +72,7 @@ var evKindNames = [...]string{
 	evHeal:          "heal",
 	evLeave:         "leave",
 	evFailover:      "failover",
+	evTakeover:      "takeover",
 	evEnd:           "end",
 }
 

@@ -240,8 +240,9 @@ const (
 	ActScaleOut
 	// ActScaleIn makes the N newest running members leave for good.
 	ActScaleIn
-	// ActFailover loses the coordinator's leader; a successor takes over
-	// after Takeover. Pending: see [ErrFailoverPending].
+	// ActFailover loses the coordinator's leader; a successor rebuilt
+	// from the persisted records takes over after Takeover (the election
+	// delay), and requests sent in between are lost.
 	ActFailover
 	actionKinds
 )
@@ -280,13 +281,6 @@ type Action struct {
 	// Line is the scenario line the action comes from (0 if built in Go).
 	Line int
 }
-
-// ErrFailoverPending is returned by [Run] when a scenario loses the
-// coordinator's leader: building the successor needs the persistence layer
-// to rebuild a group from its records, which has not landed yet. The
-// simulator already routes every record the coordinator persists through
-// its store, so the successor will be built from those records.
-var ErrFailoverPending = errors.New("sim: coordinator fail-over is not simulated yet (it needs a group restored from persisted records)")
 
 // Validate checks that the scenario can run.
 func (s *Scenario) Validate() error {

@@ -208,7 +208,7 @@ func (s *Server) performReady(e *groupEntry, self *conn) {
 		for i := range rd.Events {
 			s.observe(e, &rd.Events[i])
 		}
-		g.Advance()
+		g.Advance(rd)
 	}
 	if g.Deleted() {
 		s.groups.remove(e)

@@ -1,17 +1,17 @@
 // Package store persists the durable state of coordinator groups: the
 // records that a group's Ready asks its caller to write before it sends any
-// reply.
+// reply, and the topics of the server's registry.
 //
-// The server calls Persist with the records of one Ready, in order, and
-// sends that Ready's replies only once Persist has returned nil; a failed
-// Persist means the group's in-memory state is ahead of the store, so the
-// server answers COORDINATOR_NOT_AVAILABLE and drops the group. At start-up
-// Load returns the records needed to rebuild every group.
+// The server hands the records of many Readies, of many groups, to one
+// writer, which persists them in batches (group commit) and releases a
+// group's replies once every record that group produced up to the replies'
+// Ready is durable. A failed write takes the groups of that batch offline;
+// the server rebuilds each from LoadGroup (coordinator.Restore) once none of
+// its writes is in flight. At start-up Load returns every group and topic.
 //
-// Two implementations are planned: Memory (this package), which keeps the
-// latest state in process memory and therefore survives nothing, and an
-// etcd-backed store, which writes each Persist as one transaction guarded
-// by the coordinator's leadership.
+// Two implementations: Memory (this package), which keeps the state in
+// process memory and survives nothing, and the etcd store (package
+// etcdstore), which keeps one key per entity in etcd.
 package store
 
 import (
@@ -22,31 +22,54 @@ import (
 )
 
 // Store is durable storage for coordinator records. Implementations must be
-// safe for concurrent use: the server persists different groups from
-// different goroutines at once, while the records of one group always come
-// from one goroutine at a time, in the order the group produced them.
+// safe for concurrent use. Their semantics are coordinator.RecordSet's:
+// each record replaces the previous record of its entity, deletions remove
+// entities, and a deleted group keeps its GroupRecord as a tombstone.
 type Store interface {
-	// Persist durably writes recs (the Persist slice of one Ready, all of
-	// one group) in order, before returning. Either every record is
-	// written or Persist returns an error. The store must not keep recs
-	// or the records' slices after returning: the caller reuses them.
+	// Persist durably writes recs in order: the records of any number of
+	// groups (each group's in the order it produced them) and topics. The
+	// records are immutable and the store may keep them.
+	//
+	// When Persist returns nil every record is durable. When it returns an
+	// error, any part of recs may have been written, in order (a store that
+	// must split a batch writes a prefix), but nothing of recs will be
+	// written after Persist returns: a reader that comes after sees the
+	// final outcome. coordinator.Restore rebuilds a group safely from any
+	// such prefix.
 	Persist(ctx context.Context, recs []coordinator.Record) error
 
-	// Load returns the records that rebuild the state of every group:
-	// for each group, its GroupRecord first, then MemberRecords,
-	// AssignmentRecords and OffsetRecords, groups in name order. Records
-	// superseded by later ones (an older epoch, a member that left) may
-	// be left out.
+	// Load returns every record: TopicRecords first, by name, then each
+	// group's records in load order (coordinator.RecordSet.Records), groups
+	// in name order, tombstones of deleted groups included. The records are
+	// shared: the caller must not modify them.
 	Load(ctx context.Context) ([]coordinator.Record, error)
 
-	// Close releases the store's resources. Persist and Load fail after
-	// Close.
+	// LoadGroup returns the records of one group in load order (nil if it
+	// has none), as coordinator.Restore takes them.
+	LoadGroup(ctx context.Context, group string) ([]coordinator.Record, error)
+
+	// Close releases the store's resources. Persist and the loads fail
+	// after Close.
 	Close() error
 }
 
-// ErrClosed is returned by Persist and Load after Close.
+// ErrClosed is returned by Persist and the loads after Close.
 var ErrClosed = errors.New("store: closed")
 
 // ErrUnknownRecord is returned by Persist for a record type the store does
 // not know, which means the store is older than the coordinator.
 var ErrUnknownRecord = errors.New("store: unknown record type")
+
+// Check returns ErrUnknownRecord, wrapped, if a record of recs is of a type
+// no store knows; stores call it before writing anything.
+func Check(recs []coordinator.Record) error {
+	for _, r := range recs {
+		switch r.(type) {
+		case *coordinator.GroupRecord, *coordinator.MemberRecord, *coordinator.AssignmentRecord,
+			*coordinator.OffsetRecord, *coordinator.TopicRecord:
+		default:
+			return unknownRecord(r)
+		}
+	}
+	return nil
+}

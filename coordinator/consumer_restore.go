@@ -1,0 +1,103 @@
+package coordinator
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+)
+
+// restoreConsumer rebuilds the KIP-848 half of a group from its records
+// (Restore). The target assignment comes back as persisted, not
+// recomputed: members keep reconciling towards the target of the epoch
+// they know.
+func (g *Group) restoreConsumer(now time.Time, gr *GroupRecord, rg *recordGroup) error {
+	c := &g.consumer
+	c.assignor = gr.Protocol
+	c.targetEpoch = g.epoch
+	lost, err := resolveClaims(g.name, ownedClaims(rg))
+	if err != nil {
+		return err
+	}
+	for _, id := range slices.Sorted(maps.Keys(rg.members)) {
+		r := rg.members[id]
+		mem := &consumerMember{
+			id:               id,
+			instanceID:       r.InstanceID,
+			rack:             r.RackID,
+			clientID:         r.ClientID,
+			clientHost:       r.ClientHost,
+			rebalanceTimeout: r.RebalanceTimeout,
+			serverAssignor:   r.ServerAssignor,
+			topics:           normalizeNames(slices.Clone(r.Topics)),
+			regex:            r.TopicRegex,
+			state:            memberStable,
+			deadline:         now.Add(g.cfg.ConsumerSessionTimeout),
+			// The member may not have heard its latest assignment
+			// before the restart: send it whole next time.
+			assignmentChanged: true,
+		}
+		if mem.topics == nil {
+			mem.topics = []string{}
+		}
+		mem.resolved = mem.topics
+		if mem.regex != "" {
+			re, err := compileTopicRegex(mem.regex)
+			if err != nil {
+				return fmt.Errorf("%w: group %q member %q: regex %q: %v", ErrCorruptRecords, g.name, id, mem.regex, err)
+			}
+			mem.re = re
+		}
+		if mem.instanceID != "" {
+			if other, dup := c.static[mem.instanceID]; dup {
+				return fmt.Errorf("%w: group %q: members %q and %q share instance %q", ErrCorruptRecords, g.name, other, id, mem.instanceID)
+			}
+		}
+		if a := rg.assignments[id]; a != nil {
+			g.restoreConsumerAssignment(now, mem, a, lost[id])
+		}
+		g.insertMember(mem)
+		if !mem.revokeDeadline.IsZero() {
+			c.lowerDeadline(mem.revokeDeadline)
+		}
+	}
+	g.resolveTopics()
+	for _, m := range c.members {
+		c.recount(m)
+	}
+	c.stable = len(c.members) > 0 && c.reconciled == len(c.members)
+	return nil
+}
+
+// restoreConsumerAssignment gives mem what its AssignmentRecord says,
+// except the partitions in lost (resolveClaims).
+func (g *Group) restoreConsumerAssignment(now time.Time, mem *consumerMember, a *AssignmentRecord, lost []TopicPartition) {
+	mem.epoch, mem.prevEpoch = a.MemberEpoch, a.PrevEpoch
+	for _, p := range a.Owned {
+		tp := TopicPartition{p.Topic, p.Partition}
+		if containsTP(lost, tp) {
+			continue
+		}
+		g.owners.assign(tp, mem.id, p.Token)
+		if containsTP(a.Revoking, tp) {
+			mem.revoking = append(mem.revoking, p)
+		} else {
+			mem.assigned = append(mem.assigned, p)
+		}
+	}
+	for _, p := range a.Provisional {
+		tp := TopicPartition{p.Topic, p.Partition}
+		if held, _ := mem.heldPartition(tp); held != nil {
+			mem.unacked = append(mem.unacked, provisional{tp, p.Floor})
+		}
+	}
+	mem.pending = slices.Clone(a.Pending)
+	mem.target = slices.Clone(a.Target)
+	switch {
+	case len(mem.revoking) > 0:
+		mem.state = memberUnrevoked
+		mem.revokeDeadline = now.Add(mem.rebalanceTimeout)
+	case len(mem.pending) > 0:
+		mem.state = memberUnreleased
+	}
+}

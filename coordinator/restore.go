@@ -1,0 +1,204 @@
+package coordinator
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/tenure-dev/tenure/epoch"
+)
+
+// ErrCorruptRecords is wrapped by the errors of Restore: the records
+// cannot describe a group (a member without a group, a classic member
+// without protocols, a partition held twice under one token...).
+var ErrCorruptRecords = errors.New("coordinator: records do not describe a group")
+
+// Restore rebuilds the named group from its records: the latest record of
+// each of its entities, as a store's Load returns them (records that a
+// later one supersedes may be included; they are compacted as RecordSet
+// does). cfg and rng are as for NewGroup. now is the time of the restore:
+// every member's session, and a revoking member's rebalance timeout,
+// starts again at now, so a coordinator restart or fail-over expels nobody
+// and causes no rebalance; members keep their epochs and tokens.
+//
+// This is the one place where a group's epoch is decided when it comes
+// back, and the rule is that it never goes below anything the name ever
+// handed out: a group whose last record is a tombstone (it was deleted)
+// comes back empty at the tombstone's epoch, so a group re-created under
+// the same name continues above every token of the deleted one; and the
+// epoch is raised to the highest member epoch and token in the records,
+// should a store hold a partial write whose GroupRecord is missing.
+//
+// What is not durable does not come back: requests parked in the group
+// (their clients retry), classic members told MEMBER_ID_REQUIRED that had
+// not rejoined, and the last owner of a partition that nobody holds (so a
+// hand-off commit racing the restart is refused). A classic group that was
+// rebalancing comes back in its phase, with its deadlines starting at now:
+// in PreparingRebalance its members must rejoin, in CompletingRebalance
+// they must sync (and the leader send its plan) again. A KIP-848 member is
+// sent its whole assignment with its next heartbeat.
+//
+// Restore never panics on bad records: it returns an error wrapping
+// ErrCorruptRecords, and the caller keeps the group offline.
+func Restore(name string, cfg *Config, rng *rand.Rand, now time.Time, recs []Record) (*Group, error) {
+	set := NewRecordSet()
+	for _, r := range recs {
+		if gn, ok := GroupOf(r); !ok || gn != name {
+			return nil, fmt.Errorf("%w: a %T of group %q among the records of %q", ErrCorruptRecords, r, gn, name)
+		}
+		if err := set.Apply(r); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrCorruptRecords, err)
+		}
+	}
+	g := NewGroup(name, cfg, rng)
+	rg := set.groups[name]
+	if rg == nil {
+		return g, nil
+	}
+	gr := rg.group
+	if gr == nil {
+		if len(rg.members) > 0 || len(rg.assignments) > 0 {
+			return nil, fmt.Errorf("%w: group %q has members but no group record", ErrCorruptRecords, name)
+		}
+		// A group that only ever had admin commits.
+		gr = &GroupRecord{Group: name, Type: Classic}
+	}
+	switch gr.Type {
+	case Classic, Consumer:
+	default:
+		return nil, fmt.Errorf("%w: group %q has type %v", ErrCorruptRecords, name, gr.Type)
+	}
+	g.typ = gr.Type
+	g.epoch = restoredEpoch(gr, rg)
+	for id, a := range rg.assignments {
+		if _, ok := rg.members[id]; !ok {
+			return nil, fmt.Errorf("%w: group %q has an assignment for %q, which is not a member", ErrCorruptRecords, name, id)
+		}
+		if err := checkAssignmentRecord(a); err != nil {
+			return nil, err
+		}
+	}
+	var err error
+	switch g.typ {
+	case Classic:
+		err = g.restoreClassic(now, gr, rg)
+	case Consumer:
+		err = g.restoreConsumer(now, gr, rg)
+	}
+	if err != nil {
+		return nil, err
+	}
+	for tp, o := range rg.offsets {
+		g.offsets.m[tp] = committed{offset: o.Offset, leaderEpoch: o.LeaderEpoch, metadata: o.Metadata, token: o.Token, member: o.MemberID}
+	}
+	return g, nil
+}
+
+// restoredEpoch is the epoch a restored group continues from: its
+// GroupRecord's, raised to every member epoch and token its records hold.
+func restoredEpoch(gr *GroupRecord, rg *recordGroup) int32 {
+	e := max(gr.Epoch, 0)
+	raise := func(t epoch.Token) {
+		if t > epoch.Token(e) && t <= epoch.Token(1<<31-1) {
+			e = int32(t)
+		}
+	}
+	for _, a := range rg.assignments {
+		e = max(e, a.MemberEpoch, a.PrevEpoch)
+		for _, p := range a.Owned {
+			raise(p.Token)
+		}
+	}
+	for _, o := range rg.offsets {
+		raise(o.Token)
+	}
+	return e
+}
+
+// checkAssignmentRecord checks that an AssignmentRecord's sets are sorted
+// partition sets, as the group keeps them.
+func checkAssignmentRecord(a *AssignmentRecord) error {
+	bad := func(what string) error {
+		return fmt.Errorf("%w: group %q member %q: %s", ErrCorruptRecords, a.Group, a.MemberID, what)
+	}
+	for i := 1; i < len(a.Owned); i++ {
+		if compareOwned(a.Owned[i-1], a.Owned[i]) >= 0 {
+			return bad("owned partitions are not a sorted set")
+		}
+	}
+	for _, s := range [][]TopicPartition{a.Pending, a.Revoking, a.Target} {
+		for i := 1; i < len(s); i++ {
+			if compareTP(s[i-1], s[i]) >= 0 {
+				return bad("a partition set is not sorted")
+			}
+		}
+	}
+	for _, tp := range a.Revoking {
+		if !containsOwned(a.Owned, tp) {
+			return bad("a revoking partition is not owned")
+		}
+	}
+	for _, p := range a.Owned {
+		if p.Partition < 0 || p.Token < epoch.None {
+			return bad("a partition or token is negative")
+		}
+	}
+	return nil
+}
+
+// claim is one member's claim on a partition in the restored records.
+type claim struct {
+	member string
+	token  epoch.Token
+}
+
+// resolveClaims decides who owns each partition that the records give to
+// more than one member. That happens only if the store holds part of a
+// Ready (a write too large for one transaction, cut short): the group
+// releases a partition before it gives it away, and gives it under a
+// higher token, so the claim with the highest token is the later one and
+// the others were released. Two claims under one token cannot come from
+// the group and are corrupt. It returns, per member, the partitions it
+// lost.
+func resolveClaims(name string, claims map[TopicPartition][]claim) (map[string][]TopicPartition, error) {
+	lost := make(map[string][]TopicPartition)
+	for tp, cs := range claims {
+		if len(cs) < 2 {
+			continue
+		}
+		best := 0
+		for i, c := range cs {
+			if c.token > cs[best].token {
+				best = i
+			}
+		}
+		for i, c := range cs {
+			switch {
+			case i == best:
+			case c.token == cs[best].token:
+				return nil, fmt.Errorf("%w: group %q: %s[%d] is owned by %q and %q under token %v",
+					ErrCorruptRecords, name, tp.Topic, tp.Partition, c.member, cs[best].member, c.token)
+			default:
+				lost[c.member] = append(lost[c.member], tp)
+			}
+		}
+	}
+	for _, tps := range lost {
+		slices.SortFunc(tps, compareTP)
+	}
+	return lost, nil
+}
+
+// ownedClaims collects every member's owned partitions, for resolveClaims.
+func ownedClaims(rg *recordGroup) map[TopicPartition][]claim {
+	claims := make(map[TopicPartition][]claim)
+	for id, a := range rg.assignments {
+		for _, p := range a.Owned {
+			tp := TopicPartition{p.Topic, p.Partition}
+			claims[tp] = append(claims[tp], claim{id, p.Token})
+		}
+	}
+	return claims
+}
