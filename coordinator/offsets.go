@@ -266,6 +266,9 @@ func (g *Group) commitPartition(tp TopicPartition, p *kmsg.OffsetCommitRequestTo
 	return 0
 }
 
+// MemberCount returns the number of members.
+func (g *Group) MemberCount() int { return g.memberCount() }
+
 // memberCount is the number of members, for events.
 func (g *Group) memberCount() int {
 	if g.typ == Consumer {

@@ -1,11 +1,15 @@
 package server
 
 import (
+	"context"
+	"errors"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
+
+	"github.com/tenure-dev/tenure/coordinator"
 )
 
 // Metadata: v0-12.
@@ -102,7 +106,12 @@ func (s *Server) handleMetadata(req *kmsg.MetadataRequest, now time.Time) kmsg.R
 // createTopic creates a topic and logs it; the caller calls topicsChanged
 // once it has created everything it will.
 func (s *Server) createTopic(name string, partitions int32, via string) (*topic, error) {
-	t, err := s.topics.create(name, partitions)
+	t, err := s.topics.create(name, partitions, s.persistTopic)
+	switch {
+	case errors.Is(err, errTopicStore):
+		s.log.Error("topic not created: the store failed", zap.String("topic", name), zap.Error(err))
+		return t, err
+	}
 	switch err {
 	case nil:
 		s.m.topics.Set(float64(s.topics.Len()))
@@ -114,4 +123,11 @@ func (s *Server) createTopic(name string, partitions int32, via string) (*topic,
 		s.m.limits.WithLabelValues("partitions").Inc()
 	}
 	return t, err
+}
+
+// persistTopic makes a new topic durable before anyone sees it.
+func (s *Server) persistTopic(t *topic) error {
+	ctx, cancel := context.WithTimeout(s.storeCtx, s.cfg.StoreTimeout)
+	defer cancel()
+	return s.writer.persistNow(ctx, []coordinator.Record{t.record()})
 }

@@ -3,14 +3,15 @@ package server
 import (
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tenure-dev/tenure/coordinator"
 )
 
 // OffsetFetch: v0-9.
 //
 // Answered per group by the group core (Group.FetchOffsets) while the
-// server owns the group. v8+ batches groups; v0-7 name one group, which is
+// server owns the group, once the offsets read are durable (withGroup). v8+ batches groups; v0-7 name one group, which is
 // converted to the batched form and back. A group that does not exist is
 // GROUP_ID_NOT_FOUND, as Kafka 4 answers it.
 func (s *Server) handleOffsetFetch(req *kmsg.OffsetFetchRequest, now time.Time) kmsg.Response {
@@ -62,19 +63,12 @@ func (s *Server) fetchGroupOffsets(req *kmsg.OffsetFetchRequest, rg kmsg.OffsetF
 		sg.ErrorCode = code
 		return sg
 	}
-	e := s.groups.lookup(rg.Group)
-	if e == nil {
-		return failed(kerr.GroupIDNotFound.Code)
+	var sg kmsg.OffsetFetchResponseGroup
+	if code := s.withGroup(rg.Group, now, func(g *coordinator.Group) {
+		sg = g.FetchOffsets(now, req.Version, rg, req.RequireStable)
+	}); code != 0 {
+		return failed(code)
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	switch {
-	case e.failed:
-		return failed(kerr.CoordinatorNotAvailable.Code)
-	case e.gone:
-		return failed(kerr.GroupIDNotFound.Code)
-	}
-	sg := e.g.FetchOffsets(now, req.Version, rg, req.RequireStable)
 	sg.Group = rg.Group
 	return sg
 }

@@ -1,14 +1,18 @@
 package server
 
 import (
+	"time"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tenure-dev/tenure/coordinator"
 )
 
 // DescribeGroups: v0-5.
 //
 // Each group is described by the group core (Group.DescribeClassic) while
-// the server owns it. A group that does not exist is reported in state
+// the server owns it, once what it read is durable (withGroup). A group that does not exist is reported in state
 // Dead, as Kafka does; so is a KIP-848 group (which ConsumerGroupDescribe
 // describes), for which the core answers GROUP_ID_NOT_FOUND, a code Kafka
 // only returns from v6, so it is dropped here.
@@ -32,19 +36,10 @@ func (s *Server) describeGroup(name string) kmsg.DescribeGroupsResponseGroup {
 		dg.ErrorCode = code
 		return dg
 	}
-	e := s.groups.lookup(name)
-	if e == nil {
-		return dead(kerr.GroupIDNotFound.Code)
+	var dg kmsg.DescribeGroupsResponseGroup
+	if code := s.withGroup(name, time.Now(), func(g *coordinator.Group) { dg = g.DescribeClassic() }); code != 0 {
+		return dead(code)
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	switch {
-	case e.failed:
-		return dead(kerr.CoordinatorNotAvailable.Code)
-	case e.gone:
-		return dead(kerr.GroupIDNotFound.Code)
-	}
-	dg := e.g.DescribeClassic()
 	dg.Group = name
 	return dg
 }

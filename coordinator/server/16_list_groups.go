@@ -20,7 +20,7 @@ func (s *Server) handleListGroups(req *kmsg.ListGroupsRequest) kmsg.Response {
 	}
 	for _, e := range s.groups.snapshot() {
 		e.mu.Lock()
-		if e.gone || e.failed {
+		if e.gone || e.offline || e.g.Deleted() {
 			e.mu.Unlock()
 			continue
 		}

@@ -3,17 +3,20 @@ package server
 import (
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
+
+	"github.com/tenure-dev/tenure/coordinator"
 )
 
 // DeleteGroups: v0-2.
 //
 // Each group is deleted by the group core (Group.Delete: NON_EMPTY_GROUP
 // unless it has no members) while the server owns it; the deletion is
-// persisted like any other change, and the group is then forgotten. A
-// group that does not exist is GROUP_ID_NOT_FOUND.
+// persisted like any other change and answered once durable. The group is
+// then forgotten, but for its tombstone in the store: a group re-created
+// under the name continues above its epochs. A group that does not exist
+// is GROUP_ID_NOT_FOUND.
 func (s *Server) handleDeleteGroups(req *kmsg.DeleteGroupsRequest, now time.Time) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.DeleteGroupsResponse)
 	for _, name := range req.Groups {
@@ -26,28 +29,11 @@ func (s *Server) handleDeleteGroups(req *kmsg.DeleteGroupsRequest, now time.Time
 }
 
 func (s *Server) deleteGroup(name string, now time.Time) int16 {
-	e := s.groups.lookup(name)
-	if e == nil {
-		return kerr.GroupIDNotFound.Code
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	switch {
-	case e.failed:
-		return kerr.CoordinatorNotAvailable.Code
-	case e.gone:
-		return kerr.GroupIDNotFound.Code
-	}
-	code := e.g.Delete(now)
-	s.performReady(e, nil)
-	if e.failed {
-		return kerr.CoordinatorNotAvailable.Code
+	var code int16
+	if c := s.withGroup(name, now, func(g *coordinator.Group) { code = g.Delete(now) }); c != 0 {
+		return c
 	}
 	if code == 0 {
-		if !e.gone {
-			// The core reported success without marking itself deleted.
-			s.groups.remove(e)
-		}
 		s.log.Info("group deleted", zap.String("group", name))
 	}
 	return code

@@ -1,6 +1,8 @@
 package server
 
 import (
+	"time"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -10,7 +12,7 @@ import (
 // ConsumerGroupDescribe: v0-1.
 //
 // A KIP-848 group is described by the group core (Group.DescribeConsumer)
-// while the server owns it. A group that does not exist, or a classic
+// while the server owns it, once what it read is durable (withGroup). A group that does not exist, or a classic
 // group, is GROUP_ID_NOT_FOUND, as in Kafka.
 func (s *Server) handleConsumerGroupDescribe(req *kmsg.ConsumerGroupDescribeRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.ConsumerGroupDescribeResponse)
@@ -30,21 +32,18 @@ func (s *Server) describeConsumerGroup(name string) kmsg.ConsumerGroupDescribeRe
 		}
 		return dg
 	}
-	e := s.groups.lookup(name)
-	if e == nil {
-		return failed(kerr.GroupIDNotFound.Code, "")
+	var dg kmsg.ConsumerGroupDescribeResponseGroup
+	consumer := false
+	if code := s.withGroup(name, time.Now(), func(g *coordinator.Group) {
+		if consumer = g.Type() == coordinator.Consumer; consumer {
+			dg = g.DescribeConsumer()
+		}
+	}); code != 0 {
+		return failed(code, "")
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	switch {
-	case e.failed:
-		return failed(kerr.CoordinatorNotAvailable.Code, "")
-	case e.gone:
-		return failed(kerr.GroupIDNotFound.Code, "")
-	case e.g.Type() != coordinator.Consumer:
+	if !consumer {
 		return failed(kerr.GroupIDNotFound.Code, "group "+name+" is not a consumer group")
 	}
-	dg := e.g.DescribeConsumer()
 	dg.Group = name
 	return dg
 }

@@ -106,6 +106,11 @@ type Config struct {
 	// ShutdownTimeout bounds how long Serve spends answering in-flight
 	// requests once its context is cancelled. Default 5 s.
 	ShutdownTimeout time.Duration
+
+	// StoreTimeout bounds one store write or load. A write that takes
+	// longer fails, which takes its groups offline until they are
+	// reloaded. Default 10 s.
+	StoreTimeout time.Duration
 }
 
 // DefaultConfig returns the defaults documented on each field, with
@@ -127,6 +132,7 @@ func DefaultConfig() Config {
 		MaxInFlight:       128,
 		MaxFetchWait:      30 * time.Second,
 		ShutdownTimeout:   5 * time.Second,
+		StoreTimeout:      10 * time.Second,
 	}
 }
 
@@ -186,6 +192,9 @@ func (c *Config) Validate() error {
 	}
 	if c.ShutdownTimeout <= 0 {
 		bad("shutdown timeout %v must be positive", c.ShutdownTimeout)
+	}
+	if c.StoreTimeout <= 0 {
+		bad("store timeout %v must be positive", c.StoreTimeout)
 	}
 	core := c.Core
 	if core.Topics == nil {

@@ -39,13 +39,27 @@
 // Each connection has a reader goroutine that reads, decodes and handles
 // its requests in order, and a writer goroutine used only when a response
 // is completed from elsewhere. Each group's core is owned by one goroutine
-// at a time (its lock), so groups run in parallel. After every Step or
-// Tick the server persists the Ready's records through the Store, then
-// sends its replies, logs and counts its events, and re-arms the group's
-// single timer for Ready.NextTick. If the store fails, the replies are not
-// sent: they are answered COORDINATOR_NOT_AVAILABLE and the group stays
-// offline until the server restarts.
+// at a time (its lock), so groups run in parallel.
 //
+// After every Step or Tick the server hands the Ready's records to the
+// store writer (writer.go), which persists everything queued since its
+// last write in one Store.Persist (group commit: one etcd transaction, one
+// fsync, for the records of many Readies of many groups), while the groups
+// keep stepping. A reply goes out once every write its group issued up to
+// the reply's Ready is durable: at once when none is in flight, which is
+// the common case of a heartbeat that changed nothing; reads
+// (OffsetFetch, DescribeGroups, ConsumerGroupDescribe) and DeleteGroups
+// wait likewise (durability.go). Events are logged and counted, and the
+// group's single timer is re-armed for Ready.NextTick.
+//
+// A failed write, or a panic in a group's core (a broken invariant: a
+// bug), takes only that group offline: its waiting replies, reads and
+// parked requests are answered COORDINATOR_NOT_AVAILABLE, which clients
+// retry, and its next request rebuilds the core from the store
+// (coordinator.Restore) once none of its writes is in flight. At start-up
+// Serve loads every topic and group from the store; a group deleted and
+// re-created under the same name continues from its tombstone's epoch.
+
 // Responses on one connection always leave in request order, even when an
 // earlier request is parked (a JoinGroup waiting for its rebalance, a
 // Fetch held for MaxWait); requests on other connections never wait for
@@ -91,6 +105,12 @@
 //	tenure_groups                             gauge
 //	tenure_topics                             gauge
 //	tenure_store_failures_total               counter
+//	tenure_store_persist_seconds              histogram (one batched write)
+//	tenure_store_batch_records                histogram
+//	tenure_store_batch_readies                histogram (writes served by one batch)
+//	tenure_groups_offline_total{reason}       counter (store, panic)
+//	tenure_group_reloads_total{result}        counter (reloaded, error)
+//	tenure_group_panics_total                 counter
 //
 // The three per-group gauges add one series per group each and disappear
 // with the group; turn them off with Config.PerGroupMetrics = false on a

@@ -16,24 +16,40 @@ import (
 )
 
 // groupEntry owns one group's core. Whoever holds mu owns the core: a
-// connection's reader stepping a request, the group's timer ticking it, or
-// an admin request reading it. Groups never share a lock, so they run in
-// parallel and a slow group (one whose store write is slow) stalls only
-// itself.
+// connection's reader stepping a request, the group's timer ticking it, the
+// store writer acknowledging its writes, or an admin request reading it.
+// Groups never share a lock, so they run in parallel, and a group whose
+// write is in flight keeps stepping.
 type groupEntry struct {
 	name string
 
 	mu sync.Mutex
-	g  *coordinator.Group
+	// g is the core; nil while the group is offline.
+	g *coordinator.Group
 	// gone: removed from the registry (deleted, or the server is
 	// closing); a request that finds its entry gone looks it up again.
 	gone bool
-	// failed: a store write failed, so the core is ahead of the store; it
-	// answers COORDINATOR_NOT_AVAILABLE until the server restarts and
-	// reloads it from the store.
-	failed bool
-	timer  *time.Timer
-	armed  time.Time // the NextTick the timer is set for; zero if none
+	// offline: the core is not loaded: the entry is new, or its core was
+	// dropped because a store write failed or the core panicked. The
+	// next request rebuilds it from the store (reload) once none of its
+	// writes is in flight; offlineAt paces those attempts.
+	offline   bool
+	offlineAt time.Time
+	// inc counts the cores the entry has had; a queued write of an
+	// earlier core is skipped.
+	inc uint64
+	// issued numbers the writes queued for this group, durable is the
+	// highest number up to which all are durable (or were dropped with
+	// their core), and inflight counts writes not yet done. waiting are
+	// replies held until the writes their Ready followed are durable,
+	// and barriers the reads held likewise.
+	issued, durable uint64
+	inflight        int
+	waiting         []heldReply
+	barriers        []barrier
+
+	timer *time.Timer
+	armed time.Time // the NextTick the timer is set for; zero if none
 
 	// Per-group gauges, nil with per-group metrics off.
 	generation, members, unowned prometheus.Gauge
@@ -51,10 +67,12 @@ func newGroupRegistry(s *Server) *groupRegistry {
 	return &groupRegistry{s: s, m: make(map[string]*groupEntry)}
 }
 
-// get returns the named group, creating it if create is set. When it
-// returns nil, code is the error to answer with: GROUP_ID_NOT_FOUND for a
-// missing group, COORDINATOR_NOT_AVAILABLE at the group limit or at
-// shutdown.
+// get returns the named group, creating its entry if create is set: a new
+// entry is offline, and the first request that owns it loads whatever the
+// store holds of the name (a deleted group's tombstone, so its epochs
+// continue). When it returns nil, code is the error to answer with:
+// GROUP_ID_NOT_FOUND for a missing group, COORDINATOR_NOT_AVAILABLE at the
+// group limit or at shutdown.
 func (r *groupRegistry) get(name string, create bool) (e *groupEntry, code int16) {
 	r.mu.RLock()
 	e, closed := r.m[name], r.closed
@@ -80,17 +98,22 @@ func (r *groupRegistry) get(name string, create bool) (e *groupEntry, code int16
 		r.s.log.Warn("group refused: group limit reached", zap.String("group", name), zap.Int("limit", r.s.cfg.MaxGroups))
 		return nil, kerr.CoordinatorNotAvailable.Code
 	}
-	var seed [32]byte
-	crand.Read(seed[:])
-	e = &groupEntry{name: name, g: coordinator.NewGroup(name, &r.s.core, rand.New(rand.NewChaCha8(seed)))}
+	e = r.add(name, nil)
+	r.s.log.Debug("group created", zap.String("group", name))
+	return e, 0
+}
+
+// add registers an entry for name with core g (nil: offline, loaded on
+// first use); r.mu must be held.
+func (r *groupRegistry) add(name string, g *coordinator.Group) *groupEntry {
+	e := &groupEntry{name: name, g: g, offline: g == nil}
 	if r.s.cfg.PerGroupMetrics {
 		e.generation = r.s.m.generation.WithLabelValues(groupLabel(name))
 		e.members = r.s.m.members.WithLabelValues(groupLabel(name))
 	}
 	r.m[name] = e
 	r.s.m.groups.Set(float64(len(r.m)))
-	r.s.log.Debug("group created", zap.String("group", name))
-	return e, 0
+	return e
 }
 
 // lookup returns the named group if it exists.
@@ -129,7 +152,8 @@ func (r *groupRegistry) snapshot() []*groupEntry {
 }
 
 // closeAll stops every group at shutdown: timers stop, and requests that
-// reach a group from now on get COORDINATOR_NOT_AVAILABLE.
+// reach a group from now on get COORDINATOR_NOT_AVAILABLE. Writes already
+// queued still complete (Serve drains the writer).
 func (r *groupRegistry) closeAll() {
 	r.mu.Lock()
 	r.closed = true
@@ -142,21 +166,24 @@ func (r *groupRegistry) closeAll() {
 	}
 }
 
-// step hands a group request to its group and performs the group's Ready.
-// create says whether the request may create the group (JoinGroup,
-// ConsumerGroupHeartbeat and OffsetCommit do, as in Kafka).
-func (s *Server) step(c *conn, sl *slot, name string, create bool, now time.Time) {
-	if name == "" {
-		c.respond(sl, errorResponse(sl.req, kerr.InvalidGroupID.Code))
-		return
-	}
+// newGroupRand returns the random source of a new core, from a secure
+// seed: member IDs must not be guessable.
+func newGroupRand() *rand.Rand {
+	var seed [32]byte
+	crand.Read(seed[:])
+	return rand.New(rand.NewChaCha8(seed))
+}
+
+// acquire finds the named group and locks it with its core loaded, for a
+// request that may create it. It returns nil and the code to answer with
+// if the group cannot serve the request now.
+func (s *Server) acquire(c *conn, name string, create bool, now time.Time) (*groupEntry, int16) {
 	for range 3 {
 		e := c.lastGroup
 		if e == nil || e.name != name {
 			var code int16
 			if e, code = s.groups.get(name, create); e == nil {
-				c.respond(sl, errorResponse(sl.req, code))
-				return
+				return nil, code
 			}
 		}
 		e.mu.Lock()
@@ -166,58 +193,79 @@ func (s *Server) step(c *conn, sl *slot, name string, create bool, now time.Time
 			continue
 		}
 		c.lastGroup = e
-		if e.failed {
+		if e.offline && !s.reload(e, now) {
 			e.mu.Unlock()
-			c.respond(sl, errorResponse(sl.req, kerr.CoordinatorNotAvailable.Code))
-			return
+			return nil, kerr.CoordinatorNotAvailable.Code
 		}
-		sl.group.Store(e)
-		e.g.Step(now, coordinator.Request{
-			Ref:        sl,
-			Msg:        sl.req,
-			Resp:       sl.response(),
-			ClientID:   c.clientID,
-			ClientHost: c.host,
-		})
-		s.performReady(e, c)
-		e.mu.Unlock()
-		return
+		return e, 0
 	}
 	// The group was deleted under us three times in a row.
-	c.respond(sl, errorResponse(sl.req, kerr.CoordinatorNotAvailable.Code))
+	return nil, kerr.CoordinatorNotAvailable.Code
 }
 
-// performReady does what the group's Ready asks, in its order: persist,
-// then reply, then re-arm the timer; events are logged and counted. self
-// is the connection whose reader is calling (nil from a timer): its
-// replies are flushed by that reader, others' writers are kicked. e.mu
-// must be held.
+// step hands a group request to its group and performs the group's Ready.
+// create says whether the request may create the group (JoinGroup,
+// ConsumerGroupHeartbeat and OffsetCommit do, as in Kafka).
+func (s *Server) step(c *conn, sl *slot, name string, create bool, now time.Time) {
+	if name == "" {
+		c.respond(sl, errorResponse(sl.req, kerr.InvalidGroupID.Code))
+		return
+	}
+	e, code := s.acquire(c, name, create, now)
+	if e == nil {
+		c.respond(sl, errorResponse(sl.req, code))
+		return
+	}
+	defer e.mu.Unlock()
+	sl.group.Store(e)
+	req := coordinator.Request{
+		Ref:        sl,
+		Msg:        sl.req,
+		Resp:       sl.response(),
+		ClientID:   c.clientID,
+		ClientHost: c.host,
+	}
+	if s.stepCore(e, sl, now, req) {
+		s.performReady(e, c)
+	}
+}
+
+// performReady does what the group's Ready asks: its records go to the
+// writer, its replies are sent once the group's writes up to this Ready
+// are durable (at once when none is in flight), its events are logged and
+// counted, and the timer is re-armed. self is the connection whose reader
+// is calling (nil from elsewhere): its replies are flushed by that reader,
+// others' writers are kicked. e.mu must be held.
 func (s *Server) performReady(e *groupEntry, self *conn) {
 	g := e.g
-	rd := g.Ready()
-	if g.HasReady() {
-		if len(rd.Persist) > 0 {
-			if err := s.store.Persist(s.storeCtx, rd.Persist); err != nil {
-				s.failGroup(e, rd, err)
-				return
-			}
-		}
-		for _, r := range rd.Replies {
-			s.reply(r, self)
-		}
-		for i := range rd.Events {
-			s.observe(e, &rd.Events[i])
-		}
-		g.Advance(rd)
+	if !g.HasReady() {
+		return
 	}
+	rd := g.Ready()
+	if len(rd.Persist) > 0 {
+		s.queueWrite(e, rd.Persist)
+	}
+	for _, r := range rd.Replies {
+		s.replyWhenDurable(e, r, self)
+	}
+	for i := range rd.Events {
+		s.observe(e, &rd.Events[i])
+	}
+	g.Advance(rd)
 	if g.Deleted() {
-		s.groups.remove(e)
+		// The group leaves the registry once its tombstone is durable,
+		// so that a group re-created under its name loads the
+		// tombstone and continues above its epochs.
+		s.stopTimer(e)
+		if e.durable == e.issued {
+			s.groups.remove(e)
+		}
 		return
 	}
 	s.arm(e, rd.NextTick)
 }
 
-// reply routes one reply of a group to the request's connection.
+// reply sends one reply of a group now.
 func (s *Server) reply(r coordinator.Reply, self *conn) {
 	sl, ok := r.Ref.(*slot)
 	if !ok || r.Msg == nil {
@@ -226,40 +274,6 @@ func (s *Server) reply(r coordinator.Reply, self *conn) {
 	}
 	sl.group.Store(nil)
 	sl.c.deliver(sl, r.Msg, 0, sl.c != self)
-}
-
-// failGroup takes a group offline after a failed store write: the Ready's
-// replies are not sent (they would reveal state the store does not have);
-// they and every other request parked in the group are answered
-// COORDINATOR_NOT_AVAILABLE. e.mu must be held.
-func (s *Server) failGroup(e *groupEntry, rd coordinator.Ready, err error) {
-	s.m.storeFailures.Inc()
-	s.log.Error("store write failed; group offline until restart",
-		zap.String("group", e.name), zap.Int("records", len(rd.Persist)), zap.Error(err))
-	e.failed = true
-	s.stopTimer(e)
-	code := kerr.CoordinatorNotAvailable.Code
-	for _, r := range rd.Replies {
-		if sl, ok := r.Ref.(*slot); ok {
-			sl.group.Store(nil)
-			sl.c.deliver(sl, errorResponse(sl.req, code), 0, true)
-		}
-	}
-	s.eachConn(func(c *conn) {
-		c.mu.Lock()
-		var parked []*slot
-		for _, sl := range c.q[c.head:] {
-			if sl.state == slotWaiting && sl.group.Load() == e {
-				parked = append(parked, sl)
-			}
-		}
-		c.mu.Unlock()
-		for _, sl := range parked {
-			sl.group.Store(nil)
-			c.deliver(sl, errorResponse(sl.req, code), 0, true)
-		}
-	})
-	e.g = nil
 }
 
 // arm sets the group's timer for next (zero: no timer). A NextTick that
@@ -294,12 +308,14 @@ func (s *Server) stopTimer(e *groupEntry) {
 func (s *Server) fire(e *groupEntry) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.gone || e.failed {
+	if e.gone || e.offline {
 		return
 	}
 	e.armed = time.Time{}
-	e.g.Tick(time.Now())
-	s.performReady(e, nil)
+	now := time.Now()
+	if s.tickCore(e, now) {
+		s.performReady(e, nil)
+	}
 }
 
 // topicsChanged tells every group that topics were created, so KIP-848
@@ -307,8 +323,7 @@ func (s *Server) fire(e *groupEntry) {
 func (s *Server) topicsChanged(now time.Time) {
 	for _, e := range s.groups.snapshot() {
 		e.mu.Lock()
-		if !e.gone && !e.failed {
-			e.g.TopicsChanged(now)
+		if !e.gone && !e.offline && s.useCore(e, func(g *coordinator.Group) { g.TopicsChanged(now) }) {
 			s.performReady(e, nil)
 		}
 		e.mu.Unlock()

@@ -153,50 +153,6 @@ func (s *flakyStore) Persist(ctx context.Context, recs []coordinator.Record) err
 	return s.Store.Persist(ctx, recs)
 }
 
-// TestStoreFailure: when a Persist fails, the Ready's replies are not
-// sent; the request is answered COORDINATOR_NOT_AVAILABLE and the group
-// stays offline, while other groups go on.
-func TestStoreFailure(t *testing.T) {
-	fs := &flakyStore{Store: store.NewMemory()}
-	ts := startServer(t, func(c *Config) { c.Store = fs })
-	if !coreServes(t, ts, probeConsumerHeartbeat()) {
-		t.Skip("the group core does not serve ConsumerGroupHeartbeat yet")
-	}
-	c := dial(t, ts.addr)
-	c.roundTrip(metadataRequest(12, "jobs"))
-
-	join := func(group string) *kmsg.ConsumerGroupHeartbeatResponse {
-		req := kmsg.NewPtrConsumerGroupHeartbeatRequest()
-		req.Version = 1
-		req.Group = group
-		req.MemberID = "member-" + group + "-0000000000000"
-		req.MemberEpoch = 0
-		req.RebalanceTimeoutMillis = 10000
-		req.SubscribedTopicNames = []string{"jobs"}
-		req.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{}
-		return c.roundTrip(req).(*kmsg.ConsumerGroupHeartbeatResponse)
-	}
-
-	fs.fail.Store(true)
-	before := fs.calls.Load()
-	if r := join("broken"); r.ErrorCode != kerr.CoordinatorNotAvailable.Code {
-		t.Fatalf("join with a failing store: error %d, want COORDINATOR_NOT_AVAILABLE", r.ErrorCode)
-	}
-	if fs.calls.Load() == before {
-		t.Fatal("the join persisted nothing; the test cannot tell replies were withheld")
-	}
-	fs.fail.Store(false)
-	if r := join("broken"); r.ErrorCode != kerr.CoordinatorNotAvailable.Code {
-		t.Fatalf("the failed group answered %d after the store recovered; it must stay offline", r.ErrorCode)
-	}
-	if r := join("healthy"); r.ErrorCode != 0 || r.MemberEpoch < 1 {
-		t.Fatalf("another group: error %d epoch %d", r.ErrorCode, r.MemberEpoch)
-	}
-	if n := ts.metric(t, "tenure_store_failures_total"); n != 1 {
-		t.Fatalf("store failures %v, want 1", n)
-	}
-}
-
 // TestGroupTimerExpiresMember: the server drives the core's timers, so a
 // member that stops heartbeating is removed without any request.
 func TestGroupTimerExpiresMember(t *testing.T) {

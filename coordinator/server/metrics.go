@@ -24,6 +24,12 @@ type metrics struct {
 	groups          prometheus.Gauge
 	topics          prometheus.Gauge
 	storeFailures   prometheus.Counter
+	persistSeconds  prometheus.Histogram
+	batchRecords    prometheus.Histogram
+	batchWrites     prometheus.Histogram
+	groupsOffline   *prometheus.CounterVec
+	groupLoads      *prometheus.CounterVec
+	corePanics      prometheus.Counter
 
 	// okRequests caches the error="NONE" child of every served key, so
 	// the common path is one atomic add.
@@ -87,7 +93,34 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}),
 		storeFailures: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "tenure_store_failures_total",
-			Help: "Persist calls that failed; each one takes its group offline.",
+			Help: "Store writes (batches) that failed; each takes the groups it held offline until they are reloaded.",
+		}),
+		persistSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "tenure_store_persist_seconds",
+			Help:    "Duration of one batched store write (Store.Persist) as the server's writer sees it.",
+			Buckets: prometheus.ExponentialBuckets(50e-6, 2, 16),
+		}),
+		batchRecords: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "tenure_store_batch_records",
+			Help:    "Records per batched store write.",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 15),
+		}),
+		batchWrites: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "tenure_store_batch_readies",
+			Help:    "Group Readies (and topic creations) per batched store write: how many writes one fsync serves.",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 15),
+		}),
+		groupsOffline: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tenure_groups_offline_total",
+			Help: "Groups taken offline, by reason: store (a write failed) or panic (the group core panicked on a broken invariant; a bug).",
+		}, []string{"reason"}),
+		groupLoads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tenure_group_reloads_total",
+			Help: "Groups rebuilt from the store after going offline (reloaded), or that failed to load (error).",
+		}, []string{"result"}),
+		corePanics: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tenure_group_panics_total",
+			Help: "Panics of a group core, each contained to its group. Any is a bug: the log has the stack and the request.",
 		}),
 	}
 	for _, v := range advertised {
@@ -99,7 +132,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		for _, c := range []prometheus.Collector{
 			m.requests, m.heartbeat, m.rebalances, m.generation, m.members, m.unowned,
 			m.commitsRejected, m.connections, m.connClosed, m.limits, m.groups, m.topics,
-			m.storeFailures,
+			m.storeFailures, m.persistSeconds, m.batchRecords, m.batchWrites, m.groupsOffline,
+			m.groupLoads, m.corePanics,
 		} {
 			reg.MustRegister(c)
 		}

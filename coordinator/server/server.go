@@ -27,6 +27,12 @@ type Server struct {
 	m      *metrics
 	topics *topicRegistry
 	groups *groupRegistry
+	writer *writer
+
+	// coreHook, if set (by tests), runs before every use of a group's
+	// core, inside the recovery that contains a core's panic to its
+	// group.
+	coreHook func(group string)
 
 	// storeCtx is the context of store calls: it outlives the Serve
 	// context so that a request being handled at shutdown still
@@ -65,6 +71,7 @@ func New(cfg Config) (*Server, error) {
 	s.core = cfg.Core
 	s.core.Topics = s.topics
 	s.groups = newGroupRegistry(s)
+	s.writer = newWriter(s)
 	return s, nil
 }
 
@@ -72,19 +79,28 @@ func New(cfg Config) (*Server, error) {
 // has served.
 var ErrServing = errors.New("server: Serve called twice")
 
-// Serve accepts connections on ln and serves them until ctx is cancelled
-// or ln fails. Then it shuts down gracefully: it stops accepting, stops
-// every group's timers, answers the requests still in flight (a parked
-// Fetch with its empty answer at once, a parked JoinGroup or SyncGroup
-// with COORDINATOR_NOT_AVAILABLE so its client looks for the coordinator
-// again), closes every connection and returns. It returns nil after a
-// cancellation and the listener's error otherwise. ln is closed on return.
+// Serve loads every topic and group from the store, then accepts
+// connections on ln and serves them until ctx is cancelled or ln fails.
+// Then it shuts down gracefully: it stops accepting, stops every group's
+// timers, lets the store writes already queued finish, answers the
+// requests still in flight (a parked Fetch with its empty answer at once,
+// a parked JoinGroup or SyncGroup with COORDINATOR_NOT_AVAILABLE so its
+// client looks for the coordinator again), closes every connection and
+// returns. It returns nil after a cancellation, and the load's or the
+// listener's error otherwise. ln is closed on return.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	if !s.serving.CompareAndSwap(false, true) {
 		return ErrServing
 	}
 	if err := s.resolveAdvertised(ln.Addr()); err != nil {
 		ln.Close()
+		return err
+	}
+	go s.writer.run()
+	defer s.writer.close()
+	if err := s.load(ctx); err != nil {
+		ln.Close()
+		s.groups.closeAll()
 		return err
 	}
 	s.log.Info("serving",
@@ -200,6 +216,12 @@ func (s *Server) eachConn(fn func(*conn)) {
 
 func (s *Server) shutdown() {
 	s.groups.closeAll()
+	// Replies held for writes already queued go out once those land.
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
+	if !s.writer.drain(ctx) {
+		s.log.Warn("store writes still in flight at shutdown; their requests are answered COORDINATOR_NOT_AVAILABLE")
+	}
+	cancel()
 	s.eachConn((*conn).stop)
 	s.connWG.Wait()
 	s.log.Info("stopped")

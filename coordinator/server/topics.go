@@ -3,6 +3,7 @@ package server
 import (
 	"crypto/rand"
 	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"sync"
@@ -27,9 +28,11 @@ type topicRegistry struct {
 	maxTopics     int
 	maxPartitions int32
 
-	mu     sync.RWMutex
-	byName map[string]*topic
-	byID   map[coordinator.TopicID]*topic
+	// createMu serializes creations, which wait for the store.
+	createMu sync.Mutex
+	mu       sync.RWMutex
+	byName   map[string]*topic
+	byID     map[coordinator.TopicID]*topic
 }
 
 var _ coordinator.Topics = (*topicRegistry)(nil)
@@ -98,6 +101,7 @@ var (
 	errTopicLimit    = errors.New("server: topic limit reached")
 	errPartitions    = errors.New("server: invalid partition count")
 	errPartitionsMax = errors.New("server: partition count above the limit")
+	errTopicStore    = errors.New("server: the topic could not be stored")
 )
 
 func topicCode(err error) int16 {
@@ -112,20 +116,17 @@ func topicCode(err error) int16 {
 		return kerr.PolicyViolation.Code
 	case errors.Is(err, errPartitions), errors.Is(err, errPartitionsMax):
 		return kerr.InvalidPartitions.Code
+	case errors.Is(err, errTopicStore):
+		// Retriable: the client asks again, and the store may be back.
+		return kerr.KafkaStorageError.Code
 	}
 	return kerr.UnknownServerError.Code
 }
 
 // validate checks a creation without performing it.
 func (r *topicRegistry) validate(name string, partitions int32) error {
-	if !validTopicName(name) {
-		return errTopicName
-	}
-	if partitions <= 0 {
-		return errPartitions
-	}
-	if partitions > r.maxPartitions {
-		return errPartitionsMax
+	if err := r.check(name, partitions); err != nil {
+		return err
 	}
 	r.mu.RLock()
 	defer r.mu.RUnlock()
@@ -138,24 +139,23 @@ func (r *topicRegistry) validate(name string, partitions int32) error {
 	return nil
 }
 
-// create adds a topic. If it exists, create returns it with
-// errTopicExists.
-func (r *topicRegistry) create(name string, partitions int32) (*topic, error) {
-	if !validTopicName(name) {
-		return nil, errTopicName
+// create adds a topic: the ID is drawn, persist makes the topic durable
+// (so that it keeps its ID across restarts), and only then is the topic
+// visible, to clients and to groups. If the topic exists, create returns
+// it with errTopicExists. Creations are serialized; lookups go on.
+func (r *topicRegistry) create(name string, partitions int32, persist func(*topic) error) (*topic, error) {
+	if err := r.check(name, partitions); err != nil {
+		return nil, err
 	}
-	if partitions <= 0 {
-		return nil, errPartitions
-	}
-	if partitions > r.maxPartitions {
-		return nil, errPartitionsMax
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if t := r.byName[name]; t != nil {
-		return t, errTopicExists
-	}
-	if len(r.byName) >= r.maxTopics {
+	r.createMu.Lock()
+	defer r.createMu.Unlock()
+	r.mu.RLock()
+	existing, n := r.byName[name], len(r.byName)
+	r.mu.RUnlock()
+	switch {
+	case existing != nil:
+		return existing, errTopicExists
+	case n >= r.maxTopics:
 		return nil, errTopicLimit
 	}
 	t := &topic{name: name, partitions: partitions}
@@ -165,13 +165,52 @@ func (r *topicRegistry) create(name string, partitions int32) (*topic, error) {
 		rand.Read(t.id[:])
 		t.id[6] = t.id[6]&0x0f | 0x40
 		t.id[8] = t.id[8]&0x3f | 0x80
-		if _, dup := r.byID[t.id]; !dup {
+		if r.getID(t.id) == nil {
 			break
 		}
 	}
+	if err := persist(t); err != nil {
+		return nil, fmt.Errorf("%w: %w", errTopicStore, err)
+	}
+	r.mu.Lock()
 	r.byName[name] = t
 	r.byID[t.id] = t
+	r.mu.Unlock()
 	return t, nil
+}
+
+// check applies the rules of a creation that need no lookup.
+func (r *topicRegistry) check(name string, partitions int32) error {
+	switch {
+	case !validTopicName(name):
+		return errTopicName
+	case partitions <= 0:
+		return errPartitions
+	case partitions > r.maxPartitions:
+		return errPartitionsMax
+	}
+	return nil
+}
+
+// restore adds a topic loaded from the store, with its ID.
+func (r *topicRegistry) restore(rec *coordinator.TopicRecord) error {
+	if !validTopicName(rec.Name) || rec.Partitions <= 0 || rec.ID == (coordinator.TopicID{}) {
+		return fmt.Errorf("invalid topic record: %d partitions, ID %x", rec.Partitions, rec.ID)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, dup := r.byID[rec.ID]; dup {
+		return fmt.Errorf("topic ID %x is taken", rec.ID)
+	}
+	t := &topic{name: rec.Name, id: rec.ID, partitions: rec.Partitions}
+	r.byName[t.name] = t
+	r.byID[t.id] = t
+	return nil
+}
+
+// record is t's durable form.
+func (t *topic) record() *coordinator.TopicRecord {
+	return &coordinator.TopicRecord{Name: t.name, ID: t.id, Partitions: t.partitions}
 }
 
 // metadataPartitions lists the topic's partitions for Metadata, all led by
