@@ -2,24 +2,29 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
 	"github.com/tenure-dev/tenure/assignor"
 	"github.com/tenure-dev/tenure/coordinator/server"
 	"github.com/tenure-dev/tenure/coordinator/store"
+	"github.com/tenure-dev/tenure/coordinator/store/etcdstore"
 )
 
 // serveCommand is `tenure serve`: the coordinator on the network.
@@ -59,7 +64,7 @@ func setupServe(fs *flag.FlagSet) func(ctx context.Context, args []string) error
 		idleTimeout   = fs.Duration("idle-timeout", def.IdleTimeout, "close a connection silent this long with nothing pending (Kafka connections.max.idle.ms)")
 		writeTimeout  = fs.Duration("write-timeout", def.WriteTimeout, "close a connection whose client does not read its responses for this long")
 		groupMetrics  = fs.Bool("per-group-metrics", def.PerGroupMetrics, "export generation, members and unowned partitions per group (three series per group)")
-		storeKind     = fs.String("store", "memory", "where group state is persisted: memory (not durable: lost when the process exits)")
+		storeFlags    = addStoreFlags(fs)
 		logLevel      = fs.String("log-level", "info", "log `level`: debug, info, warn or error")
 	)
 	return func(ctx context.Context, args []string) error {
@@ -99,17 +104,27 @@ func setupServe(fs *flag.FlagSet) func(ctx context.Context, args []string) error
 			}
 			cfg.Core.Assignors = append(cfg.Core.Assignors, a)
 		}
-		switch *storeKind {
-		case "memory":
-			cfg.Store = store.NewMemory()
-		default:
-			return usagef("unknown store %q (known: memory)", *storeKind)
+		if err := storeFlags.validate(); err != nil {
+			return err
 		}
-		defer cfg.Store.Close()
+		// Everything but the store is checked before the store opens: an
+		// embedded etcd takes a second to start and creates its data
+		// directory.
+		probe := cfg
+		probe.Store = store.NewMemory()
+		if err := probe.Validate(); err != nil {
+			return usagef("%v", err)
+		}
 
 		reg := prometheus.NewRegistry()
 		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 		cfg.Registerer = reg
+		st, closeStore, err := storeFlags.open(ctx, log, reg)
+		if err != nil {
+			return err
+		}
+		defer closeStore()
+		cfg.Store = st
 		if err := cfg.Validate(); err != nil {
 			return usagef("%v", err)
 		}
@@ -117,7 +132,7 @@ func setupServe(fs *flag.FlagSet) func(ctx context.Context, args []string) error
 		if err != nil {
 			return err
 		}
-		if *storeKind == "memory" {
+		if storeFlags.kind == "memory" {
 			log.Warn("group state is kept in memory only: generations, assignments and offsets are lost when this process exits, so fencing tokens restart from zero")
 		}
 
@@ -175,4 +190,164 @@ func serveMetrics(addr string, reg *prometheus.Registry, log *zap.Logger) (stop 
 		srv.Shutdown(ctx)
 		<-done
 	}, nil
+}
+
+// storeFlags choose the store and how to reach it.
+type storeFlags struct {
+	kind        string
+	dataDir     string
+	endpoints   string
+	caCert      string
+	cert        string
+	key         string
+	username    string
+	password    string
+	prefix      string
+	maxTxnOps   int
+	dialTimeout time.Duration
+}
+
+func addStoreFlags(fs *flag.FlagSet) *storeFlags {
+	f := &storeFlags{}
+	fs.StringVar(&f.kind, "store", "etcd", "where group state is persisted: etcd (durable; an embedded etcd in --data-dir unless --etcd-endpoints is given) or memory (not durable: lost when the process exits)")
+	fs.StringVar(&f.dataDir, "data-dir", "./tenure-data", "`directory` of the embedded etcd's data, created if missing")
+	fs.StringVar(&f.endpoints, "etcd-endpoints", "", "comma-separated client `URLs` of an etcd cluster to use instead of the embedded one")
+	fs.StringVar(&f.caCert, "etcd-cacert", "", "CA certificates `file` to verify the etcd servers with (default with https endpoints: the system's roots)")
+	fs.StringVar(&f.cert, "etcd-cert", "", "client certificate `file` for etcd (with --etcd-key)")
+	fs.StringVar(&f.key, "etcd-key", "", "client key `file` for etcd (with --etcd-cert)")
+	fs.StringVar(&f.username, "etcd-username", "", "etcd user `name`")
+	fs.StringVar(&f.password, "etcd-password", "", "etcd user's `password` (prefer TENURE_ETCD_PASSWORD: a flag shows in the process list)")
+	fs.StringVar(&f.prefix, "etcd-prefix", etcdstore.DefaultPrefix, "`prefix` of tenure's keys in etcd")
+	fs.IntVar(&f.maxTxnOps, "max-txn-ops", 0, "most operations in one etcd transaction, at most the server's --max-txn-ops (default: 128, etcd's default, with --etcd-endpoints; 10000 with the embedded etcd, which is started with that limit)")
+	fs.DurationVar(&f.dialTimeout, "etcd-dial-timeout", 5*time.Second, "how long to wait for a connection to --etcd-endpoints at start-up")
+	return f
+}
+
+// etcdStartTimeout bounds starting the embedded etcd and opening the
+// store.
+const etcdStartTimeout = 30 * time.Second
+
+func (f *storeFlags) validate() error {
+	switch f.kind {
+	case "memory", "etcd":
+	default:
+		return usagef("unknown store %q (known: etcd, memory)", f.kind)
+	}
+	if f.kind == "etcd" && f.endpoints == "" && f.dataDir == "" {
+		return usagef("--data-dir is empty: the embedded etcd needs a directory")
+	}
+	if (f.cert == "") != (f.key == "") {
+		return usagef("--etcd-cert and --etcd-key go together")
+	}
+	if f.maxTxnOps != 0 && f.maxTxnOps < etcdstore.MinTxnOps {
+		return usagef("--max-txn-ops %d is below %d", f.maxTxnOps, etcdstore.MinTxnOps)
+	}
+	if f.dialTimeout <= 0 {
+		return usagef("--etcd-dial-timeout %v must be positive", f.dialTimeout)
+	}
+	return nil
+}
+
+// open opens the chosen store; closeStore closes it and stops what it
+// started.
+func (f *storeFlags) open(ctx context.Context, log *zap.Logger, reg prometheus.Registerer) (st store.Store, closeStore func(), err error) {
+	if f.kind == "memory" {
+		m := store.NewMemory()
+		return m, func() { m.Close() }, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, etcdStartTimeout)
+	defer cancel()
+	var closers []func()
+	closeAll := func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i]()
+		}
+	}
+	opts := []etcdstore.Opt{etcdstore.Prefix(f.prefix), etcdstore.Logger(log), etcdstore.Registerer(reg)}
+	var cli *clientv3.Client
+	if f.endpoints == "" {
+		e, err := etcdstore.StartEmbedded(ctx, f.dataDir, log)
+		if err != nil {
+			return nil, nil, err
+		}
+		closers = append(closers, func() { e.Close() })
+		cli = e.Client()
+		opts = append(opts, e.StoreOpts()...)
+	} else {
+		cli, err = f.client(log)
+		if err != nil {
+			return nil, nil, err
+		}
+		closers = append(closers, func() { cli.Close() })
+	}
+	if f.maxTxnOps > 0 {
+		opts = append(opts, etcdstore.MaxTxnOps(f.maxTxnOps))
+	}
+	s, err := etcdstore.New(ctx, cli, opts...)
+	if err != nil {
+		closeAll()
+		if errors.Is(err, etcdstore.ErrInvalidOption) {
+			return nil, nil, usagef("%v", err)
+		}
+		return nil, nil, err
+	}
+	closers = append(closers, func() { s.Close() })
+	return s, closeAll, nil
+}
+
+// client connects to the external etcd cluster.
+func (f *storeFlags) client(log *zap.Logger) (*clientv3.Client, error) {
+	endpoints := strings.Split(f.endpoints, ",")
+	secure := f.caCert != "" || f.cert != ""
+	for i, ep := range endpoints {
+		endpoints[i] = strings.TrimSpace(ep)
+		secure = secure || strings.HasPrefix(endpoints[i], "https://")
+	}
+	clog := log.Named("etcd-client")
+	if clog.Core().Enabled(zapcore.InfoLevel) {
+		// The client is chatty at info; zap complains if the level is
+		// already above warn, hence the test.
+		clog = clog.WithOptions(zap.IncreaseLevel(zapcore.WarnLevel))
+	}
+	cfg := clientv3.Config{
+		Endpoints:   endpoints,
+		DialTimeout: f.dialTimeout,
+		Username:    f.username,
+		Password:    f.password,
+		Logger:      clog,
+	}
+	if secure {
+		tc, err := f.tlsConfig()
+		if err != nil {
+			return nil, err
+		}
+		cfg.TLS = tc
+	}
+	cli, err := clientv3.New(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("etcd %s: %w", f.endpoints, err)
+	}
+	return cli, nil
+}
+
+func (f *storeFlags) tlsConfig() (*tls.Config, error) {
+	tc := &tls.Config{MinVersion: tls.VersionTLS12}
+	if f.caCert != "" {
+		pem, err := os.ReadFile(f.caCert)
+		if err != nil {
+			return nil, fmt.Errorf("--etcd-cacert: %w", err)
+		}
+		tc.RootCAs = x509.NewCertPool()
+		if !tc.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("--etcd-cacert: no PEM certificate in %s", f.caCert)
+		}
+	}
+	if f.cert != "" {
+		pair, err := tls.LoadX509KeyPair(f.cert, f.key)
+		if err != nil {
+			return nil, fmt.Errorf("--etcd-cert/--etcd-key: %w", err)
+		}
+		tc.Certificates = []tls.Certificate{pair}
+	}
+	return tc, nil
 }

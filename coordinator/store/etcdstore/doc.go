@@ -1,0 +1,24 @@
+// Package etcdstore is the durable store.Store of tenure: the latest record
+// of every entity (a topic, a group, a member, a member's assignment, a
+// committed offset) under one etcd key each, overwritten in place, so that
+// it holds exactly what a coordinator.RecordSet holds.
+//
+// New opens a store on any etcd cluster; StartEmbedded runs a
+// single-member etcd in this process for a tenure that runs alone.
+//
+// Persist writes a batch of records as a few transactions, in order, each
+// guarded (Guard, for fail-over) and fenced, so that a write that fails
+// with an unknown outcome cannot land after Persist returned (fence.go).
+// Load and LoadGroup read the records back in load order with
+// linearizable, paginated reads at one revision.
+//
+// docs/STORE.md describes the key layout, the value encoding, the sizes,
+// compaction and the fence, for operators.
+//
+// Metrics, when a Registerer is given:
+//
+//	tenure_store_write_seconds   histogram: time of one write transaction
+//	tenure_store_txn_records     histogram: records in one write transaction
+//	tenure_store_txn_bytes       histogram: estimated bytes of one write transaction
+//	tenure_store_errors_total    counter by op: persist, load, load_group, fence
+package etcdstore

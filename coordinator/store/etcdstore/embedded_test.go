@@ -1,0 +1,156 @@
+package etcdstore_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/tenure-dev/tenure/coordinator"
+	"github.com/tenure-dev/tenure/coordinator/store/etcdstore"
+	"github.com/tenure-dev/tenure/internal/testenv"
+)
+
+// childDirEnv makes the test binary an embedded etcd with a store in the
+// directory it names (embeddedChild), for TestEmbeddedKill9.
+const childDirEnv = "TENURE_ETCDSTORE_CHILD_DIR"
+
+// childRecords is what the child persists before it says so.
+func childRecords() []coordinator.Record {
+	return append([]coordinator.Record{&coordinator.GroupRecord{Group: "g", Type: coordinator.Consumer, Epoch: 42}}, offsets("g", 64)...)
+}
+
+// embeddedChild starts an embedded etcd in dir, persists childRecords,
+// prints "persisted" and waits to be killed.
+func embeddedChild(dir string) int {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	e, err := etcdstore.StartEmbedded(ctx, dir, zap.NewNop())
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	s, err := etcdstore.New(ctx, e.Client(), e.StoreOpts()...)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if err := s.Persist(ctx, childRecords()); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	fmt.Println("persisted")
+	<-ctx.Done()
+	return 1
+}
+
+// startEmbedded starts an embedded etcd in dir, stopped when t ends.
+func startEmbedded(t *testing.T, dir string, log *zap.Logger) *etcdstore.Embedded {
+	t.Helper()
+	e, err := etcdstore.StartEmbedded(testenv.Context(t), dir, log)
+	if err != nil {
+		t.Fatalf("StartEmbedded: %v", err)
+	}
+	t.Cleanup(func() { e.Close() })
+	return e
+}
+
+func TestEmbeddedRestart(t *testing.T) {
+	dir := t.TempDir() + "/data" // created by StartEmbedded
+	core, logs := observer.New(zapcore.InfoLevel)
+	e := startEmbedded(t, dir, zap.New(core))
+	if logs.FilterMessage("embedded etcd started").FilterField(zap.String("data_dir", dir)).Len() != 1 {
+		t.Errorf("no start-up log naming the data dir; logs: %v", logs.All())
+	}
+	s := openOn(t, e.Client(), e.StoreOpts()...)
+	recs := fullRecords()
+	persist(t, s, recs...)
+	s.Close()
+	if err := e.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	for _, l := range logs.FilterLevelExact(zapcore.ErrorLevel).All() {
+		t.Errorf("error logged by a normal start and stop: %s %v", l.Message, l.ContextMap())
+	}
+
+	e = startEmbedded(t, dir, testLogger(t))
+	s = openOn(t, e.Client(), e.StoreOpts()...)
+	if got, want := render(load(t, s), true), render(recs, true); got != want {
+		t.Fatalf("after a restart:\n%swant:\n%s", got, want)
+	}
+}
+
+// TestEmbeddedSideBySide runs two servers at once, and writes through one
+// what only the raised limits allow: 8,000 records of 600 bytes, about 5
+// MB, in one transaction.
+func TestEmbeddedSideBySide(t *testing.T) {
+	a := startEmbedded(t, t.TempDir(), testLogger(t))
+	b := startEmbedded(t, t.TempDir(), testLogger(t))
+	if a.Endpoint() == b.Endpoint() {
+		t.Fatalf("both servers at %s", a.Endpoint())
+	}
+	sa := openOn(t, a.Client(), a.StoreOpts()...)
+	sb := openOn(t, b.Client(), b.StoreOpts()...)
+	md := strings.Repeat("m", 600)
+	var big []coordinator.Record
+	for i := range 8000 {
+		big = append(big, &coordinator.OffsetRecord{Group: "a", Topic: fmt.Sprint("t", i/1000), Partition: int32(i % 1000), Metadata: &md})
+	}
+	persist(t, sa, big...)
+	persist(t, sb, &coordinator.GroupRecord{Group: "b", Epoch: 1})
+	if got := len(load(t, sa)); got != len(big) {
+		t.Errorf("a holds %d records, want %d", got, len(big))
+	}
+	if got := render(load(t, sb), true); got != render([]coordinator.Record{&coordinator.GroupRecord{Group: "b", Epoch: 1}}, true) {
+		t.Errorf("b holds:\n%s", got)
+	}
+}
+
+// TestEmbeddedKill9 kills a process running an embedded etcd right after
+// a Persist returned, and finds the records in its data directory: fsync
+// is on, and the restart on the same directory (with other ports) works.
+func TestEmbeddedKill9(t *testing.T) {
+	dir := t.TempDir()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childDirEnv+"="+dir)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := bufio.NewScanner(out)
+	persisted := false
+	for !persisted && lines.Scan() {
+		persisted = lines.Text() == "persisted"
+	}
+	if err := cmd.Process.Kill(); err != nil { // SIGKILL
+		t.Fatal(err)
+	}
+	cmd.Wait()
+	if !persisted {
+		t.Fatal("the child did not persist")
+	}
+	e := startEmbedded(t, dir, testLogger(t))
+	s := openOn(t, e.Client(), e.StoreOpts()...)
+	set := coordinator.NewRecordSet()
+	for _, r := range childRecords() {
+		set.Apply(r)
+	}
+	if got, want := render(load(t, s), true), render(set.Records(), true); got != want {
+		t.Fatalf("after kill -9 and restart:\n%swant:\n%s", got, want)
+	}
+}

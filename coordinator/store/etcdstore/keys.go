@@ -1,0 +1,238 @@
+package etcdstore
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+)
+
+// The key layout, under the prefix p (docs/STORE.md):
+//
+//	p meta/format                         the store's format version
+//	p meta/fence                          the fence (fence.go)
+//	p topics/<name>                       TopicRecord
+//	p groups/<g>/group                    GroupRecord (a tombstone if deleted)
+//	p groups/<g>/members/<member>         MemberRecord
+//	p groups/<g>/assignments/<member>     AssignmentRecord
+//	p groups/<g>/offsets/<topic>/<part>   OffsetRecord
+//
+// Names are escaped (escape) so that no component holds a '/': a group's
+// keys are exactly those with its directory as prefix. Partitions are
+// decimal; Load sorts numerically, so "10" after "9" in etcd's byte order
+// does not matter.
+const (
+	metaDir    = "meta/"
+	formatKey  = metaDir + "format"
+	fenceKey   = metaDir + "fence"
+	topicsDir  = "topics/"
+	groupsDir  = "groups/"
+	groupLeaf  = "group"
+	membersDir = "members/"
+	assignDir  = "assignments/"
+	offsetsDir = "offsets/"
+)
+
+// keys builds and parses the keys of one prefix.
+type keys struct{ prefix string }
+
+func (k keys) format() string { return k.prefix + formatKey }
+func (k keys) fence() string  { return k.prefix + fenceKey }
+
+func (k keys) topic(name string) string { return k.prefix + topicsDir + escape(name) }
+
+// groupDir is the directory of every key of group g.
+func (k keys) groupDir(g string) string { return k.prefix + groupsDir + escape(g) + "/" }
+
+func (k keys) group(g string) string { return k.groupDir(g) + groupLeaf }
+
+func (k keys) member(g, id string) string { return k.groupDir(g) + membersDir + escape(id) }
+
+func (k keys) assignment(g, id string) string { return k.groupDir(g) + assignDir + escape(id) }
+
+func (k keys) offset(g, topic string, partition int32) string {
+	return k.groupDir(g) + offsetsDir + escape(topic) + "/" + strconv.FormatInt(int64(partition), 10)
+}
+
+// groupRest returns the ranges that hold every key of group g except its
+// GroupRecord: [dir, dir+"group") and (dir+"group", end of dir). A group
+// deletion deletes them and overwrites the GroupRecord with its tombstone,
+// so it is three operations, and never more whatever the layout grows.
+func (k keys) groupRest(g string) [2]keyRange {
+	dir := k.groupDir(g)
+	gk := dir + groupLeaf
+	return [2]keyRange{{dir, gk}, {gk + "\x00", prefixEnd(dir)}}
+}
+
+// keyRange is the keys in [start, end).
+type keyRange struct{ start, end string }
+
+func (r keyRange) contains(key string) bool { return key >= r.start && key < r.end }
+
+// prefixEnd returns the smallest key above every key with prefix p (p must
+// end in a byte below 0xff, which the prefixes here do: '/').
+func prefixEnd(p string) string {
+	b := []byte(p)
+	b[len(b)-1]++
+	return string(b)
+}
+
+// keyKind is what a key under the prefix holds.
+type keyKind uint8
+
+const (
+	kindMeta keyKind = iota + 1
+	kindTopic
+	kindGroup
+	kindMember
+	kindAssignment
+	kindOffset
+)
+
+// parsedKey is a key taken apart.
+type parsedKey struct {
+	kind      keyKind
+	group     string
+	name      string // topic (kindTopic, kindOffset) or member ID
+	partition int32
+}
+
+var errBadKey = errors.New("not a key of this layout")
+
+// parse takes apart a key under k.prefix.
+func (k keys) parse(key string) (parsedKey, error) {
+	rest, ok := strings.CutPrefix(key, k.prefix)
+	if !ok {
+		return parsedKey{}, errBadKey
+	}
+	if strings.HasPrefix(rest, metaDir) {
+		return parsedKey{kind: kindMeta}, nil
+	}
+	if name, ok := strings.CutPrefix(rest, topicsDir); ok {
+		n, err := unescape(name)
+		return parsedKey{kind: kindTopic, name: n}, err
+	}
+	rest, ok = strings.CutPrefix(rest, groupsDir)
+	if !ok {
+		return parsedKey{}, errBadKey
+	}
+	eg, rest, ok := strings.Cut(rest, "/")
+	if !ok {
+		return parsedKey{}, errBadKey
+	}
+	g, err := unescape(eg)
+	if err != nil {
+		return parsedKey{}, err
+	}
+	p := parsedKey{group: g}
+	switch {
+	case rest == groupLeaf:
+		p.kind = kindGroup
+		return p, nil
+	case strings.HasPrefix(rest, membersDir):
+		p.kind = kindMember
+		p.name, err = unescape(rest[len(membersDir):])
+	case strings.HasPrefix(rest, assignDir):
+		p.kind = kindAssignment
+		p.name, err = unescape(rest[len(assignDir):])
+	case strings.HasPrefix(rest, offsetsDir):
+		p.kind = kindOffset
+		et, part, ok := strings.Cut(rest[len(offsetsDir):], "/")
+		if !ok {
+			return parsedKey{}, errBadKey
+		}
+		if p.name, err = unescape(et); err != nil {
+			return parsedKey{}, err
+		}
+		n, perr := strconv.ParseInt(part, 10, 32)
+		// Only the canonical form: the key of a partition is unique.
+		if perr != nil || strconv.FormatInt(n, 10) != part {
+			return parsedKey{}, errBadKey
+		}
+		p.partition = int32(n)
+	default:
+		return parsedKey{}, errBadKey
+	}
+	return p, err
+}
+
+// escape makes a name one key component: bytes other than ASCII letters,
+// digits and "-._~" (RFC 3986's unreserved characters) become %XX with
+// upper-case hex. '%' is escaped too, so the mapping is injective, and
+// '/' is, so a component never holds one. Kafka's topic names and the
+// member IDs of stock clients are all unreserved characters, so their keys
+// read as the names do and sort as they do.
+func escape(s string) string {
+	n := 0
+	for i := 0; i < len(s); i++ {
+		if !unreserved(s[i]) {
+			n++
+		}
+	}
+	if n == 0 {
+		return s
+	}
+	b := make([]byte, 0, len(s)+2*n)
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if unreserved(c) {
+			b = append(b, c)
+			continue
+		}
+		b = append(b, '%', upperHex[c>>4], upperHex[c&15])
+	}
+	return string(b)
+}
+
+const upperHex = "0123456789ABCDEF"
+
+var errBadEscape = errors.New("not an escaped name")
+
+// unescape inverts escape. It accepts only escape's own output, so that
+// every name has exactly one key.
+func unescape(s string) (string, error) {
+	if !strings.Contains(s, "%") {
+		for i := 0; i < len(s); i++ {
+			if !unreserved(s[i]) {
+				return "", errBadEscape
+			}
+		}
+		return s, nil
+	}
+	b := make([]byte, 0, len(s))
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case unreserved(c):
+			b = append(b, c)
+		case c == '%' && i+2 < len(s):
+			hi, lo := unhex(s[i+1]), unhex(s[i+2])
+			if hi < 0 || lo < 0 {
+				return "", errBadEscape
+			}
+			d := byte(hi<<4 | lo)
+			if unreserved(d) {
+				return "", errBadEscape
+			}
+			b = append(b, d)
+			i += 2
+		default:
+			return "", errBadEscape
+		}
+	}
+	return string(b), nil
+}
+
+func unreserved(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
+		c == '-' || c == '.' || c == '_' || c == '~'
+}
+
+func unhex(c byte) int {
+	switch {
+	case '0' <= c && c <= '9':
+		return int(c - '0')
+	case 'A' <= c && c <= 'F':
+		return int(c-'A') + 10
+	}
+	return -1
+}

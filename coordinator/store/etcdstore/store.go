@@ -1,0 +1,447 @@
+package etcdstore
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/tenure-dev/tenure/coordinator"
+	"github.com/tenure-dev/tenure/coordinator/store"
+)
+
+// formatVersion is the version of the key layout and value encoding that
+// this package writes, kept in <prefix>meta/format.
+const formatVersion = 1
+
+// ErrNewerFormat is returned by New for a prefix that a newer tenure has
+// written in a format this one does not know.
+var ErrNewerFormat = errors.New("etcdstore: the store's format is newer than this tenure's")
+
+// Store is a store.Store in etcd: one key per entity under a prefix, each
+// overwritten in place, so it holds what a coordinator.RecordSet holds.
+// It is safe for concurrent use; writes are serialized.
+type Store struct {
+	cli     *clientv3.Client
+	cfg     cfg
+	keys    keys
+	self    fenceValue
+	metrics *metrics
+
+	// wmu serializes writes and guards fence.
+	wmu   sync.Mutex
+	fence fenceState
+	// unsettled mirrors fence.unsettled for loads, which do not take wmu
+	// unless it is set.
+	unsettled atomic.Bool
+
+	lifeMu      sync.RWMutex
+	closed      bool
+	inflight    sync.WaitGroup
+	closeCtx    context.Context
+	closeCancel context.CancelFunc
+}
+
+var _ store.Store = (*Store)(nil)
+
+// New opens the store under the prefix (default "/tenure/") of cli's
+// cluster. It creates the format key if the prefix is new, refuses a
+// prefix of a newer format (ErrNewerFormat), and takes the fence over:
+// from now on, a store opened earlier on the prefix writes nothing (see
+// fence.go). cli stays the caller's: Close does not close it.
+func New(ctx context.Context, cli *clientv3.Client, opts ...Opt) (*Store, error) {
+	c := defaultCfg()
+	for _, o := range opts {
+		o.apply(&c)
+	}
+	if err := c.validate(); err != nil {
+		return nil, err
+	}
+	self, err := newFenceValue()
+	if err != nil {
+		return nil, fmt.Errorf("etcdstore: store ID: %w", err)
+	}
+	s := &Store{cli: cli, cfg: c, keys: keys{c.prefix}, self: self}
+	if err := s.checkFormat(ctx); err != nil {
+		return nil, err
+	}
+	resp, err := cli.Txn(ctx).If(c.guard...).Then(clientv3.OpPut(s.keys.fence(), self.encode())).Commit()
+	if err != nil {
+		return nil, fmt.Errorf("etcdstore: taking the fence %q: %w", s.keys.fence(), err)
+	}
+	if !resp.Succeeded {
+		return nil, ErrGuardFailed
+	}
+	s.fence.rev = resp.Header.Revision
+	if s.metrics, err = newMetrics(c.reg); err != nil {
+		return nil, fmt.Errorf("etcdstore: metrics: %w", err)
+	}
+	s.closeCtx, s.closeCancel = context.WithCancel(context.Background())
+	c.log.Info("etcd store opened", zap.Strings("endpoints", cli.Endpoints()), zap.String("prefix", c.prefix),
+		zap.String("store_id", self.ID), zap.Int64("fence_revision", s.fence.rev),
+		zap.Int("max_txn_ops", c.maxTxnOps), zap.Int("max_txn_bytes", c.maxTxnBytes))
+	return s, nil
+}
+
+// checkFormat reads the format key, creating it on a new prefix.
+func (s *Store) checkFormat(ctx context.Context) error {
+	key := s.keys.format()
+	resp, err := s.cli.Get(ctx, key)
+	if err != nil {
+		return fmt.Errorf("etcdstore: reading %q: %w", key, err)
+	}
+	if len(resp.Kvs) == 0 {
+		cmps := append(slices.Clip(s.cfg.guard), clientv3.Compare(clientv3.CreateRevision(key), "=", 0))
+		tr, err := s.cli.Txn(ctx).If(cmps...).
+			Then(clientv3.OpPut(key, strconv.Itoa(formatVersion))).
+			Else(clientv3.OpGet(key)).Commit()
+		if err != nil {
+			return fmt.Errorf("etcdstore: creating %q: %w", key, err)
+		}
+		if tr.Succeeded {
+			s.cfg.log.Info("etcd store: new prefix", zap.String("prefix", s.cfg.prefix), zap.Int("format", formatVersion))
+			return nil
+		}
+		rr := tr.Responses[0].GetResponseRange()
+		if rr == nil || len(rr.Kvs) == 0 {
+			return ErrGuardFailed
+		}
+		resp.Kvs = rr.Kvs // another store created it meanwhile
+	}
+	v, err := strconv.Atoi(string(resp.Kvs[0].Value))
+	switch {
+	case err != nil || v < 1:
+		return fmt.Errorf("etcdstore: key %q holds %q, not a format version", key, resp.Kvs[0].Value)
+	case v > formatVersion:
+		return fmt.Errorf("%w: prefix %q has format %d, this tenure knows up to %d", ErrNewerFormat, s.cfg.prefix, v, formatVersion)
+	}
+	return nil
+}
+
+// begin starts an operation: it fails after Close, and ends the returned
+// context when Close is called.
+func (s *Store) begin(ctx context.Context) (context.Context, func(), error) {
+	s.lifeMu.RLock()
+	if s.closed {
+		s.lifeMu.RUnlock()
+		return nil, nil, store.ErrClosed
+	}
+	s.inflight.Add(1)
+	s.lifeMu.RUnlock()
+	ctx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(s.closeCtx, func() { cancel(store.ErrClosed) })
+	return ctx, func() {
+		stop()
+		cancel(nil)
+		s.inflight.Done()
+	}, nil
+}
+
+// Persist implements store.Store: the records become write transactions
+// (txn.go), each guarded and fenced (fence.go), applied one after the
+// other. A batch with a record of an unknown type writes nothing.
+func (s *Store) Persist(ctx context.Context, recs []coordinator.Record) (err error) {
+	if err := store.Check(recs); err != nil {
+		return err
+	}
+	ctx, end, err := s.begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer end()
+	if len(recs) == 0 {
+		return nil
+	}
+	txns := s.keys.plan(recs, s.cfg.maxTxnOps, s.cfg.maxTxnBytes)
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	defer func() {
+		if err != nil {
+			s.metrics.failed(opPersist, err)
+		}
+	}()
+	if s.fence.fencedBy != nil {
+		return s.fencedErr()
+	}
+	if s.fence.unsettled {
+		fctx, cancel := s.fenceCtx(ctx)
+		err := s.settle(fctx)
+		cancel()
+		s.unsettled.Store(s.fence.unsettled)
+		if err != nil {
+			return err
+		}
+	}
+	for i, t := range txns {
+		if err := s.commit(ctx, t); err != nil {
+			s.cfg.log.Warn("etcd store: persist failed", zap.Int("txn", i+1), zap.Int("txns", len(txns)),
+				zap.Int("records", len(recs)), zap.Error(err))
+			return fmt.Errorf("etcdstore: transaction %d of %d (%d records): %w", i+1, len(txns), t.records, err)
+		}
+	}
+	return nil
+}
+
+// fenceCtx is the context of a fence move after a failed write: detached
+// from ctx, whose deadline is often what failed, but bounded by
+// FenceTimeout and ended by Close.
+func (s *Store) fenceCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.fenceTimeout)
+	stop := context.AfterFunc(s.closeCtx, cancel)
+	return fctx, func() {
+		stop()
+		cancel()
+	}
+}
+
+// maxFenceMoves bounds how often one write adopts a fence that its own
+// late moves shifted, in case something keeps moving it.
+const maxFenceMoves = 3
+
+// commit writes one planned transaction. Holds wmu.
+func (s *Store) commit(ctx context.Context, t *plannedTxn) error {
+	ops := t.clientOps()
+	for range maxFenceMoves {
+		start := time.Now()
+		resp, err := s.cli.Txn(ctx).If(s.writeCmps()...).Then(ops...).
+			Else(clientv3.OpGet(s.keys.fence())).Commit()
+		s.metrics.txn(time.Since(start).Seconds(), t.records, t.bytes)
+		if err != nil {
+			if knownRejection(err) {
+				return fmt.Errorf("rejected by etcd, nothing written: %w", err)
+			}
+			s.fence.unsettled = true
+			s.unsettled.Store(true)
+			fctx, cancel := s.fenceCtx(ctx)
+			serr := s.settle(fctx)
+			cancel()
+			s.unsettled.Store(s.fence.unsettled)
+			switch {
+			case errors.Is(serr, ErrUnsettled):
+				return fmt.Errorf("outcome unknown: %w; %w", err, serr)
+			case serr != nil:
+				return fmt.Errorf("outcome unknown at first, final since: %w; %w", err, serr)
+			}
+			return fmt.Errorf("outcome unknown at first, fenced since, so final: %w", err)
+		}
+		if resp.Succeeded {
+			return nil
+		}
+		rev, v, ok := readFence(resp)
+		switch {
+		case !ok:
+			return errors.New("etcdstore: unexpected response to a failed comparison")
+		case rev == s.fence.rev:
+			return ErrGuardFailed
+		}
+		if err := s.moved(rev, v); err != nil {
+			return err
+		}
+	}
+	return errors.New("etcdstore: the fence keeps moving")
+}
+
+// readable makes sure a load sees final outcomes: it settles a write of
+// unknown outcome first.
+func (s *Store) readable(ctx context.Context) error {
+	if !s.unsettled.Load() {
+		return nil
+	}
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	err := s.settle(ctx)
+	s.unsettled.Store(s.fence.unsettled)
+	if errors.Is(err, ErrGuardFailed) || errors.Is(err, ErrFenced) {
+		return nil // settled all the same
+	}
+	return err
+}
+
+// maxLoadAttempts bounds the restarts of a load whose revision was
+// compacted between its pages.
+const maxLoadAttempts = 3
+
+// Load implements store.Store. It reads the whole prefix at one revision,
+// in pages.
+func (s *Store) Load(ctx context.Context) ([]coordinator.Record, error) {
+	recs, err := s.load(ctx, s.cfg.prefix, "", false)
+	s.metrics.failed(opLoad, err)
+	return recs, err
+}
+
+// LoadGroup implements store.Store.
+func (s *Store) LoadGroup(ctx context.Context, group string) ([]coordinator.Record, error) {
+	recs, err := s.load(ctx, s.keys.groupDir(group), group, true)
+	s.metrics.failed(opLoadGroup, err)
+	return recs, err
+}
+
+// load reads dir: the whole prefix, or one group's directory (oneGroup).
+func (s *Store) load(ctx context.Context, dir, group string, oneGroup bool) ([]coordinator.Record, error) {
+	ctx, end, err := s.begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer end()
+	if err := s.readable(ctx); err != nil {
+		return nil, err
+	}
+	for attempt := 1; ; attempt++ {
+		c := newCollected()
+		err := s.scan(ctx, dir, c)
+		if errors.Is(err, rpctypes.ErrCompacted) && attempt < maxLoadAttempts {
+			s.cfg.log.Warn("etcd store: load outran compaction; starting again", zap.String("dir", dir), zap.Error(err))
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if !oneGroup {
+			return c.records(), nil
+		}
+		if len(c.topics) > 0 || len(c.groups) > 1 || (len(c.groups) == 1 && c.groups[group] == nil) {
+			return nil, fmt.Errorf("etcdstore: a key under %q is not of group %q", dir, group)
+		}
+		return c.records(), nil
+	}
+}
+
+// scan reads every key under dir in pages, all at the first page's
+// revision, so that the result is one consistent state.
+func (s *Store) scan(ctx context.Context, dir string, c *collected) error {
+	end := prefixEnd(dir)
+	key := dir
+	var rev int64
+	for {
+		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(int64(s.cfg.pageSize))}
+		if rev != 0 {
+			opts = append(opts, clientv3.WithRev(rev))
+		}
+		resp, err := s.cli.Get(ctx, key, opts...)
+		if err != nil {
+			return fmt.Errorf("etcdstore: reading %q: %w", dir, err)
+		}
+		if rev == 0 {
+			rev = resp.Header.Revision
+		}
+		for _, kv := range resp.Kvs {
+			if err := c.add(s.keys, string(kv.Key), kv.Value); err != nil {
+				return fmt.Errorf("etcdstore: key %q: %w", kv.Key, err)
+			}
+		}
+		if !resp.More || len(resp.Kvs) == 0 {
+			return nil
+		}
+		key = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+	}
+}
+
+// collected is what a scan found, by group.
+type collected struct {
+	topics []*coordinator.TopicRecord
+	groups map[string]*groupRecords
+}
+
+type groupRecords struct {
+	group       *coordinator.GroupRecord
+	members     []*coordinator.MemberRecord
+	assignments []*coordinator.AssignmentRecord
+	offsets     []*coordinator.OffsetRecord
+}
+
+func newCollected() *collected { return &collected{groups: make(map[string]*groupRecords)} }
+
+func (c *collected) add(k keys, key string, val []byte) error {
+	pk, err := k.parse(key)
+	if err != nil {
+		return err
+	}
+	if pk.kind == kindMeta {
+		return nil
+	}
+	r, err := decodeValue(pk, val)
+	if err != nil {
+		return err
+	}
+	if t, ok := r.(*coordinator.TopicRecord); ok {
+		c.topics = append(c.topics, t)
+		return nil
+	}
+	g := c.groups[pk.group]
+	if g == nil {
+		g = &groupRecords{}
+		c.groups[pk.group] = g
+	}
+	switch r := r.(type) {
+	case *coordinator.GroupRecord:
+		g.group = r
+	case *coordinator.MemberRecord:
+		g.members = append(g.members, r)
+	case *coordinator.AssignmentRecord:
+		g.assignments = append(g.assignments, r)
+	case *coordinator.OffsetRecord:
+		g.offsets = append(g.offsets, r)
+	}
+	return nil
+}
+
+// records returns the records in RecordSet's load order. Escaped keys do
+// not sort as the names do in general, nor decimal partitions as numbers,
+// so everything is sorted here.
+func (c *collected) records() []coordinator.Record {
+	var out []coordinator.Record
+	slices.SortFunc(c.topics, func(a, b *coordinator.TopicRecord) int { return cmp.Compare(a.Name, b.Name) })
+	for _, t := range c.topics {
+		out = append(out, t)
+	}
+	for _, name := range slices.Sorted(maps.Keys(c.groups)) {
+		g := c.groups[name]
+		if g.group != nil {
+			out = append(out, g.group)
+		}
+		slices.SortFunc(g.members, func(a, b *coordinator.MemberRecord) int { return cmp.Compare(a.MemberID, b.MemberID) })
+		for _, m := range g.members {
+			out = append(out, m)
+		}
+		slices.SortFunc(g.assignments, func(a, b *coordinator.AssignmentRecord) int { return cmp.Compare(a.MemberID, b.MemberID) })
+		for _, a := range g.assignments {
+			out = append(out, a)
+		}
+		slices.SortFunc(g.offsets, func(a, b *coordinator.OffsetRecord) int {
+			return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
+		})
+		for _, o := range g.offsets {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// Close implements store.Store: calls in flight end (a write among them
+// with an unknown outcome; the next store opened on the prefix fences it),
+// later calls fail with store.ErrClosed, and the metrics are unregistered.
+// It does not close the client, which is the caller's.
+func (s *Store) Close() error {
+	s.lifeMu.Lock()
+	if s.closed {
+		s.lifeMu.Unlock()
+		return nil
+	}
+	s.closed = true
+	s.lifeMu.Unlock()
+	s.closeCancel()
+	s.inflight.Wait()
+	s.metrics.unregister()
+	s.cfg.log.Info("etcd store closed", zap.String("prefix", s.cfg.prefix), zap.String("store_id", s.self.ID))
+	return nil
+}

@@ -1,0 +1,192 @@
+package etcdstore
+
+import (
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/tenure-dev/tenure/coordinator"
+)
+
+// A batch of records becomes a list of write transactions, applied in
+// order. Within one, etcd rejects two operations on one key and a put into
+// a range that is deleted ("duplicate key given in txn request",
+// checkIntervals in etcd's v3rpc/key.go, whatever the order), so the
+// planner folds operations as RecordSet would apply them:
+//
+//   - a write of a key already written in the transaction replaces that
+//     write in place (the last record wins);
+//   - a range deletion drops the transaction's writes of keys in the range
+//     (it would delete them anyway), and a deletion of a key in a range
+//     the transaction deletes is dropped (the key is gone already);
+//   - a put into a range the transaction deletes starts the next
+//     transaction, which runs after the deletion.
+//
+// A record's operations never straddle two transactions, so a batch cut
+// short by an error has written a prefix of its records, as store.Store
+// requires. A transaction ends before it would exceed MaxTxnOps operations
+// or MaxTxnBytes bytes.
+
+// opOverhead approximates an operation's framing in the request (tags,
+// lengths, the RequestOp wrapper) beyond its key and value.
+const opOverhead = 16
+
+type writeOp struct {
+	key  string
+	end  string // a range deletion's end; "" for one key
+	val  []byte
+	put  bool
+	dead bool // folded away
+}
+
+func (o *writeOp) size() int { return len(o.key) + len(o.end) + len(o.val) + opOverhead }
+
+// plannedTxn is one transaction's operations.
+type plannedTxn struct {
+	ops     []writeOp
+	index   map[string]int // the single-key operations by key
+	ranges  []keyRange
+	live    int // ops not folded away
+	bytes   int
+	records int
+}
+
+func newPlannedTxn() *plannedTxn { return &plannedTxn{index: make(map[string]int)} }
+
+func (t *plannedTxn) inDeletedRange(key string) bool {
+	for _, r := range t.ranges {
+		if r.contains(key) {
+			return true
+		}
+	}
+	return false
+}
+
+func (t *plannedTxn) add(o writeOp) {
+	switch {
+	case o.end != "":
+		r := keyRange{o.key, o.end}
+		for _, have := range t.ranges {
+			if have == r {
+				return
+			}
+		}
+		for i := range t.ops {
+			op := &t.ops[i]
+			if !op.dead && op.end == "" && r.contains(op.key) {
+				t.kill(i)
+			}
+		}
+		t.ranges = append(t.ranges, r)
+	case !o.put && t.inDeletedRange(o.key):
+		return
+	default:
+		if i, ok := t.index[o.key]; ok {
+			t.bytes += o.size() - t.ops[i].size()
+			t.ops[i] = o
+			return
+		}
+		t.index[o.key] = len(t.ops)
+	}
+	t.ops = append(t.ops, o)
+	t.live++
+	t.bytes += o.size()
+}
+
+func (t *plannedTxn) kill(i int) {
+	op := &t.ops[i]
+	op.dead = true
+	delete(t.index, op.key)
+	t.live--
+	t.bytes -= op.size()
+}
+
+// clientOps returns the transaction's operations for clientv3.
+func (t *plannedTxn) clientOps() []clientv3.Op {
+	out := make([]clientv3.Op, 0, t.live)
+	for i := range t.ops {
+		o := &t.ops[i]
+		switch {
+		case o.dead:
+		case o.put:
+			out = append(out, clientv3.OpPut(o.key, string(o.val)))
+		case o.end != "":
+			out = append(out, clientv3.OpDelete(o.key, clientv3.WithRange(o.end)))
+		default:
+			out = append(out, clientv3.OpDelete(o.key))
+		}
+	}
+	return out
+}
+
+// recordOps returns the operations that apply r, in RecordSet's terms.
+func (k keys) recordOps(r coordinator.Record) []writeOp {
+	put := func(key string) writeOp { return writeOp{key: key, val: encodeValue(r), put: true} }
+	del := func(key string) writeOp { return writeOp{key: key} }
+	switch r := r.(type) {
+	case *coordinator.GroupRecord:
+		if !r.Deleted {
+			return []writeOp{put(k.group(r.Group))}
+		}
+		rest := k.groupRest(r.Group)
+		return []writeOp{
+			{key: rest[0].start, end: rest[0].end},
+			{key: rest[1].start, end: rest[1].end},
+			put(k.group(r.Group)),
+		}
+	case *coordinator.MemberRecord:
+		if r.Deleted {
+			return []writeOp{del(k.member(r.Group, r.MemberID)), del(k.assignment(r.Group, r.MemberID))}
+		}
+		return []writeOp{put(k.member(r.Group, r.MemberID))}
+	case *coordinator.AssignmentRecord:
+		return []writeOp{put(k.assignment(r.Group, r.MemberID))}
+	case *coordinator.OffsetRecord:
+		key := k.offset(r.Group, r.Topic, r.Partition)
+		if r.Deleted {
+			return []writeOp{del(key)}
+		}
+		return []writeOp{put(key)}
+	case *coordinator.TopicRecord:
+		if r.Deleted {
+			return []writeOp{del(k.topic(r.Name))}
+		}
+		return []writeOp{put(k.topic(r.Name))}
+	}
+	return nil // store.Check admitted only the types above
+}
+
+// plan turns recs into transactions of at most maxOps operations and,
+// unless one record alone is larger, maxBytes bytes.
+func (k keys) plan(recs []coordinator.Record, maxOps, maxBytes int) []*plannedTxn {
+	var out []*plannedTxn
+	cur := newPlannedTxn()
+	for _, r := range recs {
+		ops := k.recordOps(r)
+		size, grow, conflict := 0, 0, false
+		for i := range ops {
+			o := &ops[i]
+			size += o.size()
+			switch _, dup := cur.index[o.key]; {
+			case o.put && cur.inDeletedRange(o.key):
+				conflict = true
+			case o.end == "" && (dup || cur.inDeletedRange(o.key)):
+				// Folds into an operation the transaction has.
+			default:
+				grow++
+			}
+		}
+		// grow and size are upper bounds: a range deletion may fold away
+		// more.
+		if cur.live > 0 && (conflict || cur.live+grow > maxOps || cur.bytes+size > maxBytes) {
+			out = append(out, cur)
+			cur = newPlannedTxn()
+		}
+		for _, o := range ops {
+			cur.add(o)
+		}
+		cur.records++
+	}
+	if cur.records > 0 {
+		out = append(out, cur)
+	}
+	return out
+}
