@@ -1,0 +1,193 @@
+package testenv
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Build builds the named packages of the module (or any main package the
+// module requires, such as the etcd server's) with the go command into a
+// directory that lives as long as tb, and returns the path of each binary,
+// in order. A binary is named after its package's last path element that
+// is not a major version ("go.etcd.io/etcd/server/v3" builds "server").
+func Build(tb testing.TB, pkgs ...string) []string {
+	tb.Helper()
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		tb.Fatalf("building test binaries needs the go command: %v", err)
+	}
+	dir := tb.TempDir()
+	var bins []string
+	for _, pkg := range pkgs {
+		name := path.Base(pkg)
+		if len(name) > 1 && name[0] == 'v' && strings.Trim(name[1:], "0123456789") == "" {
+			name = path.Base(path.Dir(pkg))
+		}
+		out := filepath.Join(dir, name)
+		if b, err := exec.Command(goBin, "build", "-o", out, pkg).CombinedOutput(); err != nil {
+			tb.Fatalf("go build %s: %v\n%s", pkg, err, b)
+		}
+		bins = append(bins, out)
+	}
+	return bins
+}
+
+// Process is a child process of a test: a server whose output is kept for
+// the test's failure message, and which can be killed without warning.
+type Process struct {
+	Name string
+	// Addr is the loopback address the process was given ({addr} in its
+	// arguments).
+	Addr string
+
+	cmd  *exec.Cmd
+	out  *lockedBuffer
+	done chan struct{} // closed once the process has exited
+	err  error         // Wait's result, once done
+}
+
+// Start starts bin with args, replacing "{addr}" in them with a free
+// loopback address, and waits until the process accepts connections on it.
+// A port taken between the check and the use is retried. The process is
+// stopped (SIGTERM, then SIGKILL) when tb ends, and its output logged if
+// tb failed.
+func Start(tb testing.TB, name, bin string, args ...string) *Process {
+	tb.Helper()
+	var lastErr error
+	for range 3 {
+		addr, err := FreeAddr()
+		if err != nil {
+			tb.Fatal(err)
+		}
+		p, err := StartOn(name, addr, bin, args...)
+		if err == nil {
+			tb.Cleanup(func() {
+				p.Stop()
+				if tb.Failed() {
+					tb.Logf("output of %s:\n%s", name, p.Output())
+				}
+			})
+			return p
+		}
+		lastErr = err
+	}
+	tb.Fatalf("start %s: %v", name, lastErr)
+	return nil
+}
+
+// StartOn starts bin as Start does, on a given address, and waits up to
+// 60 s for it to accept connections there. The caller stops it.
+func StartOn(name, addr, bin string, args ...string) (*Process, error) {
+	full := make([]string, len(args))
+	for i, a := range args {
+		full[i] = strings.ReplaceAll(a, "{addr}", addr)
+	}
+	p := &Process{Name: name, Addr: addr, out: &lockedBuffer{}, done: make(chan struct{})}
+	p.cmd = exec.Command(bin, full...)
+	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
+	if err := p.cmd.Start(); err != nil {
+		return nil, err
+	}
+	go func() {
+		p.err = p.cmd.Wait()
+		close(p.done)
+	}()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		select {
+		case <-p.done:
+			return nil, fmt.Errorf("%s exited: %v\n%s", name, p.err, p.out)
+		default:
+		}
+		if c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond); err == nil {
+			c.Close()
+			return p, nil
+		}
+		if time.Now().After(deadline) {
+			p.Kill()
+			return nil, fmt.Errorf("%s does not accept connections on %s\n%s", name, addr, p.out)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// FreeAddr returns a loopback address with a port nobody listens on.
+func FreeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+// Pid returns the process ID.
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
+// Output returns what the process wrote so far (its first MiB).
+func (p *Process) Output() string { return p.out.String() }
+
+// Kill sends SIGKILL, as `kill -9` does, and waits for the exit.
+func (p *Process) Kill() {
+	p.cmd.Process.Signal(syscall.SIGKILL)
+	<-p.done
+}
+
+// Signal sends sig (SIGSTOP and SIGCONT pause and resume the process).
+func (p *Process) Signal(sig os.Signal) error { return p.cmd.Process.Signal(sig) }
+
+// Stop sends SIGTERM and waits for the exit, with SIGKILL after 10 s.
+func (p *Process) Stop() {
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	p.cmd.Process.Signal(syscall.SIGCONT) // a paused process cannot exit
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(10 * time.Second):
+		p.Kill()
+	}
+}
+
+// Exited reports whether the process has exited.
+func (p *Process) Exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.b.Len() > 1<<20 {
+		return len(p), nil // keep the first MiB
+	}
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
