@@ -379,7 +379,7 @@ func (c *classicState) selectProtocol() string {
 	return best
 }
 
-// memberRecord is the durable form of m.
+// classicMemberRecord is the durable form of m.
 func (g *Group) classicMemberRecord(m *classicMember) *MemberRecord {
 	ps := make([]Protocol, len(m.protocols))
 	for i, p := range m.protocols {

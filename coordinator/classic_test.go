@@ -276,7 +276,7 @@ func classicCmdSync(e *testEnv, a *testArgs) string {
 	return e.step("sync "+label, label, req)
 }
 
-// parseAssignTopic parses TOPIC/P-Q or TOPIC/P.
+// classicParseTopic parses TOPIC/P-Q or TOPIC/P.
 func classicParseTopic(t *testing.T, s string) kmsg.ConsumerMemberAssignmentTopic {
 	topic, rng, ok := strings.Cut(s, "/")
 	if !ok {
@@ -466,7 +466,7 @@ func classicErrName(code int16) string {
 	return "error(" + strconv.Itoa(int(code)) + ")"
 }
 
-// roundTrip encodes r at its version and decodes it again: what a client
+// classicRoundTrip encodes r at its version and decodes it again: what a client
 // of that version receives.
 func classicRoundTrip[T kmsg.Response](r, fresh T) T {
 	fresh.SetVersion(r.GetVersion())
@@ -537,7 +537,7 @@ func renderClassicSync(r kmsg.Response) string {
 	return b.String()
 }
 
-// renderAssignment renders assignment bytes as their partitions when they
+// renderClassicAssignment renders assignment bytes as their partitions when they
 // decode as a ConsumerMemberAssignment, else as hex.
 func renderClassicAssignment(raw []byte) string {
 	if len(raw) == 0 {

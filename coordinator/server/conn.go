@@ -594,7 +594,7 @@ func (c *conn) finish(reason string, err error) {
 	}
 }
 
-// logConnClosed logs a closed connection at a level fitting the reason.
+// logClosed logs a closed connection at a level fitting the reason.
 func (c *conn) logClosed(log *zap.Logger, reason string, err error) {
 	fields := []zap.Field{zap.String("remote", c.addr), zap.String("reason", reason)}
 	if err != nil {

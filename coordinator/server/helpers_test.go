@@ -229,7 +229,7 @@ func fetchRequest(version int16, wait time.Duration, topic string, partitions ..
 	return req
 }
 
-// counterValue reads a counter or gauge of the test registry; labels are
+// metric reads a counter or gauge of the test registry; labels are
 // name/value pairs.
 func (ts *testServer) metric(t testing.TB, name string, labels ...string) float64 {
 	t.Helper()
