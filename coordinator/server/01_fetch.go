@@ -19,6 +19,19 @@ import (
 // UNKNOWN_TOPIC_OR_PARTITION for it. Incremental fetch sessions are not
 // kept: the session ID is always 0, and a request naming a session gets
 // FETCH_SESSION_ID_NOT_FOUND.
+
+func init() {
+	register(api{
+		key: 1, min: 0, max: 12,
+		aliasFree: true,
+		handle: func(s *Server, c *conn, sl *slot, _ time.Time) {
+			s.handleFetch(c, sl, sl.req.(*kmsg.FetchRequest))
+		},
+		errorResponse: fetchErrorResponse,
+		responseCode:  fetchResponseCode,
+	})
+}
+
 func (s *Server) handleFetch(c *conn, sl *slot, req *kmsg.FetchRequest) {
 	resp := emptyFetch(req, s.topics)
 	if req.Version >= 7 && req.SessionID != 0 {
@@ -70,5 +83,38 @@ func (c *conn) park(sl *slot, resp kmsg.Response, d time.Duration) {
 		return
 	}
 	seq := sl.seq
+	sl.held = resp
 	sl.timer = time.AfterFunc(d, func() { c.deliver(sl, resp, seq, true) })
+}
+
+// fetchErrorResponse refuses every partition of req with code, and the
+// whole request too from v7, where Fetch has a top-level code. No path
+// sends it today: a Fetch is answered or held, and a held one is answered
+// at shutdown with the answer it is held with.
+func fetchErrorResponse(req kmsg.Request, code int16) kmsg.Response {
+	resp := emptyFetch(req.(*kmsg.FetchRequest), nil)
+	resp.ErrorCode = code
+	for i := range resp.Topics {
+		for j := range resp.Topics[i].Partitions {
+			p := &resp.Topics[i].Partitions[j]
+			p.ErrorCode = code
+			p.HighWatermark, p.LastStableOffset, p.LogStartOffset = -1, -1, -1
+		}
+	}
+	return resp
+}
+
+func fetchResponseCode(resp kmsg.Response) int16 {
+	r := resp.(*kmsg.FetchResponse)
+	if r.ErrorCode != 0 {
+		return r.ErrorCode
+	}
+	for _, t := range r.Topics {
+		for _, p := range t.Partitions {
+			if p.ErrorCode != 0 {
+				return p.ErrorCode
+			}
+		}
+	}
+	return 0
 }

@@ -1,6 +1,8 @@
 package server
 
 import (
+	"time"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -12,6 +14,42 @@ import (
 // offset starts cleanly at 0. Leader epochs are -1: the server does not
 // serve OffsetForLeaderEpoch, so clients skip epoch validation. A partition
 // that does not exist is UNKNOWN_TOPIC_OR_PARTITION.
+
+func init() {
+	register(api{
+		key: 2, min: 0, max: 7,
+		aliasFree: true,
+		handle: func(s *Server, c *conn, sl *slot, _ time.Time) {
+			c.respond(sl, s.handleListOffsets(sl.req.(*kmsg.ListOffsetsRequest)))
+		},
+		errorResponse: func(req kmsg.Request, code int16) kmsg.Response {
+			resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
+			for _, rt := range req.(*kmsg.ListOffsetsRequest).Topics {
+				st := kmsg.NewListOffsetsResponseTopic()
+				st.Topic = rt.Topic
+				for _, rp := range rt.Partitions {
+					sp := kmsg.NewListOffsetsResponseTopicPartition()
+					sp.Partition = rp.Partition
+					sp.ErrorCode = code
+					st.Partitions = append(st.Partitions, sp)
+				}
+				resp.Topics = append(resp.Topics, st)
+			}
+			return resp
+		},
+		responseCode: func(resp kmsg.Response) int16 {
+			for _, t := range resp.(*kmsg.ListOffsetsResponse).Topics {
+				for _, p := range t.Partitions {
+					if p.ErrorCode != 0 {
+						return p.ErrorCode
+					}
+				}
+			}
+			return 0
+		},
+	})
+}
+
 func (s *Server) handleListOffsets(req *kmsg.ListOffsetsRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
 	for _, rt := range req.Topics {

@@ -21,7 +21,36 @@ import (
 // DefaultPartitions when the request allows auto-creation (implicit before
 // v4) and AutoCreateTopics is on; otherwise it is UNKNOWN_TOPIC_OR_PARTITION
 // (UNKNOWN_TOPIC_ID when asked by ID). A creation refused by a limit is
-// POLICY_VIOLATION, an invalid name INVALID_TOPIC_EXCEPTION.
+// POLICY_VIOLATION, an invalid name INVALID_TOPIC_EXCEPTION. v10+ carries
+// the topic IDs that KIP-848 clients need.
+
+func init() {
+	register(api{
+		key: 3, min: 0, max: 12,
+		aliasFree: true,
+		handle: func(s *Server, c *conn, sl *slot, now time.Time) {
+			c.respond(sl, s.handleMetadata(sl.req.(*kmsg.MetadataRequest), now))
+		},
+		errorResponse: func(req kmsg.Request, code int16) kmsg.Response {
+			resp := req.ResponseKind().(*kmsg.MetadataResponse)
+			for _, rt := range req.(*kmsg.MetadataRequest).Topics {
+				st := kmsg.NewMetadataResponseTopic()
+				st.Topic, st.TopicID, st.ErrorCode = rt.Topic, rt.TopicID, code
+				resp.Topics = append(resp.Topics, st)
+			}
+			return resp
+		},
+		responseCode: func(resp kmsg.Response) int16 {
+			for _, t := range resp.(*kmsg.MetadataResponse).Topics {
+				if t.ErrorCode != 0 {
+					return t.ErrorCode
+				}
+			}
+			return 0
+		},
+	})
+}
+
 func (s *Server) handleMetadata(req *kmsg.MetadataRequest, now time.Time) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
 	b := kmsg.NewMetadataResponseBroker()

@@ -14,6 +14,30 @@ import (
 // server owns the group, once the offsets read are durable (withGroup). v8+ batches groups; v0-7 name one group, which is
 // converted to the batched form and back. A group that does not exist is
 // GROUP_ID_NOT_FOUND, as Kafka 4 answers it.
+
+func init() {
+	register(api{
+		key: 9, min: 0, max: 9,
+		aliasFree: true,
+		handle: func(s *Server, c *conn, sl *slot, now time.Time) {
+			c.respond(sl, s.handleOffsetFetch(sl.req.(*kmsg.OffsetFetchRequest), now))
+		},
+		errorResponse: offsetFetchErrorResponse,
+		responseCode: func(resp kmsg.Response) int16 {
+			r := resp.(*kmsg.OffsetFetchResponse)
+			if r.ErrorCode != 0 {
+				return r.ErrorCode
+			}
+			for _, g := range r.Groups {
+				if g.ErrorCode != 0 {
+					return g.ErrorCode
+				}
+			}
+			return 0
+		},
+	})
+}
+
 func (s *Server) handleOffsetFetch(req *kmsg.OffsetFetchRequest, now time.Time) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.OffsetFetchResponse)
 	groups := req.Groups
@@ -71,4 +95,32 @@ func (s *Server) fetchGroupOffsets(req *kmsg.OffsetFetchRequest, rg kmsg.OffsetF
 	}
 	sg.Group = rg.Group
 	return sg
+}
+
+// offsetFetchErrorResponse refuses every group of req with code: per group
+// from v8, else at the top level and, because v0-1 have no top-level code,
+// on every partition asked for.
+func offsetFetchErrorResponse(req kmsg.Request, code int16) kmsg.Response {
+	r := req.(*kmsg.OffsetFetchRequest)
+	resp := r.ResponseKind().(*kmsg.OffsetFetchResponse)
+	if r.Version >= 8 {
+		for _, rg := range r.Groups {
+			sg := kmsg.NewOffsetFetchResponseGroup()
+			sg.Group, sg.ErrorCode = rg.Group, code
+			resp.Groups = append(resp.Groups, sg)
+		}
+		return resp
+	}
+	resp.ErrorCode = code
+	for _, rt := range r.Topics {
+		st := kmsg.NewOffsetFetchResponseTopic()
+		st.Topic = rt.Topic
+		for _, p := range rt.Partitions {
+			sp := kmsg.NewOffsetFetchResponseTopicPartition()
+			sp.Partition, sp.Offset, sp.ErrorCode = p, -1, code
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp
 }

@@ -1,6 +1,8 @@
 package server
 
 import (
+	"time"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -10,6 +12,43 @@ import (
 // Every group's coordinator is this node. v0-3 carry one key, v4 a batch
 // (KIP-699). Only group coordinators (type 0) exist: a transaction
 // coordinator lookup is INVALID_REQUEST, as Kafka answers an unknown type.
+
+func init() {
+	register(api{
+		key: 10, min: 0, max: 4,
+		aliasFree: true,
+		handle: func(s *Server, c *conn, sl *slot, _ time.Time) {
+			c.respond(sl, s.handleFindCoordinator(sl.req.(*kmsg.FindCoordinatorRequest)))
+		},
+		errorResponse: func(req kmsg.Request, code int16) kmsg.Response {
+			r := req.(*kmsg.FindCoordinatorRequest)
+			resp := r.ResponseKind().(*kmsg.FindCoordinatorResponse)
+			if r.Version <= 3 {
+				resp.ErrorCode, resp.NodeID, resp.Port = code, -1, -1
+				return resp
+			}
+			for _, key := range r.CoordinatorKeys {
+				c := kmsg.NewFindCoordinatorResponseCoordinator()
+				c.Key, c.NodeID, c.Port, c.ErrorCode = key, -1, -1, code
+				resp.Coordinators = append(resp.Coordinators, c)
+			}
+			return resp
+		},
+		responseCode: func(resp kmsg.Response) int16 {
+			r := resp.(*kmsg.FindCoordinatorResponse)
+			if r.ErrorCode != 0 {
+				return r.ErrorCode
+			}
+			for _, c := range r.Coordinators {
+				if c.ErrorCode != 0 {
+					return c.ErrorCode
+				}
+			}
+			return 0
+		},
+	})
+}
+
 func (s *Server) handleFindCoordinator(req *kmsg.FindCoordinatorRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
 	keys := req.CoordinatorKeys

@@ -16,6 +16,34 @@ import (
 // Dead, as Kafka does; so is a KIP-848 group (which ConsumerGroupDescribe
 // describes), for which the core answers GROUP_ID_NOT_FOUND, a code Kafka
 // only returns from v6, so it is dropped here.
+
+func init() {
+	register(api{
+		key: 15, min: 0, max: 5,
+		aliasFree: true,
+		handle: func(s *Server, c *conn, sl *slot, _ time.Time) {
+			c.respond(sl, s.handleDescribeGroups(sl.req.(*kmsg.DescribeGroupsRequest)))
+		},
+		errorResponse: func(req kmsg.Request, code int16) kmsg.Response {
+			resp := req.ResponseKind().(*kmsg.DescribeGroupsResponse)
+			for _, name := range req.(*kmsg.DescribeGroupsRequest).Groups {
+				dg := kmsg.NewDescribeGroupsResponseGroup()
+				dg.Group, dg.ErrorCode = name, code
+				resp.Groups = append(resp.Groups, dg)
+			}
+			return resp
+		},
+		responseCode: func(resp kmsg.Response) int16 {
+			for _, g := range resp.(*kmsg.DescribeGroupsResponse).Groups {
+				if g.ErrorCode != 0 {
+					return g.ErrorCode
+				}
+			}
+			return 0
+		},
+	})
+}
+
 func (s *Server) handleDescribeGroups(req *kmsg.DescribeGroupsRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.DescribeGroupsResponse)
 	for _, name := range req.Groups {

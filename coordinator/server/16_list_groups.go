@@ -3,6 +3,7 @@ package server
 import (
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -13,6 +14,23 @@ import (
 // and type (v5+: "classic" or "consumer"). The state (v4) and type (v5)
 // filters match case-insensitively, as in Kafka. Each group is read while
 // the server owns it, one at a time.
+
+func init() {
+	register(api{
+		key: 16, min: 0, max: 5,
+		aliasFree: true,
+		handle: func(s *Server, c *conn, sl *slot, _ time.Time) {
+			c.respond(sl, s.handleListGroups(sl.req.(*kmsg.ListGroupsRequest)))
+		},
+		errorResponse: func(req kmsg.Request, code int16) kmsg.Response {
+			resp := req.ResponseKind().(*kmsg.ListGroupsResponse)
+			resp.ErrorCode = code
+			return resp
+		},
+		responseCode: func(resp kmsg.Response) int16 { return resp.(*kmsg.ListGroupsResponse).ErrorCode },
+	})
+}
+
 func (s *Server) handleListGroups(req *kmsg.ListGroupsRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.ListGroupsResponse)
 	match := func(filter []string, v string) bool {

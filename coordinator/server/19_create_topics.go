@@ -19,6 +19,35 @@ import (
 // other replication factor is accepted and reported as 1: topics are
 // virtual and hold no data to replicate. Configs are ignored. ValidateOnly
 // checks without creating. Existing groups learn of new topics at once.
+
+func init() {
+	register(api{
+		key: 19, min: 0, max: 7,
+		aliasFree: true,
+		handle: func(s *Server, c *conn, sl *slot, now time.Time) {
+			c.respond(sl, s.handleCreateTopics(sl.req.(*kmsg.CreateTopicsRequest), now))
+		},
+		errorResponse: func(req kmsg.Request, code int16) kmsg.Response {
+			resp := req.ResponseKind().(*kmsg.CreateTopicsResponse)
+			for _, rt := range req.(*kmsg.CreateTopicsRequest).Topics {
+				st := kmsg.NewCreateTopicsResponseTopic()
+				st.Topic, st.ErrorCode = rt.Topic, code
+				st.NumPartitions, st.ReplicationFactor = -1, -1
+				resp.Topics = append(resp.Topics, st)
+			}
+			return resp
+		},
+		responseCode: func(resp kmsg.Response) int16 {
+			for _, t := range resp.(*kmsg.CreateTopicsResponse).Topics {
+				if t.ErrorCode != 0 {
+					return t.ErrorCode
+				}
+			}
+			return 0
+		},
+	})
+}
+
 func (s *Server) handleCreateTopics(req *kmsg.CreateTopicsRequest, now time.Time) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.CreateTopicsResponse)
 	count := make(map[string]int, len(req.Topics))

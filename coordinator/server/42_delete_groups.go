@@ -17,6 +17,34 @@ import (
 // then forgotten, but for its tombstone in the store: a group re-created
 // under the name continues above its epochs. A group that does not exist
 // is GROUP_ID_NOT_FOUND.
+
+func init() {
+	register(api{
+		key: 42, min: 0, max: 2,
+		aliasFree: true,
+		handle: func(s *Server, c *conn, sl *slot, now time.Time) {
+			c.respond(sl, s.handleDeleteGroups(sl.req.(*kmsg.DeleteGroupsRequest), now))
+		},
+		errorResponse: func(req kmsg.Request, code int16) kmsg.Response {
+			resp := req.ResponseKind().(*kmsg.DeleteGroupsResponse)
+			for _, name := range req.(*kmsg.DeleteGroupsRequest).Groups {
+				dg := kmsg.NewDeleteGroupsResponseGroup()
+				dg.Group, dg.ErrorCode = name, code
+				resp.Groups = append(resp.Groups, dg)
+			}
+			return resp
+		},
+		responseCode: func(resp kmsg.Response) int16 {
+			for _, g := range resp.(*kmsg.DeleteGroupsResponse).Groups {
+				if g.ErrorCode != 0 {
+					return g.ErrorCode
+				}
+			}
+			return 0
+		},
+	})
+}
+
 func (s *Server) handleDeleteGroups(req *kmsg.DeleteGroupsRequest, now time.Time) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.DeleteGroupsResponse)
 	for _, name := range req.Groups {

@@ -8,14 +8,11 @@ import (
 	"io"
 	"net"
 	"os"
+	"sync"
 	"time"
 
-	"go.uber.org/zap"
-
-	"sync"
-
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap"
 )
 
 // readBufferSize is each connection's read buffer. Frames that fit are
@@ -263,7 +260,7 @@ func (c *conn) handleFrame(body []byte, owned bool, now time.Time) error {
 		c.respond(sl, apiVersionsTooNew())
 		return nil
 	}
-	if !owned && !aliasFree[h.key] {
+	if !owned && !apis[h.key].aliasFree {
 		rest = append([]byte(nil), rest...)
 	}
 	c.setClientID(h)
@@ -314,7 +311,7 @@ func (c *conn) freeSlot(sl *slot) {
 // recycle returns sl to the free list; c.mu must be held.
 func (c *conn) recycle(sl *slot) {
 	sl.state = slotFree
-	sl.req, sl.resp, sl.timer = nil, nil, nil
+	sl.req, sl.resp, sl.timer, sl.held = nil, nil, nil, nil
 	sl.seq++
 	if len(c.free) < c.s.cfg.MaxInFlight {
 		c.free = append(c.free, sl)
@@ -550,21 +547,29 @@ func (c *conn) stop() {
 }
 
 // finish runs when the reader stops. At shutdown it first answers every
-// request still waiting (a Fetch with its empty answer, a parked group
-// request with COORDINATOR_NOT_AVAILABLE) and writes them out within
-// ShutdownTimeout.
+// request still waiting (a held Fetch with the answer it is held with, a
+// parked group request with COORDINATOR_NOT_AVAILABLE) and writes them out
+// within ShutdownTimeout.
 func (c *conn) finish(reason string, err error) {
 	if reason == closeShutdown {
+		type answer struct {
+			sl   *slot
+			resp kmsg.Response
+		}
 		c.mu.Lock()
-		var waiting []*slot
+		var waiting []answer
 		for _, sl := range c.q[c.head:] {
 			if sl.state == slotWaiting {
-				waiting = append(waiting, sl)
+				resp := sl.held
+				if resp == nil {
+					resp = errorResponse(sl.req, shutdownCode)
+				}
+				waiting = append(waiting, answer{sl, resp})
 			}
 		}
 		c.mu.Unlock()
-		for _, sl := range waiting {
-			c.deliver(sl, errorResponse(sl.req, shutdownCode), 0, false)
+		for _, w := range waiting {
+			c.deliver(w.sl, w.resp, 0, false)
 		}
 		c.mu.Lock()
 		deadline := c.stopDL
@@ -611,17 +616,4 @@ func (c *conn) logClosed(log *zap.Logger, reason string, err error) {
 		}
 		log.Warn("connection closed", fields...)
 	}
-}
-
-// apiVersionsTooNew is the v0 answer to an ApiVersions of a version above
-// ours: UNSUPPORTED_VERSION and our ApiVersions range only.
-func apiVersionsTooNew() kmsg.Response {
-	resp := kmsg.NewPtrApiVersionsResponse()
-	resp.Version = 0
-	resp.ErrorCode = kerr.UnsupportedVersion.Code
-	k := kmsg.NewApiVersionsResponseApiKey()
-	v := versionTable[18]
-	k.ApiKey, k.MinVersion, k.MaxVersion = 18, v.min, v.max
-	resp.ApiKeys = []kmsg.ApiVersionsResponseApiKey{k}
-	return resp
 }

@@ -16,10 +16,21 @@
 // The group requests (JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
 // ConsumerGroupHeartbeat, OffsetCommit, OffsetDelete) go to the group's
 // core; OffsetFetch, DescribeGroups, ConsumerGroupDescribe, ListGroups and
-// DeleteGroups are answered from the core's read methods. The served API
-// versions are listed in versions.go; a client asking for anything else is
-// disconnected, as Kafka does, except that an ApiVersions too new is
-// answered so the client can step down.
+// DeleteGroups are answered from the core's read methods. A client asking
+// for an API or version the server does not serve is disconnected, as
+// Kafka does, except that an ApiVersions too new is answered so the client
+// can step down.
+//
+// # One file per API key
+//
+// Each API key the server serves is registered once, in its own file named
+// after the key (11_join_group.go, 68_consumer_group_heartbeat.go...), as
+// in kfake: its version range, its handler, how to answer one of its
+// requests with an error, where its response carries its error code (for
+// metrics), and whether its request may be decoded in place in the read
+// buffer. apis.go builds the key-indexed table that the frame checks,
+// dispatch, ApiVersions, error answers and metrics all read, so serving
+// one more API touches one file.
 //
 // # Committing offsets
 //

@@ -65,13 +65,13 @@ func parseHeader(body []byte) (header, []byte, error) {
 // errApiVersionsTooNew asks for the v0 UNSUPPORTED_VERSION answer, any
 // other error closes the connection.
 func checkHeader(h header) error {
-	if h.key == 18 && h.version > versionTable[18].max {
+	if h.key == 18 && h.version > apis[18].max {
 		return errApiVersionsTooNew
 	}
-	if h.key < 0 || int(h.key) >= len(kmsgKeys) || !kmsgKeys[h.key] {
+	if h.key < 0 || int(h.key) > maxKey || !kmsgKeys[h.key] {
 		return errUnknownKey
 	}
-	if int(h.key) > maxKey || h.key < 0 || versionTable[h.key].max < 0 {
+	if apis[h.key].handle == nil {
 		return errUnsupportedKey
 	}
 	if !supported(h.key, h.version) {
@@ -83,7 +83,7 @@ func checkHeader(h header) error {
 // kmsgKeys[k] reports whether kmsg knows API key k, computed once so
 // that checking a frame's key allocates nothing (RequestForKey returns a
 // new request).
-var kmsgKeys = func() (t [kmsg.MaxKey + 1]bool) {
+var kmsgKeys = func() (t [maxKey + 1]bool) {
 	for k := range t {
 		t[k] = kmsg.RequestForKey(int16(k)) != nil
 	}
@@ -126,18 +126,6 @@ func decodeFrame(body []byte) (header, kmsg.Request, error) {
 	}
 	return h, req, nil
 }
-
-// aliasFree lists the keys whose decoded requests hold no []byte field
-// (unknown tagged fields aside, which the server never reads), so they may
-// be decoded straight from the connection's read buffer. Every other
-// request is decoded from its own copy of the frame, because the group
-// core keeps, for example, a JoinGroup's protocol metadata.
-var aliasFree = func() (t [maxKey + 1]bool) {
-	for _, k := range []int16{1, 2, 3, 8, 9, 10, 12, 13, 15, 16, 18, 19, 42, 47, 68, 69} {
-		t[k] = true
-	}
-	return t
-}()
 
 // appendFrameHeader starts a response frame: a size placeholder, the
 // correlation ID and, for flexible responses other than ApiVersions (whose

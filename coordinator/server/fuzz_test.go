@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"io"
 	"net"
-	"reflect"
 	"testing"
 	"time"
 
@@ -86,13 +85,13 @@ func sampleRequest(key, version int16) kmsg.Request {
 }
 
 // seedFrames is one encoded request frame body (no size prefix) for every
-// advertised key and version.
+// served key and version.
 func seedFrames() [][]byte {
 	var out [][]byte
 	id := "seed"
-	for _, v := range advertised {
-		for ver := v.min; ver <= v.max; ver++ {
-			f := appendRequest(nil, 1, &id, sampleRequest(v.key, ver))
+	for a := range served {
+		for ver := a.min; ver <= a.max; ver++ {
+			f := appendRequest(nil, 1, &id, sampleRequest(a.key, ver))
 			out = append(out, f[4:])
 		}
 	}
@@ -128,14 +127,14 @@ func FuzzDecodeFrame(f *testing.F) {
 // FuzzDecodeBody drives each request decoder directly: the key and version
 // pick the decoder (served ones only), the fuzzer writes the body.
 func FuzzDecodeBody(f *testing.F) {
-	for _, v := range advertised {
-		for ver := v.min; ver <= v.max; ver++ {
-			req := sampleRequest(v.key, ver)
+	for a := range served {
+		for ver := a.min; ver <= a.max; ver++ {
+			req := sampleRequest(a.key, ver)
 			body := req.AppendTo(nil)
 			if req.IsFlexible() {
 				body = append([]byte{0}, body...) // the header's tag section
 			}
-			f.Add(v.key, ver, body)
+			f.Add(a.key, ver, body)
 		}
 	}
 	f.Fuzz(func(t *testing.T, key, version int16, body []byte) {
@@ -205,46 +204,7 @@ func FuzzConn(f *testing.F) {
 	})
 }
 
-// TestAliasFree checks the keys decoded in place against their types: a
-// request type with a []byte field (other than unknown tags) must be
-// decoded from its own copy, because the core may keep it.
-func TestAliasFree(t *testing.T) {
-	bytesType := reflect.TypeOf([]byte(nil))
-	var hasBytes func(reflect.Type, map[reflect.Type]bool) bool
-	hasBytes = func(ty reflect.Type, seen map[reflect.Type]bool) bool {
-		if seen[ty] {
-			return false
-		}
-		seen[ty] = true
-		switch ty.Kind() {
-		case reflect.Slice:
-			return ty == bytesType || hasBytes(ty.Elem(), seen)
-		case reflect.Pointer:
-			return hasBytes(ty.Elem(), seen)
-		case reflect.Struct:
-			for i := range ty.NumField() {
-				if ty.Field(i).Name == "UnknownTags" {
-					continue
-				}
-				if hasBytes(ty.Field(i).Type, seen) {
-					return true
-				}
-			}
-		}
-		return false
-	}
-	for _, v := range advertised {
-		ty := reflect.TypeOf(kmsg.RequestForKey(v.key))
-		if has := hasBytes(ty, map[reflect.Type]bool{}); aliasFree[v.key] && has {
-			t.Errorf("%s has []byte fields but is decoded in place", kmsg.NameForKey(v.key))
-		}
-	}
-	if aliasFree[11] || aliasFree[14] {
-		t.Error("JoinGroup and SyncGroup carry member metadata and assignments; they must be copied")
-	}
-}
-
-// TestSeedFramesDecode: every advertised key and version decodes from its
+// TestSeedFramesDecode: every served key and version decodes from its
 // seed, so the fuzz corpora start from valid input.
 func TestSeedFramesDecode(t *testing.T) {
 	for _, b := range seedFrames() {

@@ -123,8 +123,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Panics of a group core, each contained to its group. Any is a bug: the log has the stack and the request.",
 		}),
 	}
-	for _, v := range advertised {
-		m.okRequests[v.key] = m.requests.WithLabelValues(kmsg.NameForKey(v.key), "NONE")
+	for a := range served {
+		m.okRequests[a.key] = m.requests.WithLabelValues(kmsg.NameForKey(a.key), "NONE")
 	}
 	m.hbClassic = m.heartbeat.WithLabelValues(kmsg.NameForKey(12))
 	m.hbConsumer = m.heartbeat.WithLabelValues(kmsg.NameForKey(68))
@@ -144,10 +144,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 // countResponse counts one answered request.
 func (m *metrics) countResponse(resp kmsg.Response) {
 	key := resp.Key()
-	code := responseCode(resp)
-	if code == 0 && key >= 0 && int(key) <= maxKey && m.okRequests[key] != nil {
-		m.okRequests[key].Inc()
-		return
+	var code int16
+	if key >= 0 && int(key) <= maxKey && apis[key].responseCode != nil {
+		if code = apis[key].responseCode(resp); code == 0 {
+			m.okRequests[key].Inc()
+			return
+		}
 	}
 	id := uint32(uint16(key))<<16 | uint32(uint16(code))
 	if c, ok := m.errRequests.Load(id); ok {
@@ -164,111 +166,4 @@ func (m *metrics) countResponse(resp kmsg.Response) {
 	c := m.requests.WithLabelValues(kmsg.NameForKey(key), name)
 	m.errRequests.Store(id, c)
 	c.Inc()
-}
-
-// responseCode returns the error a response reports: its top-level code,
-// or the first non-zero nested one for responses that only carry errors
-// per group, topic or partition.
-func responseCode(resp kmsg.Response) int16 {
-	switch r := resp.(type) {
-	case *kmsg.HeartbeatResponse:
-		return r.ErrorCode
-	case *kmsg.ConsumerGroupHeartbeatResponse:
-		return r.ErrorCode
-	case *kmsg.JoinGroupResponse:
-		return r.ErrorCode
-	case *kmsg.SyncGroupResponse:
-		return r.ErrorCode
-	case *kmsg.LeaveGroupResponse:
-		if r.ErrorCode != 0 {
-			return r.ErrorCode
-		}
-		for _, m := range r.Members {
-			if m.ErrorCode != 0 {
-				return m.ErrorCode
-			}
-		}
-	case *kmsg.ApiVersionsResponse:
-		return r.ErrorCode
-	case *kmsg.FetchResponse:
-		if r.ErrorCode != 0 {
-			return r.ErrorCode
-		}
-		for _, t := range r.Topics {
-			for _, p := range t.Partitions {
-				if p.ErrorCode != 0 {
-					return p.ErrorCode
-				}
-			}
-		}
-	case *kmsg.ListOffsetsResponse:
-		for _, t := range r.Topics {
-			for _, p := range t.Partitions {
-				if p.ErrorCode != 0 {
-					return p.ErrorCode
-				}
-			}
-		}
-	case *kmsg.MetadataResponse:
-		for _, t := range r.Topics {
-			if t.ErrorCode != 0 {
-				return t.ErrorCode
-			}
-		}
-	case *kmsg.OffsetCommitResponse:
-		for _, t := range r.Topics {
-			for _, p := range t.Partitions {
-				if p.ErrorCode != 0 {
-					return p.ErrorCode
-				}
-			}
-		}
-	case *kmsg.OffsetFetchResponse:
-		if r.ErrorCode != 0 {
-			return r.ErrorCode
-		}
-		for _, g := range r.Groups {
-			if g.ErrorCode != 0 {
-				return g.ErrorCode
-			}
-		}
-	case *kmsg.FindCoordinatorResponse:
-		if r.ErrorCode != 0 {
-			return r.ErrorCode
-		}
-		for _, c := range r.Coordinators {
-			if c.ErrorCode != 0 {
-				return c.ErrorCode
-			}
-		}
-	case *kmsg.DescribeGroupsResponse:
-		for _, g := range r.Groups {
-			if g.ErrorCode != 0 {
-				return g.ErrorCode
-			}
-		}
-	case *kmsg.ListGroupsResponse:
-		return r.ErrorCode
-	case *kmsg.CreateTopicsResponse:
-		for _, t := range r.Topics {
-			if t.ErrorCode != 0 {
-				return t.ErrorCode
-			}
-		}
-	case *kmsg.DeleteGroupsResponse:
-		for _, g := range r.Groups {
-			if g.ErrorCode != 0 {
-				return g.ErrorCode
-			}
-		}
-	case *kmsg.OffsetDeleteResponse:
-		return r.ErrorCode
-	case *kmsg.ConsumerGroupDescribeResponse:
-		for _, g := range r.Groups {
-			if g.ErrorCode != 0 {
-				return g.ErrorCode
-			}
-		}
-	}
-	return 0
 }

@@ -10,7 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"go.uber.org/zap"
 
 	"github.com/tenure-dev/tenure/coordinator"
@@ -214,6 +214,11 @@ func (s *Server) eachConn(fn func(*conn)) {
 	}
 }
 
+// shutdownCode is the error for a group request still parked when the
+// server shuts down: a retriable coordinator error, so the client looks the
+// coordinator up again and retries there.
+var shutdownCode = kerr.CoordinatorNotAvailable.Code
+
 func (s *Server) shutdown() {
 	s.groups.closeAll()
 	// Replies held for writes already queued go out once those land.
@@ -246,54 +251,4 @@ func (s *Server) resolveAdvertised(bound net.Addr) error {
 	}
 	s.advHost, s.advPort = host, int32(p)
 	return nil
-}
-
-// dispatch handles one decoded request of c. Requests answered on the
-// spot are completed here; group requests go to their group, which may
-// park them.
-func (s *Server) dispatch(c *conn, sl *slot, now time.Time) {
-	switch r := sl.req.(type) {
-	case *kmsg.HeartbeatRequest:
-		s.step(c, sl, r.Group, false, now)
-		s.m.hbClassic.Observe(time.Since(now).Seconds())
-	case *kmsg.ConsumerGroupHeartbeatRequest:
-		s.step(c, sl, r.Group, true, now)
-		s.m.hbConsumer.Observe(time.Since(now).Seconds())
-	case *kmsg.JoinGroupRequest:
-		s.step(c, sl, r.Group, true, now)
-	case *kmsg.SyncGroupRequest:
-		s.step(c, sl, r.Group, false, now)
-	case *kmsg.LeaveGroupRequest:
-		s.step(c, sl, r.Group, false, now)
-	case *kmsg.OffsetCommitRequest:
-		s.step(c, sl, r.Group, true, now)
-	case *kmsg.OffsetDeleteRequest:
-		s.step(c, sl, r.Group, false, now)
-	case *kmsg.FetchRequest:
-		s.handleFetch(c, sl, r)
-	case *kmsg.ApiVersionsRequest:
-		c.respond(sl, s.handleApiVersions(r))
-	case *kmsg.MetadataRequest:
-		c.respond(sl, s.handleMetadata(r, now))
-	case *kmsg.FindCoordinatorRequest:
-		c.respond(sl, s.handleFindCoordinator(r))
-	case *kmsg.ListOffsetsRequest:
-		c.respond(sl, s.handleListOffsets(r))
-	case *kmsg.CreateTopicsRequest:
-		c.respond(sl, s.handleCreateTopics(r, now))
-	case *kmsg.OffsetFetchRequest:
-		c.respond(sl, s.handleOffsetFetch(r, now))
-	case *kmsg.DescribeGroupsRequest:
-		c.respond(sl, s.handleDescribeGroups(r))
-	case *kmsg.ListGroupsRequest:
-		c.respond(sl, s.handleListGroups(r))
-	case *kmsg.DeleteGroupsRequest:
-		c.respond(sl, s.handleDeleteGroups(r, now))
-	case *kmsg.ConsumerGroupDescribeRequest:
-		c.respond(sl, s.handleConsumerGroupDescribe(r))
-	default:
-		// checkHeader admits only the keys above; reaching here means
-		// the version table and this switch disagree.
-		panic(fmt.Sprintf("server: no handler for %T", sl.req))
-	}
 }

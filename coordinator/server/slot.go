@@ -36,8 +36,9 @@ type slot struct {
 	state slotState
 	req   kmsg.Request
 	resp  kmsg.Response
-	// timer holds a parked Fetch.
+	// timer holds a parked Fetch until it is answered with held.
 	timer *time.Timer
+	held  kmsg.Response
 	// seq tells a timer's delivery from a later use of the slot.
 	seq uint64
 
@@ -45,42 +46,29 @@ type slot struct {
 	// path that must answer every request a dropped group holds.
 	group atomic.Pointer[groupEntry]
 
-	// Reused request and response objects of the heartbeat path, so a
-	// steady-state heartbeat allocates only the strings it decodes.
+	// The request and response objects that the heartbeat path reuses
+	// (the request and response hooks of 12_heartbeat.go and
+	// 68_consumer_group_heartbeat.go).
 	hb       kmsg.HeartbeatRequest
 	hbResp   kmsg.HeartbeatResponse
 	cghb     kmsg.ConsumerGroupHeartbeatRequest
 	cghbResp kmsg.ConsumerGroupHeartbeatResponse
 }
 
-// request returns the request object to decode a key's body into: a
-// reused one on the heartbeat path, a fresh one otherwise. It resets the
-// reused ones to their zero value, so no slice of an earlier request
-// (which the core may keep) is written into.
+// request returns the request object to decode a key's body into: the
+// slot's own on the heartbeat path (api.request), a fresh one otherwise.
 func (sl *slot) request(key int16) kmsg.Request {
-	switch key {
-	case 12:
-		sl.hb = kmsg.HeartbeatRequest{}
-		return &sl.hb
-	case 68:
-		sl.cghb = kmsg.ConsumerGroupHeartbeatRequest{}
-		return &sl.cghb
+	if f := apis[key].request; f != nil {
+		return f(sl)
 	}
 	return kmsg.RequestForKey(key)
 }
 
-// response returns a reused response object for the heartbeat path, or nil
-// to let the core allocate one.
+// response returns the slot's own response object for the core to fill on
+// the heartbeat path (api.response), or nil to let the core allocate one.
 func (sl *slot) response() kmsg.Response {
-	switch sl.req.(type) {
-	case *kmsg.HeartbeatRequest:
-		sl.hbResp = kmsg.HeartbeatResponse{Version: sl.version}
-		sl.hbResp.Default()
-		return &sl.hbResp
-	case *kmsg.ConsumerGroupHeartbeatRequest:
-		sl.cghbResp = kmsg.ConsumerGroupHeartbeatResponse{Version: sl.version}
-		sl.cghbResp.Default()
-		return &sl.cghbResp
+	if f := apis[sl.key].response; f != nil {
+		return f(sl)
 	}
 	return nil
 }

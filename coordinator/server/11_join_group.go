@@ -1,0 +1,32 @@
+package server
+
+import (
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// JoinGroup: v0-9.
+//
+// Stepped into the group's core, which parks it until the join phase of
+// the classic rebalance ends (coordinator/classic_join.go). A JoinGroup may
+// create its group, as in Kafka. The core keeps the members' protocol
+// metadata, so the request is decoded from its own copy of the frame.
+
+func init() {
+	register(api{
+		key: 11, min: 0, max: 9,
+		handle: func(s *Server, c *conn, sl *slot, now time.Time) {
+			s.step(c, sl, sl.req.(*kmsg.JoinGroupRequest).Group, true, now)
+		},
+		errorResponse: func(req kmsg.Request, code int16) kmsg.Response {
+			resp := req.ResponseKind().(*kmsg.JoinGroupResponse)
+			resp.ErrorCode = code
+			resp.Generation = -1
+			// A member keeps the ID it sent, as with Kafka's refusals.
+			resp.MemberID = req.(*kmsg.JoinGroupRequest).MemberID
+			return resp
+		},
+		responseCode: func(resp kmsg.Response) int16 { return resp.(*kmsg.JoinGroupResponse).ErrorCode },
+	})
+}

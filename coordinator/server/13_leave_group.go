@@ -1,0 +1,40 @@
+package server
+
+import (
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// LeaveGroup: v0-5.
+//
+// Stepped into the group's core (coordinator/classic_leave.go); it never
+// creates a group. v3+ names a batch of members, each answered with its
+// own code.
+
+func init() {
+	register(api{
+		key: 13, min: 0, max: 5,
+		aliasFree: true,
+		handle: func(s *Server, c *conn, sl *slot, now time.Time) {
+			s.step(c, sl, sl.req.(*kmsg.LeaveGroupRequest).Group, false, now)
+		},
+		errorResponse: func(req kmsg.Request, code int16) kmsg.Response {
+			resp := req.ResponseKind().(*kmsg.LeaveGroupResponse)
+			resp.ErrorCode = code
+			return resp
+		},
+		responseCode: func(resp kmsg.Response) int16 {
+			r := resp.(*kmsg.LeaveGroupResponse)
+			if r.ErrorCode != 0 {
+				return r.ErrorCode
+			}
+			for _, m := range r.Members {
+				if m.ErrorCode != 0 {
+					return m.ErrorCode
+				}
+			}
+			return 0
+		},
+	})
+}
