@@ -25,11 +25,15 @@ const (
 )
 
 // BenchmarkHeartbeat1000 measures what one 1,000-member group's
-// heartbeats cost three servers, each a child process on loopback, in
+// heartbeats cost four servers, each a child process on loopback, in
 // one run so that their figures come from the same moment of the
 // machine:
 //
 //   - tenure: `tenure serve` with the memory store;
+//   - tenure-etcd: `tenure serve` on its default, the embedded etcd
+//     (fsync on), in a temporary data directory: heartbeats that change
+//     nothing write nothing, so this should cost what the memory store
+//     costs;
 //   - nologic: a server that only decodes requests and answers them with
 //     canned successes (internal/nologic), the floor for a Go server on
 //     kmsg;
@@ -51,7 +55,8 @@ const (
 //	<server>-cpu-us/hb   server CPU per heartbeat at full load
 //	<server>-p99-ms      99th percentile round trip at half load
 //
-// and the ratios tenure/nologic and tenure/kfake of rate and CPU. All
+// and the ratios tenure/nologic and tenure/kfake of rate and CPU, and
+// etcd/memory (tenure-etcd against tenure) of rate and CPU. All
 // clients run in this process, on the same cores as the server: on a
 // 2-core machine the rate is bounded by the clients (about 15 µs of
 // client CPU per heartbeat), which is why CPU per heartbeat is the
@@ -107,12 +112,14 @@ func BenchmarkHeartbeat1000(b *testing.B) {
 			b.ReportMetric(ratio(us(full[0].cpuPerHB()), us(full[1].cpuPerHB())), "cpu-tenure/nologic")
 			b.ReportMetric(ratio(full[0].rate(), full[2].rate()), "rate-tenure/kfake")
 			b.ReportMetric(ratio(us(full[0].cpuPerHB()), us(full[2].cpuPerHB())), "cpu-tenure/kfake")
+			b.ReportMetric(ratio(full[3].rate(), full[0].rate()), "rate-etcd/memory")
+			b.ReportMetric(ratio(us(full[3].cpuPerHB()), us(full[0].cpuPerHB())), "cpu-etcd/memory")
 		})
 	}
 }
 
 // hbServers are the servers compared, tenure first.
-var hbServers = [...]string{"tenure", "nologic", "kfake"}
+var hbServers = [...]string{"tenure", "nologic", "kfake", "tenure-etcd"}
 
 // hbRounds is how many windows of each phase each server gets.
 const hbRounds = 3
@@ -146,8 +153,11 @@ func prepareHeartbeats(b *testing.B, bins serverBinaries, srv string, proto benc
 		if profile != nil {
 			p = startProcess(b, srv, bins.tenureprof, append(append([]string{"--listen", "{addr}"}, timeouts...), profile...)...)
 		} else {
-			p = startProcess(b, srv, bins.tenure, append([]string{"serve", "--listen", "{addr}", "--log-level", "warn"}, timeouts...)...)
+			p = startProcess(b, srv, bins.tenure, append([]string{"serve", "--store", "memory", "--listen", "{addr}", "--log-level", "warn"}, timeouts...)...)
 		}
+	case "tenure-etcd":
+		p = startProcess(b, srv, bins.tenure, "serve", "--data-dir", filepath.Join(b.TempDir(), "data"), "--listen", "{addr}",
+			"--log-level", "warn", "--consumer-session-timeout", benchSession.String(), "--consumer-heartbeat-interval", "5s")
 	case "nologic":
 		p = startProcess(b, srv, bins.nologic, append([]string{"--listen", "{addr}"}, profile...)...)
 	case "kfake":

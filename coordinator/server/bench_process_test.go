@@ -1,19 +1,15 @@
 package server
 
 import (
-	"bytes"
 	"flag"
 	"fmt"
-	"net"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/tenure-dev/tenure/internal/proctest"
 )
 
 // The process benchmarks run each server as a child process of the
@@ -36,54 +32,17 @@ type serverBinaries struct {
 // into a temporary directory of b.
 func buildServers(b *testing.B) serverBinaries {
 	b.Helper()
-	dir := b.TempDir()
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		b.Fatalf("the process benchmarks build their servers with the go command: %v", err)
-	}
 	const mod = "github.com/tenure-dev/tenure/"
-	cmd := exec.Command(goBin, "build", "-o", dir+string(filepath.Separator),
-		mod+"cmd/tenure", mod+"coordinator/server/internal/tenureprof",
+	bins := proctest.Build(b, mod+"cmd/tenure", mod+"coordinator/server/internal/tenureprof",
 		mod+"coordinator/server/internal/nologic", mod+"coordinator/server/internal/kfakeserver")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		b.Fatalf("go build: %v\n%s", err, out)
-	}
-	return serverBinaries{
-		tenure:     filepath.Join(dir, "tenure"),
-		tenureprof: filepath.Join(dir, "tenureprof"),
-		nologic:    filepath.Join(dir, "nologic"),
-		kfake:      filepath.Join(dir, "kfakeserver"),
-	}
+	return serverBinaries{tenure: bins[0], tenureprof: bins[1], nologic: bins[2], kfake: bins[3]}
 }
 
 // serverProcess is a running server child process.
 type serverProcess struct {
+	*proctest.Process
 	name string
 	addr string
-	cmd  *exec.Cmd
-	out  *lockedBuffer
-	done chan struct{} // closed when the process has exited
-	err  error         // Wait's result, once done
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.b.Len() > 1<<20 {
-		return len(p), nil // keep the first MiB
-	}
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // startProcess starts bin with args on a free loopback port (args
@@ -91,82 +50,11 @@ func (l *lockedBuffer) String() string {
 // is stopped with SIGTERM when the benchmark ends.
 func startProcess(b *testing.B, name, bin string, args ...string) *serverProcess {
 	b.Helper()
-	var lastErr error
-	for range 3 { // the free port may be taken between check and use
-		p, err := tryStartProcess(name, bin, args)
-		if err == nil {
-			b.Cleanup(p.stop)
-			return p
-		}
-		lastErr = err
-	}
-	b.Fatalf("start %s: %v", name, lastErr)
-	return nil
+	p := proctest.Start(b, name, bin, args...)
+	return &serverProcess{Process: p, name: name, addr: p.Addr}
 }
 
-func tryStartProcess(name, bin string, args []string) (*serverProcess, error) {
-	addr, err := freeAddr()
-	if err != nil {
-		return nil, err
-	}
-	full := make([]string, len(args))
-	for i, a := range args {
-		full[i] = strings.ReplaceAll(a, "{addr}", addr)
-	}
-	p := &serverProcess{name: name, addr: addr, out: &lockedBuffer{}, done: make(chan struct{})}
-	p.cmd = exec.Command(bin, full...)
-	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
-	if err := p.cmd.Start(); err != nil {
-		return nil, err
-	}
-	go func() {
-		p.err = p.cmd.Wait()
-		close(p.done)
-	}()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		select {
-		case <-p.done:
-			return nil, fmt.Errorf("%s exited: %v\n%s", name, p.err, p.out)
-		default:
-		}
-		if c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond); err == nil {
-			c.Close()
-			return p, nil
-		}
-		if time.Now().After(deadline) {
-			p.stop()
-			return nil, fmt.Errorf("%s does not accept connections on %s\n%s", name, addr, p.out)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// freeAddr returns a loopback address with a port nobody listens on.
-func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
-}
-
-// stop sends SIGTERM and waits for the exit (SIGKILL after 10 s).
-func (p *serverProcess) stop() {
-	select {
-	case <-p.done:
-		return
-	default:
-	}
-	p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(10 * time.Second):
-		p.cmd.Process.Kill()
-		<-p.done
-	}
-}
+func (p *serverProcess) stop() { p.Stop() }
 
 // clockTick is USER_HZ, the unit of utime and stime in /proc/<pid>/stat:
 // 100 on every Linux architecture Go supports.
@@ -176,7 +64,7 @@ const clockTick = 10 * time.Millisecond
 // part of it.
 func (p *serverProcess) cpu(b *testing.B) (total, user time.Duration) {
 	b.Helper()
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.Pid()))
 	if err != nil {
 		b.Fatalf("%s CPU: %v", p.name, err)
 	}
@@ -196,7 +84,7 @@ func (p *serverProcess) cpu(b *testing.B) (total, user time.Duration) {
 // syscalls returns the process's read and write system calls so far
 // (/proc/<pid>/io), or zeros if they cannot be read.
 func (p *serverProcess) syscalls() (reads, writes int64) {
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", p.cmd.Process.Pid))
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", p.Pid()))
 	if err != nil {
 		return 0, 0
 	}

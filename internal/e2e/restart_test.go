@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/tenure-dev/tenure/internal/proctest"
 	"github.com/tenure-dev/tenure/internal/testenv"
 )
 
@@ -37,18 +38,18 @@ func TestRestartKeepsEverything(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs real processes")
 	}
-	bins := testenv.Build(t, "github.com/tenure-dev/tenure/cmd/tenure", "go.etcd.io/etcd/server/v3")
+	bins := proctest.Build(t, "github.com/tenure-dev/tenure/cmd/tenure", "go.etcd.io/etcd/server/v3")
 	tenure, etcd := bins[0], bins[1]
 	t.Run("embedded", func(t *testing.T) {
 		data := filepath.Join(t.TempDir(), "data")
 		testRestart(t, tenure, "--data-dir", data)
 	})
 	t.Run("etcd-process", func(t *testing.T) {
-		peer, err := testenv.FreeAddr()
+		peer, err := proctest.FreeAddr()
 		if err != nil {
 			t.Fatal(err)
 		}
-		e := testenv.Start(t, "etcd", etcd,
+		e := proctest.Start(t, "etcd", etcd,
 			"--name", "e1", "--data-dir", filepath.Join(t.TempDir(), "etcd"),
 			"--listen-client-urls", "http://{addr}", "--advertise-client-urls", "http://{addr}",
 			"--listen-peer-urls", "http://"+peer, "--initial-advertise-peer-urls", "http://"+peer,
@@ -59,7 +60,7 @@ func TestRestartKeepsEverything(t *testing.T) {
 
 func testRestart(t *testing.T, bin string, storeArgs ...string) {
 	args := append([]string{"serve", "--listen", "{addr}", "--log-level", "warn"}, storeArgs...)
-	srv := testenv.Start(t, "tenure", bin, args...)
+	srv := proctest.Start(t, "tenure", bin, args...)
 	ctx := testenv.Context(t)
 
 	cl := client(t, srv.Addr)
@@ -111,7 +112,7 @@ func testRestart(t *testing.T, bin string, storeArgs ...string) {
 		t.Fatalf("only %d commits were acknowledged before the kill; the test needs a stream of them", acked)
 	}
 
-	srv2 := testenv.Start(t, "tenure-restarted", bin, args...)
+	srv2 := proctest.Start(t, "tenure-restarted", bin, args...)
 	cl2 := client(t, srv2.Addr)
 	var first time.Duration
 	testenv.Eventually(t, 20*time.Second, "a heartbeat to be answered after the restart", func() bool {

@@ -14,6 +14,7 @@ import (
 // servers, skip tests and link an etcd server into whatever imports them.
 var testOnly = []string{
 	"github.com/tenure-dev/tenure/internal/testenv",
+	"github.com/tenure-dev/tenure/internal/proctest",
 	"github.com/tenure-dev/tenure/epoch/internal/fencetest",
 }
 

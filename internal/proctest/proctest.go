@@ -1,4 +1,7 @@
-package testenv
+// Package proctest runs the programs tenure's tests use as real child
+// processes: built with the go command, started on free loopback ports,
+// stopped, paused or killed with SIGKILL. It is for tests only.
+package proctest
 
 import (
 	"bytes"
