@@ -33,10 +33,15 @@ import (
 // Tokens still only grow from owner to owner: the reported epoch counts
 // only if it is at or above the epoch at which the partition was given
 // (the floor), which is above every earlier owner's token; the heartbeat's
-// epoch is never above the member's epoch. A member rejoining at epoch 0
-// reports nothing and has abandoned every partition it held: what it gets
-// back is provisional again, as is what a static member's successor takes
-// over.
+// epoch is never above the member's epoch. Nor does it count below the
+// token of the partition's last commit, if the member made it: the tokens
+// of a partition's accepted commits never go down, and a member that
+// committed under a provisional token and then reports at an earlier
+// epoch (a client acting on a response it later disowns; a faithful one
+// cannot commit under a token it has not seen) keeps the token it
+// committed under. A member rejoining at epoch 0 reports nothing and has
+// abandoned every partition it held: what it gets back is provisional
+// again, as is what a static member's successor takes over.
 
 // provisional is a partition given to a member that has not reported it
 // yet, with its floor: the epoch at which it was given.
@@ -110,7 +115,7 @@ func (g *Group) acknowledge(mem *consumerMember, reported []TopicPartition, reqE
 			// Released meanwhile.
 		case !containsTP(reported, u.tp):
 			kept = append(kept, u)
-		case t >= u.floor && t != p.Token:
+		case t >= u.floor && t != p.Token && !g.committedAbove(mem, u.tp, t):
 			g.setToken(mem, p, t)
 			changed = true
 		default:
@@ -119,6 +124,14 @@ func (g *Group) acknowledge(mem *consumerMember, reported []TopicPartition, reqE
 	}
 	mem.unacked = kept
 	return changed
+}
+
+// committedAbove reports whether the last commit of tp is mem's, under a
+// token above t. Offsets are durable, so a restored group decides the
+// same.
+func (g *Group) committedAbove(mem *consumerMember, tp TopicPartition, t epoch.Token) bool {
+	c, ok := g.offsets.m[tp]
+	return ok && c.member == mem.id && c.token > t
 }
 
 // followEpoch moves the token of every provisional partition mem is
