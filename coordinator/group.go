@@ -70,6 +70,11 @@ type Group struct {
 	// changes type.
 	epoch   int32
 	deleted bool
+	// tombstone is set when the group was restored from the tombstone of
+	// a deleted group of its name: the store's GroupRecord says deleted
+	// until the group writes one of its own, which it does before its
+	// first offset (an admin commit needs no other record).
+	tombstone bool
 
 	owners  ownership
 	offsets offsetTable

@@ -253,6 +253,12 @@ func (g *Group) commitPartition(tp TopicPartition, p *kmsg.OffsetCommitRequestTo
 		meta = &s
 	}
 	g.offsets.m[tp] = committed{offset: p.Offset, leaderEpoch: p.LeaderEpoch, metadata: meta, token: token, member: member}
+	if g.tombstone {
+		// Offsets beside a tombstone read as a deleted group's (a
+		// loader skips the group: server/load.go).
+		g.tombstone = false
+		g.persistGroup()
+	}
 	g.persist(&OffsetRecord{
 		Group:       g.name,
 		Topic:       tp.Topic,

@@ -72,6 +72,7 @@ func Restore(name string, cfg *Config, rng *rand.Rand, now time.Time, recs []Rec
 	}
 	g.typ = gr.Type
 	g.epoch = restoredEpoch(gr, rg)
+	g.tombstone = gr.Deleted
 	for id, a := range rg.assignments {
 		if _, ok := rg.members[id]; !ok {
 			return nil, fmt.Errorf("%w: group %q has an assignment for %q, which is not a member", ErrCorruptRecords, name, id)
