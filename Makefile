@@ -15,7 +15,8 @@ all: build
 build:
 	$(GO) build -o bin/tenure ./cmd/tenure
 
-# The coordinator on its default settings, listening on 127.0.0.1:9092.
+# The coordinator on its default settings, listening on 127.0.0.1:9092,
+# with its state in an embedded etcd in ./tenure-data.
 run: build
 	./bin/tenure serve $(RUN_FLAGS)
 

@@ -242,6 +242,7 @@ func (g *Group) persist(r Record) { g.ready.Persist = append(g.ready.Persist, r)
 
 // persistGroup writes the group's GroupRecord as the group is now.
 func (g *Group) persistGroup() {
+	g.tombstone = false // the store's record is this one from now on
 	r := &GroupRecord{Group: g.name, Type: g.typ, Epoch: g.epoch}
 	switch g.typ {
 	case Classic:

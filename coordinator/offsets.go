@@ -256,7 +256,6 @@ func (g *Group) commitPartition(tp TopicPartition, p *kmsg.OffsetCommitRequestTo
 	if g.tombstone {
 		// Offsets beside a tombstone read as a deleted group's (a
 		// loader skips the group: server/load.go).
-		g.tombstone = false
 		g.persistGroup()
 	}
 	g.persist(&OffsetRecord{

@@ -14,7 +14,7 @@ func (g *Group) Snapshot() []Record {
 	if g.deleted {
 		return []Record{&GroupRecord{Group: g.name, Type: g.typ, Epoch: g.epoch, Deleted: true}}
 	}
-	saved := g.ready.Persist
+	saved, tombstone := g.ready.Persist, g.tombstone
 	g.ready.Persist = nil
 	g.persistGroup()
 	switch g.typ {
@@ -49,6 +49,6 @@ func (g *Group) Snapshot() []Record {
 		})
 	}
 	out := slices.Clip(g.ready.Persist)
-	g.ready.Persist = saved
+	g.ready.Persist, g.tombstone = saved, tombstone
 	return out
 }

@@ -44,6 +44,8 @@ func (p benchProtocol) String() string {
 type benchMember struct {
 	id  string
 	gen int32 // classic generation or KIP-848 member epoch
+	// owned are the partitions a KIP-848 member was last assigned.
+	owned []kmsg.ConsumerGroupHeartbeatRequestTopic
 }
 
 const (
@@ -101,7 +103,7 @@ func setupMembers(b *testing.B, addr string, proto benchProtocol, n int) []bench
 		members, err = setupClassic(ctx, addr, n)
 	case benchConsumer:
 		clients := newBenchClients(b, addr, 4)
-		members, err = setupConsumer(ctx, clients, n)
+		members, err = setupConsumer(ctx, clients, benchGroup, benchTopic, n)
 		for _, cl := range clients {
 			cl.Close()
 		}
@@ -393,11 +395,12 @@ type consumerState struct {
 	owned []kmsg.ConsumerGroupHeartbeatRequestTopic
 }
 
-// setupConsumer joins n KIP-848 members (epoch 0) and then heartbeats
+// setupConsumer joins n KIP-848 members of group, subscribed to topic
+// (epoch 0), and then heartbeats
 // all of them in rounds, each member acknowledging the assignment it was
 // last given at once, until a round changes no assignment and every
 // member is at the same epoch.
-func setupConsumer(ctx context.Context, clients []*kgo.Client, n int) ([]benchMember, error) {
+func setupConsumer(ctx context.Context, clients []*kgo.Client, group, topic string, n int) ([]benchMember, error) {
 	states := make([]consumerState, n)
 	for i := range states {
 		states[i].id = newMemberID()
@@ -411,11 +414,11 @@ func setupConsumer(ctx context.Context, clients []*kgo.Client, n int) ([]benchMe
 			s := &states[i]
 			cl := clients[i%len(clients)]
 			req := kmsg.NewPtrConsumerGroupHeartbeatRequest()
-			req.Group, req.MemberID, req.MemberEpoch = benchGroup, s.id, s.epoch
+			req.Group, req.MemberID, req.MemberEpoch = group, s.id, s.epoch
 			req.Topics = s.owned
 			if s.epoch == 0 {
 				req.RebalanceTimeoutMillis = int32(benchRebalance / time.Millisecond)
-				req.SubscribedTopicNames = []string{benchTopic}
+				req.SubscribedTopicNames = []string{topic}
 				req.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{}
 			}
 			resp, err := req.RequestWith(ctx, cl)
@@ -466,7 +469,7 @@ func setupConsumer(ctx context.Context, clients []*kgo.Client, n int) ([]benchMe
 	}
 	members := make([]benchMember, n)
 	for i, s := range states {
-		members[i] = benchMember{id: s.id, gen: s.epoch}
+		members[i] = benchMember{id: s.id, gen: s.epoch, owned: s.owned}
 	}
 	return members, nil
 }

@@ -77,7 +77,7 @@ func measureGroupHeap(b *testing.B, proto benchProtocol) int64 {
 		}
 	case benchConsumer:
 		clients := newBenchClients(b, ts.addr, 4)
-		if _, err := setupConsumer(ctx, clients, memMembers); err != nil {
+		if _, err := setupConsumer(ctx, clients, benchGroup, benchTopic, memMembers); err != nil {
 			b.Fatalf("joining %d KIP-848 members: %v", memMembers, err)
 		}
 		for _, cl := range clients {

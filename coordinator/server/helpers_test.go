@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/goleak"
@@ -233,6 +234,34 @@ func fetchRequest(version int16, wait time.Duration, topic string, partitions ..
 // name/value pairs.
 func (ts *testServer) metric(t testing.TB, name string, labels ...string) float64 {
 	t.Helper()
+	if m := ts.find(t, name, labels...); m != nil {
+		switch {
+		case m.Counter != nil:
+			return m.Counter.GetValue()
+		case m.Gauge != nil:
+			return m.Gauge.GetValue()
+		case m.Histogram != nil:
+			return float64(m.Histogram.GetSampleCount())
+		}
+	}
+	return 0
+}
+
+// histSum is a histogram's sample count and sum.
+type histSum struct{ count, sum float64 }
+
+// histogram returns the count and sum of the named histogram.
+func (ts *testServer) histogram(t testing.TB, name string, labels ...string) histSum {
+	t.Helper()
+	if m := ts.find(t, name, labels...); m != nil && m.Histogram != nil {
+		return histSum{float64(m.Histogram.GetSampleCount()), m.Histogram.GetSampleSum()}
+	}
+	return histSum{}
+}
+
+// find returns the series of name with the given label pairs, or nil.
+func (ts *testServer) find(t testing.TB, name string, labels ...string) *dto.Metric {
+	t.Helper()
 	mfs, err := ts.reg.Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -254,17 +283,10 @@ func (ts *testServer) metric(t testing.TB, name string, labels ...string) float6
 					continue next
 				}
 			}
-			switch {
-			case m.Counter != nil:
-				return m.Counter.GetValue()
-			case m.Gauge != nil:
-				return m.Gauge.GetValue()
-			case m.Histogram != nil:
-				return float64(m.Histogram.GetSampleCount())
-			}
+			return m
 		}
 	}
-	return 0
+	return nil
 }
 
 // eventually polls cond until it holds or timeout passes.

@@ -33,6 +33,11 @@ type writer struct {
 	drained chan struct{} // closed and replaced when the queue empties
 
 	done chan struct{} // closed when the goroutine exits
+
+	// maxWrites, if positive, caps the writes of one batch; benchmarks
+	// set 1 to measure one store transaction per write against group
+	// commit.
+	maxWrites int
 }
 
 // write is one queued write: the records of one Ready (or of a topic
@@ -118,7 +123,7 @@ func (wr *writer) run() {
 		}
 		wr.busy = true
 		n, size := 0, 0
-		for n < len(wr.queue) && (size == 0 || size+len(wr.queue[n].recs) <= maxBatchRecords) {
+		for n < len(wr.queue) && (size == 0 || size+len(wr.queue[n].recs) <= maxBatchRecords) && (wr.maxWrites == 0 || n < wr.maxWrites) {
 			size += len(wr.queue[n].recs)
 			n++
 		}

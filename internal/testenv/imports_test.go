@@ -15,6 +15,7 @@ import (
 var testOnly = []string{
 	"github.com/tenure-dev/tenure/internal/testenv",
 	"github.com/tenure-dev/tenure/internal/proctest",
+	"github.com/tenure-dev/tenure/internal/testgroups",
 	"github.com/tenure-dev/tenure/epoch/internal/fencetest",
 }
 

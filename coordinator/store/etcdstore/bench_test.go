@@ -2,7 +2,6 @@ package etcdstore_test
 
 import (
 	"context"
-	"encoding/base64"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -14,97 +13,14 @@ import (
 	"github.com/tenure-dev/tenure/coordinator"
 	"github.com/tenure-dev/tenure/coordinator/store/etcdstore"
 	"github.com/tenure-dev/tenure/internal/testenv"
-	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/tenure-dev/tenure/internal/testgroups"
 )
 
 // stableGroup returns the snapshot of a real KIP-848 group: 16 members,
-// with IDs as clients make them (22 characters of base64url), on one topic
-// of 64 partitions, reconciled to a stable assignment, each partition with
-// a committed offset.
-func stableGroup(t testing.TB, name string) []coordinator.Record {
-	t.Helper()
-	cfg := coordinator.DefaultConfig()
-	topics := coordinator.NewStaticTopics()
-	topicID := coordinator.TopicID{0: 0x5e, 15: 7}
-	topics.Add("orders", topicID, 64)
-	cfg.Topics = topics
-	rng := rand.New(rand.NewPCG(1, 2))
-	g := coordinator.NewGroup(name, &cfg, rng)
-	now := coreEpoch
-	type member struct {
-		id    string
-		epoch int32
-		held  []int32
-	}
-	var members []*member
-	for range 16 {
-		var id [16]byte
-		for i := range id {
-			id[i] = byte(rng.Uint32())
-		}
-		members = append(members, &member{id: base64.RawURLEncoding.EncodeToString(id[:])})
-	}
-	heartbeat := func(m *member) {
-		req := kmsg.NewPtrConsumerGroupHeartbeatRequest()
-		req.Version = 1
-		req.Group = name
-		req.MemberID = m.id
-		req.MemberEpoch = m.epoch
-		if m.epoch == 0 {
-			req.RebalanceTimeoutMillis = 60000
-			req.SubscribedTopicNames = []string{"orders"}
-		}
-		req.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{}
-		if len(m.held) > 0 {
-			req.Topics = append(req.Topics, kmsg.ConsumerGroupHeartbeatRequestTopic{TopicID: topicID, Partitions: m.held})
-		}
-		resp := kmsg.NewPtrConsumerGroupHeartbeatResponse()
-		g.Step(now, coordinator.Request{Msg: req, Resp: resp, ClientID: "orders-worker", ClientHost: "/10.1.2.3"})
-		for g.HasReady() {
-			g.Advance(g.Ready())
-		}
-		if resp.ErrorCode != 0 {
-			t.Fatalf("heartbeat: %v", resp.ErrorCode)
-		}
-		m.epoch = resp.MemberEpoch
-		if resp.Assignment != nil {
-			m.held = nil
-			for _, at := range resp.Assignment.Topics {
-				m.held = append(m.held, at.Partitions...)
-			}
-		}
-	}
-	for range 10 {
-		for _, m := range members {
-			heartbeat(m)
-			now = now.Add(10 * time.Millisecond)
-		}
-	}
-	for _, m := range members {
-		if len(m.held) != 4 {
-			t.Fatalf("member holds %d partitions after reconciling, want 4", len(m.held))
-		}
-		req := kmsg.NewPtrOffsetCommitRequest()
-		req.Version = 9
-		req.Group = name
-		req.Generation = m.epoch
-		req.MemberID = m.id
-		rt := kmsg.OffsetCommitRequestTopic{Topic: "orders"}
-		for _, p := range m.held {
-			op := kmsg.NewOffsetCommitRequestTopicPartition()
-			op.Partition = p
-			op.Offset = 1_234_567 + int64(p)
-			op.LeaderEpoch = -1
-			rt.Partitions = append(rt.Partitions, op)
-		}
-		req.Topics = []kmsg.OffsetCommitRequestTopic{rt}
-		resp := kmsg.NewPtrOffsetCommitResponse()
-		g.Step(now, coordinator.Request{Msg: req, Resp: resp})
-		for g.HasReady() {
-			g.Advance(g.Ready())
-		}
-	}
-	return g.Snapshot()
+// 64 partitions, every partition with a committed offset.
+func stableGroup(tb testing.TB, name string) []coordinator.Record {
+	recs, _ := testgroups.Stable(tb, name)
+	return recs
 }
 
 // TestBytesPerGroup measures what a real group costs in etcd: the sum of
@@ -221,7 +137,7 @@ func BenchmarkLoad(b *testing.B) {
 	group := stableGroup(b, "template")
 	var recs []coordinator.Record
 	for i := range 1000 {
-		recs = append(recs, renamed(group, fmt.Sprintf("group-%04d", i))...)
+		recs = append(recs, testgroups.Renamed(group, fmt.Sprintf("group-%04d", i))...)
 		if len(recs) > 20000 || i == 999 {
 			if err := s.Persist(context.Background(), recs); err != nil {
 				b.Fatal(err)
@@ -229,41 +145,35 @@ func BenchmarkLoad(b *testing.B) {
 			recs = recs[:0]
 		}
 	}
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		got, err := s.Load(context.Background())
-		if err != nil {
-			b.Fatal(err)
-		}
-		if len(got) != 1000*len(group) {
-			b.Fatalf("loaded %d records, want %d", len(got), 1000*len(group))
-		}
+	cfg := coordinator.DefaultConfig()
+	topics := coordinator.NewStaticTopics()
+	topics.Add(testgroups.Topic.Name, testgroups.Topic.ID, testgroups.Topic.Partitions)
+	cfg.Topics = topics
+	for _, restore := range []bool{false, true} {
+		// With restore, every group is also rebuilt into a core, as a
+		// restarted server does before it serves: the restart's cost.
+		b.Run(fmt.Sprintf("restore=%t", restore), func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				got, err := s.Load(context.Background())
+				if err != nil {
+					b.Fatal(err)
+				}
+				if len(got) != 1000*len(group) {
+					b.Fatalf("loaded %d records, want %d", len(got), 1000*len(group))
+				}
+				if !restore {
+					continue
+				}
+				for j := 0; j < len(got); j += len(group) {
+					name := got[j].(*coordinator.GroupRecord).Group
+					g, err := coordinator.Restore(name, &cfg, rand.New(rand.NewPCG(1, 2)), coreEpoch, got[j:j+len(group)])
+					if err != nil || g.MemberCount() != 16 {
+						b.Fatalf("restore %s: %v", name, err)
+					}
+				}
+			}
+			b.ReportMetric(float64(1000*len(group)*b.N)/b.Elapsed().Seconds(), "records/s")
+			b.ReportMetric(b.Elapsed().Seconds()/float64(b.N), "s/load")
+		})
 	}
-	b.ReportMetric(float64(1000*len(group)*b.N)/b.Elapsed().Seconds(), "records/s")
-}
-
-// renamed returns copies of a group's records under another name.
-func renamed(recs []coordinator.Record, name string) []coordinator.Record {
-	out := make([]coordinator.Record, len(recs))
-	for i, r := range recs {
-		switch r := r.(type) {
-		case *coordinator.GroupRecord:
-			c := *r
-			c.Group = name
-			out[i] = &c
-		case *coordinator.MemberRecord:
-			c := *r
-			c.Group = name
-			out[i] = &c
-		case *coordinator.AssignmentRecord:
-			c := *r
-			c.Group = name
-			out[i] = &c
-		case *coordinator.OffsetRecord:
-			c := *r
-			c.Group = name
-			out[i] = &c
-		}
-	}
-	return out
 }

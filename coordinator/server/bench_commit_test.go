@@ -1,0 +1,175 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap"
+
+	"github.com/tenure-dev/tenure/coordinator/store/etcdstore"
+)
+
+const (
+	commitMembers = 1000
+	commitGroup   = "committers"
+	commitTopic   = "work1000"
+	// commitClients are the kgo clients (connections) the committers
+	// share, as a fleet's processes would each have their own.
+	commitClients = 32
+)
+
+// BenchmarkCommits1000 measures acknowledged offset commits per second
+// with the embedded etcd store, fsync on: 1,000 KIP-848 members of one
+// group, each owning one partition of a 1,000-partition topic, commit it
+// in a loop, each waiting for its acknowledgement, for -tenure.window.
+// The server runs in this process with its store, as `tenure serve` does.
+//
+//   - group-commit: the server's writer, which persists everything queued
+//     since its last write in one etcd transaction;
+//   - txn-per-commit: the same server writing one transaction per Ready,
+//     the baseline group commit is measured against.
+//
+// Reported: commits/s, the p50 and p99 round trip of a commit, and the
+// records and Readies per store write.
+func BenchmarkCommits1000(b *testing.B) {
+	for _, mode := range []struct {
+		name      string
+		maxWrites int
+	}{{"group-commit", 0}, {"txn-per-commit", 1}} {
+		b.Run(mode.name, func(b *testing.B) {
+			for range b.N {
+				benchCommits(b, mode.maxWrites)
+			}
+		})
+	}
+}
+
+func benchCommits(b *testing.B, maxWrites int) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	emb, err := etcdstore.StartEmbedded(ctx, b.TempDir(), zap.NewNop())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer emb.Close()
+	st, err := etcdstore.New(ctx, emb.Client(), emb.StoreOpts()...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	ts := startServerLogger(b, zap.NewNop(), func(c *Config) {
+		c.Store = st
+		c.PerGroupMetrics = false
+		c.Core.ConsumerSessionTimeout = benchSession
+		c.Core.ConsumerHeartbeatInterval = 5 * time.Second
+	})
+	defer ts.stop()
+	ts.writer.maxWrites = maxWrites
+	clients := newBenchClients(b, ts.addr, commitClients)
+	if created, err := kadm.NewClient(clients[0]).CreateTopics(ctx, commitMembers, 1, nil, commitTopic); err != nil || created[commitTopic].Err != nil {
+		b.Fatalf("CreateTopics: %v %v", err, created[commitTopic].Err)
+	}
+	members, err := setupConsumer(ctx, clients, commitGroup, commitTopic, commitMembers)
+	if err != nil {
+		b.Fatalf("setting up %d members: %v", commitMembers, err)
+	}
+	before := ts.histogram(b, "tenure_store_batch_records")
+	beforeW := ts.histogram(b, "tenure_store_batch_readies")
+
+	var (
+		mu       sync.Mutex
+		lat      []time.Duration
+		failures int
+		first    error
+	)
+	stop := time.Now().Add(*benchWindow)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i, m := range members {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cl := clients[i%len(clients)]
+			var mine []time.Duration
+			offset := int64(0)
+			for time.Now().Before(stop) {
+				offset++
+				t0 := time.Now()
+				err := commitOwned(ctx, cl, m, offset)
+				mine = append(mine, time.Since(t0))
+				if err != nil {
+					mu.Lock()
+					failures++
+					if first == nil {
+						first = err
+					}
+					mu.Unlock()
+				}
+			}
+			mu.Lock()
+			lat = append(lat, mine...)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	if failures > 0 {
+		b.Fatalf("%d commits failed, the first with: %v", failures, first)
+	}
+	slices.Sort(lat)
+	pct := func(p int) float64 { return float64(lat[len(lat)*p/100].Microseconds()) / 1000 }
+	after := ts.histogram(b, "tenure_store_batch_records")
+	afterW := ts.histogram(b, "tenure_store_batch_readies")
+	batches := after.count - before.count
+	b.ReportMetric(float64(len(lat))/elapsed.Seconds(), "commits/s")
+	b.ReportMetric(pct(50), "p50-ms")
+	b.ReportMetric(pct(99), "p99-ms")
+	b.ReportMetric((after.sum-before.sum)/batches, "records/txn")
+	b.ReportMetric((afterW.sum-beforeW.sum)/batches, "readies/txn")
+	b.Logf("%d commits in %v by %d members: %.0f/s, p50 %.2f ms, p99 %.2f ms, %.0f store writes of %.1f records",
+		len(lat), elapsed.Round(time.Millisecond), commitMembers, float64(len(lat))/elapsed.Seconds(), pct(50), pct(99),
+		batches, (after.sum-before.sum)/batches)
+}
+
+// commitOwned commits offset for every partition m owns and fails unless
+// every one is accepted.
+func commitOwned(ctx context.Context, cl *kgo.Client, m benchMember, offset int64) error {
+	req := kmsg.NewPtrOffsetCommitRequest()
+	req.Version = 9
+	req.Group = commitGroup
+	req.MemberID = m.id
+	req.Generation = m.gen
+	rt := kmsg.NewOffsetCommitRequestTopic()
+	rt.Topic = commitTopic
+	for _, t := range m.owned {
+		for _, p := range t.Partitions {
+			rp := kmsg.NewOffsetCommitRequestTopicPartition()
+			rp.Partition, rp.Offset = p, offset
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+	}
+	if len(rt.Partitions) == 0 {
+		return errors.New("member owns no partition")
+	}
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return err
+	}
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			if p.ErrorCode != 0 {
+				return kerr.ErrorForCode(p.ErrorCode)
+			}
+		}
+	}
+	return nil
+}
