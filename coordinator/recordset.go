@@ -136,6 +136,18 @@ func (s *RecordSet) Records() []Record {
 	return out
 }
 
+// Topic returns the named topic's record, or nil.
+func (s *RecordSet) Topic(name string) *TopicRecord { return s.topics[name] }
+
+// Topics returns every topic's record, sorted by name.
+func (s *RecordSet) Topics() []*TopicRecord {
+	out := make([]*TopicRecord, 0, len(s.topics))
+	for _, name := range slices.Sorted(maps.Keys(s.topics)) {
+		out = append(out, s.topics[name])
+	}
+	return out
+}
+
 // GroupOf returns the group a record belongs to; ok is false for a
 // TopicRecord, which belongs to none.
 func GroupOf(r Record) (group string, ok bool) {

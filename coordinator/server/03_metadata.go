@@ -8,8 +8,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
-
-	"github.com/tenure-dev/tenure/coordinator"
 )
 
 // Metadata: v0-12.
@@ -53,20 +51,25 @@ func init() {
 
 func (s *Server) handleMetadata(req *kmsg.MetadataRequest, now time.Time) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
-	b := kmsg.NewMetadataResponseBroker()
-	b.NodeID = s.cfg.NodeID
-	b.Host = s.advHost
-	b.Port = s.advPort
-	resp.Brokers = []kmsg.MetadataResponseBroker{b}
+	for _, n := range s.nodes() {
+		b := kmsg.NewMetadataResponseBroker()
+		b.NodeID = n.ID
+		b.Host, b.Port = n.hostPort()
+		resp.Brokers = append(resp.Brokers, b)
+	}
+	self := s.self().ID
 	resp.ClusterID = &s.cfg.ClusterID
-	resp.ControllerID = s.cfg.NodeID
+	resp.ControllerID = self
+	if c, ok := s.coordinatorNode(now); ok {
+		resp.ControllerID = c.ID
+	}
 
 	add := func(t *topic) {
 		rt := kmsg.NewMetadataResponseTopic()
 		name := t.name
 		rt.Topic = &name
 		rt.TopicID = t.id
-		rt.Partitions = t.metadataPartitions(s.cfg.NodeID)
+		rt.Partitions = t.metadataPartitions(self)
 		resp.Topics = append(resp.Topics, rt)
 	}
 	addErr := func(name *string, id [16]byte, code int16) {
@@ -154,9 +157,15 @@ func (s *Server) createTopic(name string, partitions int32, via string) (*topic,
 	return t, err
 }
 
-// persistTopic makes a new topic durable before anyone sees it.
-func (s *Server) persistTopic(t *topic) error {
+// persistTopic makes a new topic durable before anyone sees it, and
+// returns the topic as stored: another node of an HA set may have created
+// the name first, and then its ID is the topic's.
+func (s *Server) persistTopic(t *topic) (*topic, error) {
 	ctx, cancel := context.WithTimeout(s.storeCtx, s.cfg.StoreTimeout)
 	defer cancel()
-	return s.writer.persistNow(ctx, []coordinator.Record{t.record()})
+	rec, err := s.topicStore.CreateTopic(ctx, t.record())
+	if err != nil {
+		return nil, err
+	}
+	return &topic{name: rec.Name, id: rec.ID, partitions: rec.Partitions}, nil
 }

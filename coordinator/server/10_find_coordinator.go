@@ -9,7 +9,8 @@ import (
 
 // FindCoordinator: v0-4.
 //
-// Every group's coordinator is this node. v0-3 carry one key, v4 a batch
+// Every group's coordinator is this node, or in an HA set the leader (while
+// none leads, COORDINATOR_NOT_AVAILABLE). v0-3 carry one key, v4 a batch
 // (KIP-699). Only group coordinators (type 0) exist: a transaction
 // coordinator lookup is INVALID_REQUEST, as Kafka answers an unknown type.
 
@@ -17,8 +18,8 @@ func init() {
 	register(api{
 		key: 10, min: 0, max: 4,
 		aliasFree: true,
-		handle: func(s *Server, c *conn, sl *slot, _ time.Time) {
-			c.respond(sl, s.handleFindCoordinator(sl.req.(*kmsg.FindCoordinatorRequest)))
+		handle: func(s *Server, c *conn, sl *slot, now time.Time) {
+			c.respond(sl, s.handleFindCoordinator(sl.req.(*kmsg.FindCoordinatorRequest), now))
 		},
 		errorResponse: func(req kmsg.Request, code int16) kmsg.Response {
 			r := req.(*kmsg.FindCoordinatorRequest)
@@ -49,8 +50,9 @@ func init() {
 	})
 }
 
-func (s *Server) handleFindCoordinator(req *kmsg.FindCoordinatorRequest) kmsg.Response {
+func (s *Server) handleFindCoordinator(req *kmsg.FindCoordinatorRequest, now time.Time) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
+	coord, known := s.coordinatorNode(now)
 	keys := req.CoordinatorKeys
 	if req.Version <= 3 {
 		keys = []string{req.CoordinatorKey}
@@ -62,10 +64,14 @@ func (s *Server) handleFindCoordinator(req *kmsg.FindCoordinatorRequest) kmsg.Re
 			c.ErrorCode = kerr.InvalidRequest.Code
 			msg := "tenure coordinates consumer groups only"
 			c.ErrorMessage = &msg
+		} else if known {
+			c.NodeID = coord.ID
+			c.Host, c.Port = coord.hostPort()
 		} else {
-			c.NodeID = s.cfg.NodeID
-			c.Host = s.advHost
-			c.Port = s.advPort
+			// No node leads: an election is under way, or etcd lost
+			// its quorum. Retriable: the client asks again.
+			c.ErrorCode = kerr.CoordinatorNotAvailable.Code
+			c.NodeID, c.Port = -1, -1
 		}
 		resp.Coordinators = append(resp.Coordinators, c)
 	}

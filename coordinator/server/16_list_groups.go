@@ -13,14 +13,15 @@ import (
 // Lists every group, sorted by name, with its protocol type, state (v4+)
 // and type (v5+: "classic" or "consumer"). The state (v4) and type (v5)
 // filters match case-insensitively, as in Kafka. Each group is read while
-// the server owns it, one at a time.
+// the server owns it, one at a time. A node of an HA set that does not lead
+// lists no group.
 
 func init() {
 	register(api{
 		key: 16, min: 0, max: 5,
 		aliasFree: true,
-		handle: func(s *Server, c *conn, sl *slot, _ time.Time) {
-			c.respond(sl, s.handleListGroups(sl.req.(*kmsg.ListGroupsRequest)))
+		handle: func(s *Server, c *conn, sl *slot, now time.Time) {
+			c.respond(sl, s.handleListGroups(sl.req.(*kmsg.ListGroupsRequest), now))
 		},
 		errorResponse: func(req kmsg.Request, code int16) kmsg.Response {
 			resp := req.ResponseKind().(*kmsg.ListGroupsResponse)
@@ -31,12 +32,18 @@ func init() {
 	})
 }
 
-func (s *Server) handleListGroups(req *kmsg.ListGroupsRequest) kmsg.Response {
+func (s *Server) handleListGroups(req *kmsg.ListGroupsRequest, now time.Time) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.ListGroupsResponse)
+	tm := s.leading(now)
+	if tm == nil {
+		// Like a Kafka broker that coordinates no group: kadm asks every
+		// node and merges the answers.
+		return resp
+	}
 	match := func(filter []string, v string) bool {
 		return len(filter) == 0 || slices.ContainsFunc(filter, func(f string) bool { return strings.EqualFold(f, v) })
 	}
-	for _, e := range s.groups.snapshot() {
+	for _, e := range tm.groups.snapshot() {
 		e.mu.Lock()
 		if e.gone || e.offline || e.g.Deleted() {
 			e.mu.Unlock()

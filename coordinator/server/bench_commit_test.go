@@ -72,7 +72,7 @@ func benchCommits(b *testing.B, maxWrites int) {
 		c.Core.ConsumerHeartbeatInterval = 5 * time.Second
 	})
 	defer ts.stop()
-	ts.writer.maxWrites = maxWrites
+	ts.term(b).writer.maxWrites = maxWrites
 	clients := newBenchClients(b, ts.addr, commitClients)
 	if created, err := kadm.NewClient(clients[0]).CreateTopics(ctx, commitMembers, 1, nil, commitTopic); err != nil || created[commitTopic].Err != nil {
 		b.Fatalf("CreateTopics: %v %v", err, created[commitTopic].Err)

@@ -86,7 +86,7 @@ func measureGroupHeap(b *testing.B, proto benchProtocol) int64 {
 	}
 	joined := time.Since(start)
 	eventually(b, 10*time.Second, "client connections to close", func() bool { return ts.metric(b, "tenure_connections") == 0 })
-	e := ts.groups.lookup(benchGroup)
+	e := ts.term(b).groups.lookup(benchGroup)
 	e.mu.Lock()
 	st := e.g.Stats()
 	e.mu.Unlock()

@@ -21,8 +21,25 @@ type Config struct {
 	// server replaces Core.Topics with its own topic registry.
 	Core coordinator.Config
 
-	// Store persists group records before replies are sent. Required.
+	// Store persists group records before replies are sent. Required,
+	// unless Cluster is set: each of its terms brings the store to write
+	// through while it lasts.
 	Store store.Store
+
+	// TopicStore keeps the topics. Default: Store, which must then
+	// implement store.TopicStore. Every node of an HA set shares one.
+	TopicStore store.TopicStore
+
+	// Cluster, if set, makes the server a node of an HA set: it
+	// coordinates groups only during the terms it wins, and otherwise
+	// answers group requests NOT_COORDINATOR and names the leader in
+	// FindCoordinator. Its node ID and address replace NodeID and
+	// Advertise.
+	Cluster Cluster
+
+	// TopicRefresh is how often a node of an HA set reloads the topics,
+	// which any node may create. Default 1 s.
+	TopicRefresh time.Duration
 
 	// Logger receives the server's logs; nil means zap.NewNop().
 	Logger *zap.Logger
@@ -133,6 +150,7 @@ func DefaultConfig() Config {
 		MaxFetchWait:      30 * time.Second,
 		ShutdownTimeout:   5 * time.Second,
 		StoreTimeout:      10 * time.Second,
+		TopicRefresh:      time.Second,
 	}
 }
 
@@ -146,8 +164,16 @@ func (c *Config) Validate() error {
 	bad := func(format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...))
 	}
-	if c.Store == nil {
+	if c.Store == nil && c.Cluster == nil {
 		bad("no store")
+	}
+	if c.TopicStore == nil {
+		if _, ok := c.Store.(store.TopicStore); !ok {
+			bad("no topic store: Store does not keep topics")
+		}
+	}
+	if c.Cluster != nil && c.TopicRefresh <= 0 {
+		bad("topic refresh %v must be positive", c.TopicRefresh)
 	}
 	if c.NodeID < 0 {
 		bad("node ID %d is negative", c.NodeID)

@@ -52,7 +52,7 @@ func (s *Server) queueWrite(e *groupEntry, recs []coordinator.Record) {
 	e.issued++
 	e.inflight++
 	seq, inc := e.issued, e.inc
-	s.writer.submit(&write{
+	e.tm.writer.submit(&write{
 		recs: recs,
 		live: func() bool {
 			e.mu.Lock()
@@ -94,7 +94,7 @@ func (s *Server) written(e *groupEntry, seq, inc uint64, err error) {
 	e.durable = seq
 	s.release(e)
 	if e.g != nil && e.g.Deleted() && e.durable == e.issued && !e.gone {
-		s.groups.remove(e)
+		e.tm.groups.remove(e)
 	}
 }
 
@@ -154,6 +154,13 @@ func (s *Server) takeOffline(e *groupEntry, why string, fields ...zap.Field) {
 	e.g = nil
 	s.stopTimer(e)
 	code := kerr.CoordinatorNotAvailable.Code
+	s.answerWaiting(e, code, errGroupOffline)
+	s.answerParked(func(p *groupEntry) bool { return p == e }, code)
+}
+
+// answerWaiting answers e's held replies with code and ends its barriers
+// with err. e.mu must be held.
+func (s *Server) answerWaiting(e *groupEntry, code int16, err error) {
 	for _, h := range e.waiting {
 		if sl, ok := h.r.Ref.(*slot); ok {
 			sl.c.deliver(sl, errorResponse(sl.req, code), 0, true)
@@ -162,15 +169,20 @@ func (s *Server) takeOffline(e *groupEntry, why string, fields ...zap.Field) {
 	clear(e.waiting)
 	e.waiting = e.waiting[:0]
 	for _, b := range e.barriers {
-		b.done <- errGroupOffline
+		b.done <- err
 	}
 	clear(e.barriers)
 	e.barriers = e.barriers[:0]
+}
+
+// answerParked answers with code every request parked in a group that
+// match selects, on every connection.
+func (s *Server) answerParked(match func(*groupEntry) bool, code int16) {
 	s.eachConn(func(c *conn) {
 		c.mu.Lock()
 		var parked []*slot
 		for _, sl := range c.q[c.head:] {
-			if sl.state == slotWaiting && sl.group.Load() == e {
+			if e := sl.group.Load(); sl.state == slotWaiting && e != nil && match(e) {
 				parked = append(parked, sl)
 			}
 		}
@@ -201,7 +213,7 @@ func (s *Server) reload(e *groupEntry, now time.Time) bool {
 	}
 	ctx, cancel := context.WithTimeout(s.storeCtx, s.cfg.StoreTimeout)
 	defer cancel()
-	recs, err := s.store.LoadGroup(ctx, e.name)
+	recs, err := e.tm.store.LoadGroup(ctx, e.name)
 	var g *coordinator.Group
 	if err == nil {
 		g, err = coordinator.Restore(e.name, &s.core, newGroupRand(), now, recs)
@@ -308,7 +320,11 @@ func memberOf(req kmsg.Request) string {
 // COORDINATOR_NOT_AVAILABLE for a group that is offline or failed while
 // the answer waited.
 func (s *Server) withGroup(name string, now time.Time, fn func(g *coordinator.Group)) int16 {
-	e := s.groups.lookup(name)
+	tm := s.leading(now)
+	if tm == nil {
+		return s.notLeadingCode(now)
+	}
+	e := tm.groups.lookup(name)
 	if e == nil {
 		return kerr.GroupIDNotFound.Code
 	}

@@ -212,7 +212,7 @@ func (s *gateStore) Persist(ctx context.Context, recs []coordinator.Record) erro
 // answered in order.
 func TestRepliesWaitForTheirWrites(t *testing.T) {
 	gs := newGateStore()
-	ts := startServer(t, func(c *Config) { c.Store = gs })
+	ts := startServer(t, func(c *Config) { c.Store, c.TopicStore = gs, gs.Store.(store.TopicStore) })
 	c := dial(t, ts.addr)
 	c.roundTrip(metadataRequest(12, "jobs"))
 	const id = "member-a-000000000000000"
@@ -275,7 +275,7 @@ func TestRepliesWaitForTheirWrites(t *testing.T) {
 // what the store holds, while other groups went on all along.
 func TestStoreFailureReloadsGroup(t *testing.T) {
 	fs := &flakyStore{Store: store.NewMemory()}
-	ts := startServer(t, func(c *Config) { c.Store = fs })
+	ts := startServer(t, func(c *Config) { c.Store, c.TopicStore = fs, fs.Store.(store.TopicStore) })
 	c := dial(t, ts.addr)
 	c.roundTrip(metadataRequest(12, "jobs"))
 	const a, b = "member-a-000000000000000", "member-b-000000000000000"

@@ -22,6 +22,7 @@ import (
 // write is in flight keeps stepping.
 type groupEntry struct {
 	name string
+	tm   *term // the term that loaded it
 
 	mu sync.Mutex
 	// g is the core; nil while the group is offline.
@@ -55,16 +56,17 @@ type groupEntry struct {
 	generation, members, unowned prometheus.Gauge
 }
 
-// groupRegistry maps names to groups.
+// groupRegistry maps names to the groups of one term.
 type groupRegistry struct {
 	s      *Server
+	tm     *term
 	mu     sync.RWMutex
 	m      map[string]*groupEntry
 	closed bool
 }
 
-func newGroupRegistry(s *Server) *groupRegistry {
-	return &groupRegistry{s: s, m: make(map[string]*groupEntry)}
+func newGroupRegistry(s *Server, tm *term) *groupRegistry {
+	return &groupRegistry{s: s, tm: tm, m: make(map[string]*groupEntry)}
 }
 
 // get returns the named group, creating its entry if create is set: a new
@@ -106,7 +108,7 @@ func (r *groupRegistry) get(name string, create bool) (e *groupEntry, code int16
 // add registers an entry for name with core g (nil: offline, loaded on
 // first use); r.mu must be held.
 func (r *groupRegistry) add(name string, g *coordinator.Group) *groupEntry {
-	e := &groupEntry{name: name, g: g, offline: g == nil}
+	e := &groupEntry{name: name, tm: r.tm, g: g, offline: g == nil}
 	if r.s.cfg.PerGroupMetrics {
 		e.generation = r.s.m.generation.WithLabelValues(groupLabel(name))
 		e.members = r.s.m.members.WithLabelValues(groupLabel(name))
@@ -153,7 +155,8 @@ func (r *groupRegistry) snapshot() []*groupEntry {
 
 // closeAll stops every group at shutdown: timers stop, and requests that
 // reach a group from now on get COORDINATOR_NOT_AVAILABLE. Writes already
-// queued still complete (Serve drains the writer).
+// queued still complete (Serve drains the writer), and their replies go
+// out.
 func (r *groupRegistry) closeAll() {
 	r.mu.Lock()
 	r.closed = true
@@ -166,6 +169,20 @@ func (r *groupRegistry) closeAll() {
 	}
 }
 
+// drop ends every group when the term ends: as closeAll, and every reply
+// or read waiting for a write, and every request parked in a group, is
+// answered with code at once (a deposed leader's writes fail anyway).
+func (r *groupRegistry) drop(code int16) {
+	r.closeAll()
+	for _, e := range r.snapshot() {
+		e.mu.Lock()
+		r.s.answerWaiting(e, code, errGroupOffline)
+		e.g = nil
+		e.mu.Unlock()
+	}
+	r.s.answerParked(func(e *groupEntry) bool { return e.tm == r.tm }, code)
+}
+
 // newGroupRand returns the random source of a new core, from a secure
 // seed: member IDs must not be guessable.
 func newGroupRand() *rand.Rand {
@@ -174,15 +191,15 @@ func newGroupRand() *rand.Rand {
 	return rand.New(rand.NewChaCha8(seed))
 }
 
-// acquire finds the named group and locks it with its core loaded, for a
-// request that may create it. It returns nil and the code to answer with
-// if the group cannot serve the request now.
-func (s *Server) acquire(c *conn, name string, create bool, now time.Time) (*groupEntry, int16) {
+// acquire finds the named group of term tm and locks it with its core
+// loaded, for a request that may create it. It returns nil and the code
+// to answer with if the group cannot serve the request now.
+func (s *Server) acquire(tm *term, c *conn, name string, create bool, now time.Time) (*groupEntry, int16) {
 	for range 3 {
 		e := c.lastGroup
-		if e == nil || e.name != name {
+		if e == nil || e.name != name || e.tm != tm {
 			var code int16
-			if e, code = s.groups.get(name, create); e == nil {
+			if e, code = tm.groups.get(name, create); e == nil {
 				return nil, code
 			}
 		}
@@ -211,7 +228,12 @@ func (s *Server) step(c *conn, sl *slot, name string, create bool, now time.Time
 		c.respond(sl, errorResponse(sl.req, kerr.InvalidGroupID.Code))
 		return
 	}
-	e, code := s.acquire(c, name, create, now)
+	tm := s.leading(now)
+	if tm == nil {
+		c.respond(sl, errorResponse(sl.req, s.notLeadingCode(now)))
+		return
+	}
+	e, code := s.acquire(tm, c, name, create, now)
 	if e == nil {
 		c.respond(sl, errorResponse(sl.req, code))
 		return
@@ -258,7 +280,7 @@ func (s *Server) performReady(e *groupEntry, self *conn) {
 		// tombstone and continues above its epochs.
 		s.stopTimer(e)
 		if e.durable == e.issued {
-			s.groups.remove(e)
+			e.tm.groups.remove(e)
 		}
 		return
 	}
@@ -308,11 +330,11 @@ func (s *Server) stopTimer(e *groupEntry) {
 func (s *Server) fire(e *groupEntry) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.gone || e.offline {
+	now := time.Now()
+	if e.gone || e.offline || !e.tm.valid(now) {
 		return
 	}
 	e.armed = time.Time{}
-	now := time.Now()
 	if s.tickCore(e, now) {
 		s.performReady(e, nil)
 	}
@@ -321,7 +343,11 @@ func (s *Server) fire(e *groupEntry) {
 // topicsChanged tells every group that topics were created, so KIP-848
 // groups assign the new partitions.
 func (s *Server) topicsChanged(now time.Time) {
-	for _, e := range s.groups.snapshot() {
+	tm := s.leading(now)
+	if tm == nil {
+		return // the next term loads them all
+	}
+	for _, e := range tm.groups.snapshot() {
 		e.mu.Lock()
 		if !e.gone && !e.offline && s.useCore(e, func(g *coordinator.Group) { g.TopicsChanged(now) }) {
 			s.performReady(e, nil)

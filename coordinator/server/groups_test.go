@@ -83,7 +83,7 @@ func TestUnknownGroups(t *testing.T) {
 	if r := c.roundTrip(list).(*kmsg.ListGroupsResponse); len(r.Groups) != 0 {
 		t.Errorf("ListGroups: %+v", r.Groups)
 	}
-	if n := len(ts.groups.snapshot()); n != 0 {
+	if n := len(ts.term(t).groups.snapshot()); n != 0 {
 		t.Fatalf("%d groups created by requests for unknown groups", n)
 	}
 }
@@ -254,7 +254,7 @@ func TestNonUTF8GroupName(t *testing.T) {
 	join := probeJoin().(*kmsg.JoinGroupRequest)
 	join.Group = "g\xff"
 	c.roundTrip(join)
-	if ts.groups.lookup("g\xff") == nil {
+	if ts.term(t).groups.lookup("g\xff") == nil {
 		t.Fatal("group not created")
 	}
 	if got := groupLabel("g\xff"); got != `"g\xff"` {

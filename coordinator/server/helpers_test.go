@@ -289,6 +289,14 @@ func (ts *testServer) find(t testing.TB, name string, labels ...string) *dto.Met
 	return nil
 }
 
+// term returns the term the server coordinates groups in, waiting for
+// Serve to load it.
+func (ts *testServer) term(t testing.TB) *term {
+	t.Helper()
+	eventually(t, 10*time.Second, "the server to load its groups", func() bool { return ts.lead.Load() != nil })
+	return ts.lead.Load()
+}
+
 // eventually polls cond until it holds or timeout passes.
 func eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()

@@ -10,41 +10,34 @@ import (
 	"github.com/tenure-dev/tenure/coordinator"
 )
 
-// load rebuilds the topics and groups the store holds, before the server
-// accepts anyone: topics first, with their IDs (KIP-848 members name
-// partitions by topic ID), then every group with coordinator.Restore, so
-// that every member's session starts again now and a restart expels nobody
-// and rebalances nothing. Deleted groups are left in the store as
-// tombstones: a group re-created under the name loads its tombstone then.
-// A group whose records cannot be restored stays offline (its requests are
-// answered COORDINATOR_NOT_AVAILABLE and its error is logged), rather than
-// start afresh below the tokens it handed out.
-func (s *Server) load(ctx context.Context) error {
+// load rebuilds the topics and the groups of term tm from the stores,
+// before the term serves anyone: topics first, with their IDs (KIP-848
+// members name partitions by topic ID), then every group with
+// coordinator.Restore, so that every member's session starts again now and
+// a restart or fail-over expels nobody and rebalances nothing. Deleted
+// groups are left in the store as tombstones: a group re-created under the
+// name loads its tombstone then. A group whose records cannot be restored
+// stays offline (its requests are answered COORDINATOR_NOT_AVAILABLE and
+// its error is logged), rather than start afresh below the tokens it
+// handed out.
+func (s *Server) load(ctx context.Context, tm *term) error {
 	start := time.Now()
+	if _, err := s.refreshTopics(ctx); err != nil {
+		return err
+	}
 	lctx, cancel := context.WithTimeout(ctx, s.cfg.StoreTimeout)
-	recs, err := s.store.Load(lctx)
+	recs, err := tm.store.Load(lctx)
 	cancel()
 	if err != nil {
 		return fmt.Errorf("server: loading the store: %w", err)
 	}
-	topics, groups, members, offline := 0, 0, 0, 0
-	i := 0
-	for ; i < len(recs); i++ {
-		t, ok := recs[i].(*coordinator.TopicRecord)
-		if !ok {
-			break
-		}
-		if err := s.topics.restore(t); err != nil {
-			return fmt.Errorf("server: loading topic %q: %w", t.Name, err)
-		}
-		topics++
-	}
-	s.m.topics.Set(float64(s.topics.Len()))
+	groups, members, offline := 0, 0, 0
 	now := time.Now()
-	for i < len(recs) {
+	for i := 0; i < len(recs); {
 		name, ok := coordinator.GroupOf(recs[i])
 		if !ok {
-			return fmt.Errorf("server: the store returned a %T among the groups", recs[i])
+			i++ // a TopicRecord: topics come from the topic store
+			continue
 		}
 		j := i + 1
 		for j < len(recs) {
@@ -59,9 +52,9 @@ func (s *Server) load(ctx context.Context) error {
 			continue
 		}
 		g, err := coordinator.Restore(name, &s.core, newGroupRand(), now, grecs)
-		s.groups.mu.Lock()
-		e := s.groups.add(name, g)
-		s.groups.mu.Unlock()
+		tm.groups.mu.Lock()
+		e := tm.groups.add(name, g)
+		tm.groups.mu.Unlock()
 		if err != nil {
 			offline++
 			e.offlineAt = now
@@ -75,8 +68,54 @@ func (s *Server) load(ctx context.Context) error {
 		s.performReady(e, nil)
 		e.mu.Unlock()
 	}
+	s.m.terms.Inc()
 	s.log.Info("loaded the store",
-		zap.Int("topics", topics), zap.Int("groups", groups), zap.Int("members", members),
+		zap.Int("topics", s.topics.Len()), zap.Int("groups", groups), zap.Int("members", members),
 		zap.Int("offline_groups", offline), zap.Int("records", len(recs)), zap.Duration("took", time.Since(start)))
 	return nil
+}
+
+// refreshTopics adds the topics of the topic store this node does not
+// hold yet (in an HA set, any node may create one) and reports whether
+// there were any.
+func (s *Server) refreshTopics(ctx context.Context) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.StoreTimeout)
+	defer cancel()
+	recs, err := s.topicStore.LoadTopics(ctx)
+	if err != nil {
+		return false, fmt.Errorf("server: loading topics: %w", err)
+	}
+	added := false
+	for _, rec := range recs {
+		isNew, err := s.topics.restore(rec)
+		if err != nil {
+			return added, fmt.Errorf("server: topic %q: %w", rec.Name, err)
+		}
+		added = added || isNew
+	}
+	if added {
+		s.m.topics.Set(float64(s.topics.Len()))
+	}
+	return added, nil
+}
+
+// refreshTopicsLoop keeps an HA node's topics up to date, and tells the
+// groups it coordinates about new ones, until ctx ends.
+func (s *Server) refreshTopicsLoop(ctx context.Context) {
+	tick := time.NewTicker(s.cfg.TopicRefresh)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		added, err := s.refreshTopics(ctx)
+		if err != nil && ctx.Err() == nil {
+			s.log.Warn("topics could not be refreshed", zap.Error(err))
+		}
+		if added {
+			s.topicsChanged(time.Now())
+		}
+	}
 }

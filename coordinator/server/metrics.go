@@ -30,6 +30,8 @@ type metrics struct {
 	groupsOffline   *prometheus.CounterVec
 	groupLoads      *prometheus.CounterVec
 	corePanics      prometheus.Counter
+	leading         prometheus.Gauge
+	terms           prometheus.Counter
 
 	// okRequests caches the error="NONE" child of every served key, so
 	// the common path is one atomic add.
@@ -118,6 +120,14 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "tenure_group_reloads_total",
 			Help: "Groups rebuilt from the store after going offline (reloaded), or that failed to load (error).",
 		}, []string{"result"}),
+		leading: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "tenure_coordinating",
+			Help: "1 while this node coordinates the groups (the leader of its HA set, or a single node), else 0.",
+		}),
+		terms: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tenure_coordinator_terms_total",
+			Help: "Leadership terms this node served (each loads every group from the store): 1 for a single node, one per fail-over to this node in an HA set.",
+		}),
 		corePanics: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "tenure_group_panics_total",
 			Help: "Panics of a group core, each contained to its group. Any is a bug: the log has the stack and the request.",
@@ -133,7 +143,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			m.requests, m.heartbeat, m.rebalances, m.generation, m.members, m.unowned,
 			m.commitsRejected, m.connections, m.connClosed, m.limits, m.groups, m.topics,
 			m.storeFailures, m.persistSeconds, m.batchRecords, m.batchWrites, m.groupsOffline,
-			m.groupLoads, m.corePanics,
+			m.groupLoads, m.corePanics, m.leading, m.terms,
 		} {
 			reg.MustRegister(c)
 		}

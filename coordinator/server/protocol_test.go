@@ -391,7 +391,7 @@ func TestTopicRegistryConcurrent(t *testing.T) {
 			defer func() { done <- struct{}{} }()
 			for i := range 50 {
 				name := "t" + strconv.Itoa(i%20)
-				t2, err := r.create(name, int32(1+w), func(*topic) error { return nil })
+				t2, err := r.create(name, int32(1+w), func(t *topic) (*topic, error) { return t, nil })
 				if err != nil && err != errTopicExists {
 					t.Error(err)
 					return

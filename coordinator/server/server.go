@@ -20,14 +20,17 @@ import (
 // Server is a tenure coordinator speaking the Kafka protocol. Create it
 // with New and run it with Serve.
 type Server struct {
-	cfg    Config
-	core   coordinator.Config // cfg.Core with the server's topic registry
-	log    *zap.Logger
-	store  store.Store
-	m      *metrics
-	topics *topicRegistry
-	groups *groupRegistry
-	writer *writer
+	cfg        Config
+	core       coordinator.Config // cfg.Core with the server's topic registry
+	log        *zap.Logger
+	m          *metrics
+	topics     *topicRegistry
+	topicStore store.TopicStore
+
+	// lead is the term during which this node coordinates groups: for a
+	// single node, from the load at start-up to shutdown; in an HA set,
+	// each term the node wins. Nil while it does not lead.
+	lead atomic.Pointer[term]
 
 	// coreHook, if set (by tests), runs before every use of a group's
 	// core, inside the recovery that contains a core's panic to its
@@ -42,6 +45,9 @@ type Server struct {
 	// Advertised address, resolved by Serve.
 	advHost string
 	advPort int32
+
+	// stopTerms ends the terms goroutine of an HA node at shutdown.
+	stopTerms func()
 
 	serving atomic.Bool
 	closing atomic.Bool
@@ -62,7 +68,6 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{
 		cfg:      cfg,
 		log:      cfg.Logger,
-		store:    cfg.Store,
 		m:        newMetrics(cfg.Registerer),
 		topics:   newTopicRegistry(cfg.MaxTopics, cfg.MaxPartitions),
 		conns:    make(map[*conn]struct{}),
@@ -70,8 +75,10 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.core = cfg.Core
 	s.core.Topics = s.topics
-	s.groups = newGroupRegistry(s)
-	s.writer = newWriter(s)
+	s.topicStore = cfg.TopicStore
+	if s.topicStore == nil {
+		s.topicStore = cfg.Store.(store.TopicStore) // Validate checked
+	}
 	return s, nil
 }
 
@@ -80,14 +87,16 @@ func New(cfg Config) (*Server, error) {
 var ErrServing = errors.New("server: Serve called twice")
 
 // Serve loads every topic and group from the store, then accepts
-// connections on ln and serves them until ctx is cancelled or ln fails.
-// Then it shuts down gracefully: it stops accepting, stops every group's
-// timers, lets the store writes already queued finish, answers the
-// requests still in flight (a parked Fetch with its empty answer at once,
-// a parked JoinGroup or SyncGroup with COORDINATOR_NOT_AVAILABLE so its
-// client looks for the coordinator again), closes every connection and
-// returns. It returns nil after a cancellation, and the load's or the
-// listener's error otherwise. ln is closed on return.
+// connections on ln and serves them until ctx is cancelled or ln fails. In
+// an HA set (Config.Cluster) it serves at once, and coordinates groups
+// during each term it wins, loading them at the term's start. Then it
+// shuts down gracefully: it stops accepting, stops every group's timers,
+// lets the store writes already queued finish, answers the requests still
+// in flight (a parked Fetch with its empty answer at once, a parked
+// JoinGroup or SyncGroup with COORDINATOR_NOT_AVAILABLE so its client
+// looks for the coordinator again), closes every connection and returns.
+// It returns nil after a cancellation, and the load's or the listener's
+// error otherwise. ln is closed on return.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	if !s.serving.CompareAndSwap(false, true) {
 		return ErrServing
@@ -96,17 +105,40 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		ln.Close()
 		return err
 	}
-	go s.writer.run()
-	defer s.writer.close()
-	if err := s.load(ctx); err != nil {
-		ln.Close()
-		s.groups.closeAll()
-		return err
+	termCtx, stopTerms := context.WithCancel(ctx)
+	defer stopTerms()
+	termsDone := make(chan struct{})
+	if s.cfg.Cluster == nil {
+		tm := s.newTerm(nil, s.cfg.Store)
+		go tm.writer.run()
+		defer tm.writer.close()
+		if err := s.load(ctx, tm); err != nil {
+			ln.Close()
+			tm.groups.closeAll()
+			return err
+		}
+		s.lead.Store(tm)
+		s.m.leading.Set(1)
+		close(termsDone)
+	} else {
+		if _, err := s.refreshTopics(ctx); err != nil {
+			ln.Close()
+			return err
+		}
+		go func() {
+			defer close(termsDone)
+			s.runTerms(termCtx)
+		}()
+		go s.refreshTopicsLoop(termCtx)
+	}
+	s.stopTerms = func() {
+		stopTerms()
+		<-termsDone
 	}
 	s.log.Info("serving",
 		zap.String("listen", ln.Addr().String()),
 		zap.String("advertise", net.JoinHostPort(s.advHost, strconv.Itoa(int(s.advPort)))),
-		zap.Int32("node", s.cfg.NodeID))
+		zap.Int32("node", s.self().ID))
 
 	stopped := make(chan struct{})
 	go func() {
@@ -220,13 +252,19 @@ func (s *Server) eachConn(fn func(*conn)) {
 var shutdownCode = kerr.CoordinatorNotAvailable.Code
 
 func (s *Server) shutdown() {
-	s.groups.closeAll()
-	// Replies held for writes already queued go out once those land.
-	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
-	if !s.writer.drain(ctx) {
-		s.log.Warn("store writes still in flight at shutdown; their requests are answered COORDINATOR_NOT_AVAILABLE")
+	if s.cfg.Cluster != nil {
+		// The term ends with the node: its groups are dropped, and their
+		// clients go to the next leader.
+		s.stopTerms()
+	} else if tm := s.lead.Load(); tm != nil {
+		tm.groups.closeAll()
+		// Replies held for writes already queued go out once those land.
+		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
+		if !tm.writer.drain(ctx) {
+			s.log.Warn("store writes still in flight at shutdown; their requests are answered COORDINATOR_NOT_AVAILABLE")
+		}
+		cancel()
 	}
-	cancel()
 	s.eachConn((*conn).stop)
 	s.connWG.Wait()
 	s.log.Info("stopped")

@@ -140,10 +140,12 @@ func (r *topicRegistry) validate(name string, partitions int32) error {
 }
 
 // create adds a topic: the ID is drawn, persist makes the topic durable
-// (so that it keeps its ID across restarts), and only then is the topic
-// visible, to clients and to groups. If the topic exists, create returns
-// it with errTopicExists. Creations are serialized; lookups go on.
-func (r *topicRegistry) create(name string, partitions int32, persist func(*topic) error) (*topic, error) {
+// (so that it keeps its ID across restarts) and returns it as stored (with
+// another node's ID if that node created the name first), and only then
+// is the topic visible, to clients and to groups. If the topic exists,
+// create returns it with errTopicExists. Creations are serialized; lookups
+// go on.
+func (r *topicRegistry) create(name string, partitions int32, persist func(*topic) (*topic, error)) (*topic, error) {
 	if err := r.check(name, partitions); err != nil {
 		return nil, err
 	}
@@ -169,14 +171,22 @@ func (r *topicRegistry) create(name string, partitions int32, persist func(*topi
 			break
 		}
 	}
-	if err := persist(t); err != nil {
+	stored, err := persist(t)
+	if err != nil {
 		return nil, fmt.Errorf("%w: %w", errTopicStore, err)
 	}
 	r.mu.Lock()
-	r.byName[name] = t
-	r.byID[t.id] = t
-	r.mu.Unlock()
-	return t, nil
+	defer r.mu.Unlock()
+	if _, dup := r.byID[stored.id]; !dup {
+		r.byName[name] = stored
+		r.byID[stored.id] = stored
+	}
+	if stored.id != t.id {
+		// Another node created it first (refresh may have added it
+		// meanwhile): it exists, with its ID.
+		return r.byName[name], errTopicExists
+	}
+	return r.byName[name], nil
 }
 
 // check applies the rules of a creation that need no lookup.
@@ -192,20 +202,28 @@ func (r *topicRegistry) check(name string, partitions int32) error {
 	return nil
 }
 
-// restore adds a topic loaded from the store, with its ID.
-func (r *topicRegistry) restore(rec *coordinator.TopicRecord) error {
+// restore adds a topic loaded from the store, with its ID; a topic it
+// already holds is left as it is. It reports whether the topic is new.
+func (r *topicRegistry) restore(rec *coordinator.TopicRecord) (bool, error) {
 	if !validTopicName(rec.Name) || rec.Partitions <= 0 || rec.ID == (coordinator.TopicID{}) {
-		return fmt.Errorf("invalid topic record: %d partitions, ID %x", rec.Partitions, rec.ID)
+		return false, fmt.Errorf("invalid topic record: %d partitions, ID %x", rec.Partitions, rec.ID)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if t, ok := r.byName[rec.Name]; ok {
+		if t.id != rec.ID || t.partitions != rec.Partitions {
+			return false, fmt.Errorf("topic %q is held with ID %x and %d partitions, the store says %x and %d",
+				rec.Name, t.id, t.partitions, rec.ID, rec.Partitions)
+		}
+		return false, nil
+	}
 	if _, dup := r.byID[rec.ID]; dup {
-		return fmt.Errorf("topic ID %x is taken", rec.ID)
+		return false, fmt.Errorf("topic ID %x is taken", rec.ID)
 	}
 	t := &topic{name: rec.Name, id: rec.ID, partitions: rec.Partitions}
 	r.byName[t.name] = t
 	r.byID[t.id] = t
-	return nil
+	return true, nil
 }
 
 // record is t's durable form.

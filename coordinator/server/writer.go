@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/tenure-dev/tenure/coordinator"
+	"github.com/tenure-dev/tenure/coordinator/store"
 )
 
 // writer persists the records of every group's Readies through the Store
@@ -23,7 +24,8 @@ import (
 // the order the group produced them, and a later write of a group never
 // lands before an earlier one.
 type writer struct {
-	s *Server
+	s     *Server
+	store store.Store
 
 	mu      sync.Mutex
 	queue   []*write
@@ -40,8 +42,8 @@ type writer struct {
 	maxWrites int
 }
 
-// write is one queued write: the records of one Ready (or of a topic
-// creation), and what to do once they are durable.
+// write is one queued write: the records of one Ready, and what to do
+// once they are durable.
 type write struct {
 	recs []coordinator.Record
 	// live reports, when the batch is built, whether the write is still
@@ -61,9 +63,10 @@ var errSkipped = errors.New("server: write skipped: its group went offline")
 // store accepts in reasonable time; the rest waits for the next batch.
 const maxBatchRecords = 20000
 
-func newWriter(s *Server) *writer {
+func newWriter(s *Server, st store.Store) *writer {
 	return &writer{
 		s:       s,
+		store:   st,
 		kick:    make(chan struct{}, 1),
 		drained: make(chan struct{}),
 		done:    make(chan struct{}),
@@ -87,19 +90,6 @@ func (wr *writer) submit(w *write) {
 }
 
 var errWriterClosed = errors.New("server: the store writer is closed")
-
-// persistNow queues recs and waits until they are durable or failed; for
-// the rare writes that are not a group's (topic creation).
-func (wr *writer) persistNow(ctx context.Context, recs []coordinator.Record) error {
-	ch := make(chan error, 1)
-	wr.submit(&write{recs: recs, live: func() bool { return true }, done: func(err error) { ch <- err }})
-	select {
-	case err := <-ch:
-		return err
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
 
 // run is the writer goroutine. It returns once close has been called and
 // the queue is empty.
@@ -165,7 +155,7 @@ func (wr *writer) persist(recs []coordinator.Record, writes int) error {
 	ctx, cancel := context.WithTimeout(s.storeCtx, s.cfg.StoreTimeout)
 	defer cancel()
 	start := time.Now()
-	err := s.store.Persist(ctx, recs)
+	err := wr.store.Persist(ctx, recs)
 	s.m.persistSeconds.Observe(time.Since(start).Seconds())
 	s.m.batchRecords.Observe(float64(len(recs)))
 	s.m.batchWrites.Observe(float64(writes))

@@ -67,6 +67,32 @@ func (m *Memory) LoadGroup(_ context.Context, group string) ([]coordinator.Recor
 	return m.set.Group(group), nil
 }
 
+// CreateTopic implements TopicStore.
+func (m *Memory) CreateTopic(_ context.Context, rec *coordinator.TopicRecord) (*coordinator.TopicRecord, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil, ErrClosed
+	}
+	if t := m.set.Topic(rec.Name); t != nil {
+		return t, nil
+	}
+	if err := m.set.Apply(rec); err != nil {
+		return nil, err
+	}
+	return rec, nil
+}
+
+// LoadTopics implements TopicStore.
+func (m *Memory) LoadTopics(context.Context) ([]*coordinator.TopicRecord, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil, ErrClosed
+	}
+	return m.set.Topics(), nil
+}
+
 // Close implements Store.
 func (m *Memory) Close() error {
 	m.mu.Lock()

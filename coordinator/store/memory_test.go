@@ -140,3 +140,18 @@ func ExampleMemory() {
 	// group workers epoch 3
 	// offset jobs[7] = 42 under token 3
 }
+
+func TestMemoryTopicsCreateIfAbsent(t *testing.T) {
+	ctx := context.Background()
+	m := store.NewMemory()
+	first := &coordinator.TopicRecord{Name: "jobs", ID: coordinator.TopicID{1}, Partitions: 64}
+	if got, err := m.CreateTopic(ctx, first); err != nil || got != first {
+		t.Fatalf("first creation: %+v, %v", got, err)
+	}
+	if got, err := m.CreateTopic(ctx, &coordinator.TopicRecord{Name: "jobs", ID: coordinator.TopicID{2}, Partitions: 8}); err != nil || got != first {
+		t.Fatalf("second creation: %+v, %v; want the first's topic", got, err)
+	}
+	if all, err := m.LoadTopics(ctx); err != nil || len(all) != 1 || all[0] != first {
+		t.Fatalf("LoadTopics: %v %v", all, err)
+	}
+}

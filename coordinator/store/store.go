@@ -53,6 +53,20 @@ type Store interface {
 	Close() error
 }
 
+// TopicStore keeps topics: the work shards groups are assigned, each with
+// an ID by which KIP-848 members name its partitions. A topic, once
+// created, never changes, and every node of an HA set may create one, so
+// creation is create-if-absent: two creators of one name agree on the
+// first one's ID. Both stores implement it; an HA set shares one
+// (etcdstore.Topics) apart from the leader's guarded group store.
+type TopicStore interface {
+	// CreateTopic stores rec unless a topic of its name exists, and
+	// returns the stored topic: rec, or the existing one.
+	CreateTopic(ctx context.Context, rec *coordinator.TopicRecord) (*coordinator.TopicRecord, error)
+	// LoadTopics returns every topic, sorted by name.
+	LoadTopics(ctx context.Context) ([]*coordinator.TopicRecord, error)
+}
+
 // ErrClosed is returned by Persist and the loads after Close.
 var ErrClosed = errors.New("store: closed")
 

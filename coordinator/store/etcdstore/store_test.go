@@ -465,3 +465,34 @@ func TestFencedByANewerStore(t *testing.T) {
 		t.Fatalf("epoch %d, want 3", got)
 	}
 }
+
+// TestTopicsCreateIfAbsent: the first creator of a topic name decides its
+// ID; a second creator (another node of an HA set) gets the first's topic
+// back, through the store or through a Topics of its own.
+func TestTopicsCreateIfAbsent(t *testing.T) {
+	s, cli := openWithPrefix(t, "/tenure/")
+	ctx := testenv.Context(t)
+	first := &coordinator.TopicRecord{Name: "jobs", ID: coordinator.TopicID{1}, Partitions: 64}
+	got, err := s.CreateTopic(ctx, first)
+	if err != nil || *got != *first {
+		t.Fatalf("first creation: %+v, %v", got, err)
+	}
+	other := etcdstore.NewTopics(cli, etcdstore.Prefix("/tenure/"))
+	second := &coordinator.TopicRecord{Name: "jobs", ID: coordinator.TopicID{2}, Partitions: 8}
+	got, err = other.CreateTopic(ctx, second)
+	if err != nil || *got != *first {
+		t.Fatalf("second creation: %+v, %v; want the first's topic", got, err)
+	}
+	if _, err := other.CreateTopic(ctx, &coordinator.TopicRecord{Name: "audit", ID: coordinator.TopicID{3}, Partitions: 1}); err != nil {
+		t.Fatal(err)
+	}
+	all, err := s.LoadTopics(ctx)
+	if err != nil || len(all) != 2 || all[0].Name != "audit" || *all[1] != *first {
+		t.Fatalf("LoadTopics: %v %v", all, err)
+	}
+	// The store's Load returns them too, as records.
+	recs, err := s.Load(ctx)
+	if err != nil || len(recs) != 2 {
+		t.Fatalf("Load: %d records, %v", len(recs), err)
+	}
+}

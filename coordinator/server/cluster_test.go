@@ -1,0 +1,194 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tenure-dev/tenure/coordinator"
+	"github.com/tenure-dev/tenure/coordinator/store"
+)
+
+// fakeSet is an HA set of in-process servers sharing one memory store, in
+// which the test decides who leads (package ha decides it on etcd, and is
+// tested there).
+type fakeSet struct {
+	mu     sync.Mutex
+	nodes  []Node
+	leader int32 // -1: none
+	shared *store.Memory
+}
+
+type fakeNode struct {
+	set   *fakeSet
+	id    int32
+	terms chan Term
+}
+
+func (n *fakeNode) Self() Node {
+	n.set.mu.Lock()
+	defer n.set.mu.Unlock()
+	return n.set.nodes[n.id]
+}
+
+func (n *fakeNode) Nodes() []Node {
+	n.set.mu.Lock()
+	defer n.set.mu.Unlock()
+	return append([]Node(nil), n.set.nodes...)
+}
+
+func (n *fakeNode) Leader() (Node, bool) {
+	n.set.mu.Lock()
+	defer n.set.mu.Unlock()
+	if n.set.leader < 0 {
+		return Node{}, false
+	}
+	return n.set.nodes[n.set.leader], true
+}
+
+func (n *fakeNode) Terms() <-chan Term { return n.terms }
+
+// fakeTerm is a term whose validity the test ends. Its store refuses
+// writes once the term is invalid, as the etcd store's guard does once the
+// leader key is gone.
+type fakeTerm struct {
+	valid atomic.Bool
+	done  chan struct{}
+	store *guardedStore
+}
+
+func newFakeTerm(shared store.Store) *fakeTerm {
+	t := &fakeTerm{done: make(chan struct{})}
+	t.valid.Store(true)
+	t.store = &guardedStore{Store: shared, t: t}
+	return t
+}
+
+func (t *fakeTerm) Store() store.Store    { return t.store }
+func (t *fakeTerm) Valid(time.Time) bool  { return t.valid.Load() }
+func (t *fakeTerm) Done() <-chan struct{} { return t.done }
+
+// doubt makes the term invalid without ending it, as a leader whose
+// keepalives stopped being acknowledged sees it.
+func (t *fakeTerm) doubt() { t.valid.Store(false) }
+
+func (t *fakeTerm) end() {
+	t.valid.Store(false)
+	close(t.done)
+}
+
+func (set *fakeSet) node(id int32) *fakeNode {
+	return &fakeNode{set: set, id: id, terms: make(chan Term, 1)}
+}
+
+func (set *fakeSet) setLeader(id int32) {
+	set.mu.Lock()
+	defer set.mu.Unlock()
+	set.leader = id
+}
+
+type guardedStore struct {
+	store.Store
+	t *fakeTerm
+}
+
+var errGuard = errors.New("guard: no longer the leader")
+
+func (s *guardedStore) Persist(ctx context.Context, recs []coordinator.Record) error {
+	if !s.t.valid.Load() {
+		return errGuard
+	}
+	return s.Store.Persist(ctx, recs)
+}
+
+// startSetServer starts node id of set, with its advertised address.
+func startSetServer(t *testing.T, set *fakeSet, n *fakeNode) *testServer {
+	t.Helper()
+	return startServer(t, func(c *Config) {
+		c.Store = nil
+		c.TopicStore = set.shared
+		c.Cluster = n
+		c.TopicRefresh = 50 * time.Millisecond
+	})
+}
+
+// TestFailover: in an HA set only the leader coordinates; a follower sends
+// clients to it (NOT_COORDINATOR, FindCoordinator) and lists every node in
+// Metadata. When the leader's term is in doubt it stops answering group
+// requests at once, before another term starts; the next leader loads the
+// groups from the store, and members go on at their epochs.
+func TestFailover(t *testing.T) {
+	set := &fakeSet{leader: -1, shared: store.NewMemory(), nodes: []Node{{ID: 0}, {ID: 1}}}
+	na, nb := set.node(0), set.node(1)
+	a := startSetServer(t, set, na)
+	b := startSetServer(t, set, nb)
+	set.mu.Lock()
+	set.nodes[0].Addr, set.nodes[1].Addr = a.addr, b.addr
+	set.mu.Unlock()
+
+	ca, cb := dial(t, a.addr), dial(t, b.addr)
+	if r := ca.roundTrip(cgHeartbeat("g", "member-a-000000000000000", 0)).(*kmsg.ConsumerGroupHeartbeatResponse); r.ErrorCode != kerr.CoordinatorNotAvailable.Code {
+		t.Fatalf("before any term: error %d, want COORDINATOR_NOT_AVAILABLE", r.ErrorCode)
+	}
+
+	ta := newFakeTerm(set.shared)
+	set.setLeader(0)
+	na.terms <- ta
+	eventually(t, 5*time.Second, "a to lead", func() bool { return a.lead.Load() != nil })
+	ca.roundTrip(metadataRequest(12, "jobs"))
+	const m1 = "member-a-000000000000000"
+	r := ca.roundTrip(cgHeartbeat("g", m1, 0)).(*kmsg.ConsumerGroupHeartbeatResponse)
+	if r.ErrorCode != 0 || r.MemberEpoch != 1 {
+		t.Fatalf("join on the leader: error %d epoch %d", r.ErrorCode, r.MemberEpoch)
+	}
+	owned := []kmsg.ConsumerGroupHeartbeatRequestTopic{{TopicID: r.Assignment.Topics[0].TopicID, Partitions: r.Assignment.Topics[0].Partitions}}
+
+	// The follower redirects.
+	if r := cb.roundTrip(cgHeartbeat("g", m1, 1)).(*kmsg.ConsumerGroupHeartbeatResponse); r.ErrorCode != kerr.NotCoordinator.Code {
+		t.Fatalf("heartbeat on the follower: error %d, want NOT_COORDINATOR", r.ErrorCode)
+	}
+	fc := kmsg.NewPtrFindCoordinatorRequest()
+	fc.Version = 4
+	fc.CoordinatorKeys = []string{"g"}
+	if c := cb.roundTrip(fc).(*kmsg.FindCoordinatorResponse).Coordinators[0]; c.ErrorCode != 0 || c.NodeID != 0 {
+		t.Fatalf("FindCoordinator on the follower: %+v", c)
+	}
+	md := cb.roundTrip(metadataRequest(12, "jobs")).(*kmsg.MetadataResponse)
+	if len(md.Brokers) != 2 || md.Topics[0].ErrorCode != 0 || md.Topics[0].TopicID != owned[0].TopicID {
+		t.Fatalf("Metadata on the follower: %d brokers, topic %+v", len(md.Brokers), md.Topics[0])
+	}
+
+	// The leader's term is in doubt: it answers no group request, even
+	// before the term has ended.
+	ta.doubt()
+	set.setLeader(-1)
+	hb := cgHeartbeat("g", m1, 1)
+	hb.Topics = owned
+	if r := ca.roundTrip(hb).(*kmsg.ConsumerGroupHeartbeatResponse); r.ErrorCode != kerr.CoordinatorNotAvailable.Code {
+		t.Fatalf("heartbeat on a leader in doubt: error %d, want COORDINATOR_NOT_AVAILABLE", r.ErrorCode)
+	}
+	ta.end()
+	eventually(t, 5*time.Second, "a to drop its groups", func() bool { return a.lead.Load() == nil })
+
+	tb := newFakeTerm(set.shared)
+	set.setLeader(1)
+	nb.terms <- tb
+	eventually(t, 5*time.Second, "b to lead", func() bool { return b.lead.Load() != nil })
+	hb = cgHeartbeat("g", m1, 1)
+	hb.Topics = owned
+	if r := cb.roundTrip(hb).(*kmsg.ConsumerGroupHeartbeatResponse); r.ErrorCode != 0 || r.MemberEpoch != 1 {
+		t.Fatalf("the member's heartbeat on the new leader: error %d epoch %d; it must go on at its epoch", r.ErrorCode, r.MemberEpoch)
+	}
+	if r := ca.roundTrip(hb).(*kmsg.ConsumerGroupHeartbeatResponse); r.ErrorCode != kerr.NotCoordinator.Code {
+		t.Fatalf("the old leader after the fail-over: error %d, want NOT_COORDINATOR", r.ErrorCode)
+	}
+	if n := b.metric(t, "tenure_coordinator_terms_total"); n != 1 {
+		t.Fatalf("terms on b %v", n)
+	}
+}

@@ -1,0 +1,116 @@
+package etcdstore
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/tenure-dev/tenure/coordinator"
+	"github.com/tenure-dev/tenure/coordinator/store"
+)
+
+// Topics is the topic registry in etcd that every node of an HA set shares
+// (store.TopicStore): any node, leading or not, may create a topic, with
+// one create-if-absent transaction, so two nodes creating one name agree
+// on its ID; and any node reads them, to answer Metadata. It takes no
+// fence and no guard: a topic does not depend on who leads, and a topic
+// once created never changes.
+type Topics struct {
+	cli  *clientv3.Client
+	keys keys
+}
+
+var _ store.TopicStore = (*Topics)(nil)
+
+// NewTopics returns the topic registry under the prefix of opts (Prefix;
+// the others are ignored). cli stays the caller's.
+func NewTopics(cli *clientv3.Client, opts ...Opt) *Topics {
+	c := defaultCfg()
+	for _, o := range opts {
+		o.apply(&c)
+	}
+	return &Topics{cli: cli, keys: keys{c.prefix}}
+}
+
+// CreateTopic implements store.TopicStore.
+func (t *Topics) CreateTopic(ctx context.Context, rec *coordinator.TopicRecord) (*coordinator.TopicRecord, error) {
+	key := t.keys.topic(rec.Name)
+	resp, err := t.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+		Then(clientv3.OpPut(key, string(encodeValue(rec)))).
+		Else(clientv3.OpGet(key)).Commit()
+	if err != nil {
+		return nil, fmt.Errorf("etcdstore: creating topic %q: %w", rec.Name, err)
+	}
+	if resp.Succeeded {
+		return rec, nil
+	}
+	rr := resp.Responses[0].GetResponseRange()
+	if rr == nil || len(rr.Kvs) != 1 {
+		return nil, fmt.Errorf("etcdstore: topic %q exists but cannot be read", rec.Name)
+	}
+	got, err := t.decode(rr.Kvs[0].Key, rr.Kvs[0].Value)
+	if err != nil {
+		return nil, err
+	}
+	return got, nil
+}
+
+// LoadTopics implements store.TopicStore.
+func (t *Topics) LoadTopics(ctx context.Context) ([]*coordinator.TopicRecord, error) {
+	dir := t.keys.prefix + topicsDir
+	resp, err := t.cli.Get(ctx, dir, clientv3.WithPrefix())
+	if err != nil {
+		return nil, fmt.Errorf("etcdstore: loading topics: %w", err)
+	}
+	out := make([]*coordinator.TopicRecord, 0, len(resp.Kvs))
+	for _, kv := range resp.Kvs {
+		r, err := t.decode(kv.Key, kv.Value)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	slices.SortFunc(out, func(a, b *coordinator.TopicRecord) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
+}
+
+func (t *Topics) decode(key, value []byte) (*coordinator.TopicRecord, error) {
+	pk, err := t.keys.parse(string(key))
+	if err == nil && pk.kind != kindTopic {
+		err = errBadKey
+	}
+	if err != nil {
+		return nil, fmt.Errorf("etcdstore: key %q: %w", key, err)
+	}
+	r, err := decodeValue(pk, value)
+	if err != nil {
+		return nil, fmt.Errorf("etcdstore: key %q: %w", key, err)
+	}
+	return r.(*coordinator.TopicRecord), nil
+}
+
+// CreateTopic implements store.TopicStore, as Topics does, on the store's
+// prefix; it bypasses the fence and the guard, which do not concern
+// topics.
+func (s *Store) CreateTopic(ctx context.Context, rec *coordinator.TopicRecord) (*coordinator.TopicRecord, error) {
+	ctx, end, err := s.begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer end()
+	return (&Topics{cli: s.cli, keys: s.keys}).CreateTopic(ctx, rec)
+}
+
+// LoadTopics implements store.TopicStore.
+func (s *Store) LoadTopics(ctx context.Context) ([]*coordinator.TopicRecord, error) {
+	ctx, end, err := s.begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer end()
+	return (&Topics{cli: s.cli, keys: s.keys}).LoadTopics(ctx)
+}
