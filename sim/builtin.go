@@ -13,8 +13,8 @@ import (
 var builtinFS embed.FS
 
 // Builtins returns the names of the built-in scenarios, sorted: steady,
-// gc-pauses, crash, rolling-restart, scale-out and flaky-network (each
-// file's first comment says what it shows).
+// gc-pauses, crash, rolling-restart, scale-out, flaky-network and failover
+// (each file's first comment says what it shows).
 func Builtins() []string {
 	entries, err := builtinFS.ReadDir("scenarios")
 	if err != nil {
@@ -26,6 +26,13 @@ func Builtins() []string {
 	}
 	slices.Sort(names)
 	return names
+}
+
+// TuningMix returns the built-in scenarios `tenure tune` weighs by
+// default: every one but failover, a rare event that timings should not be
+// chosen for.
+func TuningMix() []string {
+	return slices.DeleteFunc(Builtins(), func(name string) bool { return name == "failover" })
 }
 
 // Builtin returns the built-in scenario with the given name.

@@ -128,7 +128,7 @@ func TestScenarioSet(t *testing.T) {
 
 func TestBuiltinsParse(t *testing.T) {
 	names := sim.Builtins()
-	want := []string{"crash", "flaky-network", "gc-pauses", "rolling-restart", "scale-out", "steady"}
+	want := []string{"crash", "failover", "flaky-network", "gc-pauses", "rolling-restart", "scale-out", "steady"}
 	if strings.Join(names, ",") != strings.Join(want, ",") {
 		t.Fatalf("built-ins %v, want %v", names, want)
 	}

@@ -34,7 +34,7 @@ func setupTune(fs *flag.FlagSet) func(ctx context.Context, args []string) error 
 	obj := tune.DefaultObjective()
 	var sets setFlag
 	var (
-		scenarios   = fs.String("scenarios", strings.Join(sim.Builtins(), ","), "comma-separated scenario `list`: built-in names or files")
+		scenarios   = fs.String("scenarios", strings.Join(sim.TuningMix(), ","), "comma-separated scenario `list`: built-in names or files")
 		duration    = fs.Duration("duration", 0, "simulated time of every run (overrides each scenario's run for=)")
 		seeds       = fs.Int("seeds", 8, "seeds the finalists run, for confidence intervals")
 		screen      = fs.Int("screen-seeds", 1, "seeds every candidate runs in the first stage")
