@@ -1,0 +1,109 @@
+package ha
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// endReason is why a term ended: the reason label of
+// tenure_leader_lost_total, and what the logs say.
+type endReason string
+
+const (
+	// reasonInDoubt: the lease's deadline passed without an acknowledged
+	// renewal, so etcd may be about to expire it.
+	reasonInDoubt endReason = "in_doubt"
+	// reasonLeaseLost: etcd says the lease no longer exists.
+	reasonLeaseLost endReason = "lease_lost"
+	// reasonDeposed: the leader key was deleted while the lease lived (an
+	// operator, or a revocation the node did not make).
+	reasonDeposed endReason = "deposed"
+	// reasonResigned: Term.Resign.
+	reasonResigned endReason = "resigned"
+	// reasonClosed: Node.Close, or a lease given up during recovery.
+	reasonClosed endReason = "closed"
+)
+
+var allReasons = []endReason{reasonInDoubt, reasonLeaseLost, reasonDeposed, reasonResigned, reasonClosed}
+
+// metrics are the node's Prometheus metrics; nil fields when no
+// Registerer was given.
+type metrics struct {
+	reg        prometheus.Registerer
+	leader     prometheus.Gauge
+	terms      prometheus.Counter
+	lost       *prometheus.CounterVec
+	kaFailures prometheus.Counter
+	nodes      prometheus.Gauge
+	collectors []prometheus.Collector
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{reg: reg}
+	if reg == nil {
+		return m, nil
+	}
+	m.leader = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "tenure_leader",
+		Help: "1 while this node holds a leadership term that has not ended, else 0.",
+	})
+	m.terms = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "tenure_leader_terms_total",
+		Help: "Leadership terms this node won.",
+	})
+	m.lost = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tenure_leader_lost_total",
+		Help: "Leadership terms of this node that ended, by reason: in_doubt (lease renewals failed until the deadline), lease_lost (etcd dropped the lease), deposed (the leader key was deleted), resigned, closed.",
+	}, []string{"reason"})
+	for _, r := range allReasons {
+		m.lost.WithLabelValues(string(r))
+	}
+	m.kaFailures = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "tenure_ha_keepalive_failures_total",
+		Help: "Lease renewals of this node that failed or timed out.",
+	})
+	m.nodes = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "tenure_ha_nodes",
+		Help: "Live nodes of the HA set, as this node's watch sees them.",
+	})
+	for _, c := range []prometheus.Collector{m.leader, m.terms, m.lost, m.kaFailures, m.nodes} {
+		if err := reg.Register(c); err != nil {
+			m.unregister()
+			return nil, err
+		}
+		m.collectors = append(m.collectors, c)
+	}
+	return m, nil
+}
+
+func (m *metrics) unregister() {
+	for _, c := range m.collectors {
+		m.reg.Unregister(c)
+	}
+	m.collectors = nil
+}
+
+func (m *metrics) termStarted() {
+	if m.leader == nil {
+		return
+	}
+	m.leader.Set(1)
+	m.terms.Inc()
+}
+
+func (m *metrics) termEnded(r endReason) {
+	if m.leader == nil {
+		return
+	}
+	m.leader.Set(0)
+	m.lost.WithLabelValues(string(r)).Inc()
+}
+
+func (m *metrics) keepaliveFailed() {
+	if m.kaFailures != nil {
+		m.kaFailures.Inc()
+	}
+}
+
+func (m *metrics) liveNodes(n int) {
+	if m.nodes != nil {
+		m.nodes.Set(float64(n))
+	}
+}

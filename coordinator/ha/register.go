@@ -1,0 +1,93 @@
+package ha
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// errNoFreeID is register's error when every int32 is taken, which a real
+// set never meets.
+var errNoFreeID = errors.New("ha: no free node ID")
+
+// register claims a node ID under lease l: prefer if it is free or still
+// bound to the node's previous lease old, otherwise the lowest free one.
+// prefer < 0 means none.
+func (n *Node) register(ctx context.Context, l *lease, prefer int32, old clientv3.LeaseID, addr string) (int32, error) {
+	if prefer >= 0 {
+		ok, holder, err := n.claim(ctx, l, prefer, addr, clientv3.NoLease)
+		if err != nil || ok {
+			return prefer, err
+		}
+		// The old lease could not be revoked and still holds the key: the
+		// key is this node's, and moves to the new lease.
+		if old != clientv3.NoLease && holder == old {
+			ok, _, err := n.claim(ctx, l, prefer, addr, old)
+			if err != nil || ok {
+				return prefer, err
+			}
+		}
+	}
+	for {
+		rctx, cancel := context.WithTimeout(ctx, n.cfg.ttl)
+		resp, err := n.cli.Get(rctx, n.keys.nodesDir(), clientv3.WithPrefix(), clientv3.WithKeysOnly())
+		cancel()
+		if err != nil {
+			return 0, err
+		}
+		used := make(map[int32]bool, len(resp.Kvs))
+		for _, kv := range resp.Kvs {
+			if id, ok := n.keys.nodeID(string(kv.Key)); ok {
+				used[id] = true
+			}
+		}
+		id := int32(0)
+		for used[id] {
+			if id == 1<<31-1 {
+				return 0, errNoFreeID
+			}
+			id++
+		}
+		// Another node may claim the same ID first; then look again.
+		ok, _, err := n.claim(ctx, l, id, addr, clientv3.NoLease)
+		if err != nil || ok {
+			return id, err
+		}
+	}
+}
+
+// claim puts the nodes/ key of id under lease l, if the key does not exist
+// (from == NoLease) or is bound to lease from. It reports whether it did,
+// and otherwise the lease the key is bound to.
+func (n *Node) claim(ctx context.Context, l *lease, id int32, addr string, from clientv3.LeaseID) (bool, clientv3.LeaseID, error) {
+	key := n.keys.node(id)
+	val, err := json.Marshal(NodeInfo{ID: id, Addr: addr})
+	if err != nil {
+		return false, 0, err
+	}
+	cmp := clientv3.Compare(clientv3.CreateRevision(key), "=", 0)
+	if from != clientv3.NoLease {
+		cmp = clientv3.Compare(clientv3.LeaseValue(key), "=", from)
+	}
+	ctx, cancel := context.WithTimeout(ctx, n.cfg.ttl)
+	defer cancel()
+	resp, err := n.cli.Txn(ctx).If(cmp).
+		Then(clientv3.OpPut(key, string(val), clientv3.WithLease(l.id))).
+		Else(clientv3.OpGet(key)).Commit()
+	if err != nil {
+		return false, 0, err
+	}
+	if resp.Succeeded {
+		return true, 0, nil
+	}
+	var holder clientv3.LeaseID
+	if kvs := resp.Responses[0].GetResponseRange().GetKvs(); len(kvs) == 1 {
+		holder = clientv3.LeaseID(kvs[0].Lease)
+	}
+	return false, holder, nil
+}
+
+func isLeaseNotFound(err error) bool { return errors.Is(err, rpctypes.ErrLeaseNotFound) }

@@ -1,0 +1,97 @@
+package ha
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+)
+
+// A Term is one leadership term this node won: from the moment its leader
+// key was confirmed first in the election until the term ends. Its
+// methods are safe for concurrent use.
+type Term struct {
+	n     *Node
+	l     *lease
+	key   string
+	rev   int64
+	ended atomic.Bool
+	done  chan struct{}
+	once  sync.Once
+}
+
+func newTerm(n *Node, l *lease, key string, rev int64) *Term {
+	return &Term{n: n, l: l, key: key, rev: rev, done: make(chan struct{})}
+}
+
+// Guard returns the comparison that holds only while this term's leader
+// key exists: CreateRevision(leader key) = Revision. Give it to
+// etcdstore.Guard: etcd evaluates it when it applies a write, so a write
+// of a deposed leader (paused, cut off, or just late) changes nothing,
+// whatever its own clock said. It is monotone, as etcdstore requires: once
+// the key is deleted it never holds again.
+func (t *Term) Guard() clientv3.Cmp {
+	return clientv3.Compare(clientv3.CreateRevision(t.key), "=", t.rev)
+}
+
+// Revision returns the create revision of the term's leader key: the
+// term's identity, strictly increasing across the terms of the HA set.
+func (t *Term) Revision() int64 { return t.rev }
+
+// Valid reports whether, at now, this node may still act as the leader:
+// the term has not ended and now is before the deadline its lease
+// renewals vouch for (the package doc gives the arithmetic). now must be
+// the current time from time.Now, whose monotonic reading is what is
+// compared. Once Valid returns false it never returns true again, whatever
+// now is passed later. It is an atomic load or two; check it before every
+// reply that must come from the leader.
+func (t *Term) Valid(now time.Time) bool {
+	if t.ended.Load() {
+		return false
+	}
+	if t.l.valid(now) {
+		return true
+	}
+	// A renewal acknowledged just after this check could still move the
+	// lease's deadline, but a term must not come back; and it must not
+	// linger either, holding the leader key with Done open.
+	t.end(reasonInDoubt)
+	return false
+}
+
+// Done returns a channel closed when the term ends: its deadline passed
+// (renewals failing), etcd dropped the lease or the key, it resigned, or
+// the node closed. It closes promptly, but Valid is the authority: it
+// turns false at the deadline itself.
+func (t *Term) Done() <-chan struct{} { return t.done }
+
+// Resign ends the term at once (Valid false, Done closed) and deletes its
+// leader key, so that another candidate wins without waiting for the
+// lease. The node stays a candidate, behind those that wait already, and
+// may win a later term. It returns the deletion's error; the node keeps
+// trying to delete the key in the background.
+func (t *Term) Resign(ctx context.Context) error {
+	t.end(reasonResigned)
+	_, err := t.n.cli.Txn(ctx).If(t.Guard()).Then(clientv3.OpDelete(t.key)).Commit()
+	return err
+}
+
+// end ends the term for r: Valid false first, then Done, then the
+// metrics and the log.
+func (t *Term) end(r endReason) {
+	t.once.Do(func() {
+		t.ended.Store(true)
+		close(t.done)
+		t.n.met.termEnded(r)
+		fields := []zap.Field{zap.Int64("revision", t.rev), zap.Stringer("reason", r), t.l.field()}
+		switch r {
+		case reasonResigned, reasonClosed:
+			t.n.logger().Info("leadership term ended", fields...)
+		default:
+			t.n.logger().Warn("leadership term ended", fields...)
+		}
+	})
+}
