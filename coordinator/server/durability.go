@@ -67,7 +67,7 @@ func (s *Server) queueWrite(e *groupEntry, recs []coordinator.Record) {
 // until the writes issued so far are durable. e.mu must be held.
 func (s *Server) replyWhenDurable(e *groupEntry, r coordinator.Reply, self *conn) {
 	if e.durable == e.issued {
-		s.reply(r, self)
+		s.reply(e.tm, r, self)
 		return
 	}
 	if sl, ok := r.Ref.(*slot); ok {
@@ -103,7 +103,7 @@ func (s *Server) written(e *groupEntry, seq, inc uint64, err error) {
 func (s *Server) release(e *groupEntry) {
 	n := 0
 	for n < len(e.waiting) && e.waiting[n].seq <= e.durable {
-		s.reply(e.waiting[n].r, nil)
+		s.reply(e.tm, e.waiting[n].r, nil)
 		n++
 	}
 	e.waiting = shift(e.waiting, n)
@@ -346,6 +346,10 @@ func (s *Server) withGroup(name string, now time.Time, fn func(g *coordinator.Gr
 	e.mu.Unlock()
 	if wait != nil && <-wait != nil {
 		return kerr.CoordinatorNotAvailable.Code
+	}
+	if now := time.Now(); !tm.valid(now) {
+		// Deposed while the answer waited (reply has the same check).
+		return s.notLeadingCode(now)
 	}
 	return 0
 }

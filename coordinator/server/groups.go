@@ -287,15 +287,25 @@ func (s *Server) performReady(e *groupEntry, self *conn) {
 	s.arm(e, rd.NextTick)
 }
 
-// reply sends one reply of a group now.
-func (s *Server) reply(r coordinator.Reply, self *conn) {
+// reply sends one reply of a group of term tm now. A node of an HA set
+// checks its term once more: the request was admitted under a valid term,
+// but a pause between then and now (a long GC, SIGSTOP) may have let
+// another node take over, and this reply must not tell a member anything
+// the new leader may have changed.
+func (s *Server) reply(tm *term, r coordinator.Reply, self *conn) {
 	sl, ok := r.Ref.(*slot)
 	if !ok || r.Msg == nil {
 		s.log.Error("group replied to a request the server did not give it", zap.Any("ref", r.Ref))
 		return
 	}
 	sl.group.Store(nil)
-	sl.c.deliver(sl, r.Msg, 0, sl.c != self)
+	msg := r.Msg
+	if tm.t != nil {
+		if now := time.Now(); !tm.t.Valid(now) {
+			msg = errorResponse(sl.req, s.notLeadingCode(now))
+		}
+	}
+	sl.c.deliver(sl, msg, 0, sl.c != self)
 }
 
 // arm sets the group's timer for next (zero: no timer). A NextTick that
