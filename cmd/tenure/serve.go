@@ -205,6 +205,14 @@ type storeFlags struct {
 	prefix      string
 	maxTxnOps   int
 	dialTimeout time.Duration
+
+	// The embedded etcd's member, alone or in a cluster of tenure nodes.
+	name         string
+	cluster      string
+	token        string
+	state        string
+	peerListen   string
+	clientListen string
 }
 
 func addStoreFlags(fs *flag.FlagSet) *storeFlags {
@@ -212,6 +220,12 @@ func addStoreFlags(fs *flag.FlagSet) *storeFlags {
 	fs.StringVar(&f.kind, "store", "etcd", "where group state is persisted: etcd (durable; an embedded etcd in --data-dir unless --etcd-endpoints is given) or memory (not durable: lost when the process exits)")
 	fs.StringVar(&f.dataDir, "data-dir", "./tenure-data", "`directory` of the embedded etcd's data, created if missing")
 	fs.StringVar(&f.endpoints, "etcd-endpoints", "", "comma-separated client `URLs` of an etcd cluster to use instead of the embedded one")
+	fs.StringVar(&f.name, "etcd-name", etcdstore.DefaultMemberName, "`name` of the embedded etcd member; with --etcd-initial-cluster, its entry there")
+	fs.StringVar(&f.cluster, "etcd-initial-cluster", "", "`members` of an etcd cluster whose members the tenure nodes embed, one each, in etcd's syntax: n1=http://10.0.0.1:2380,n2=http://10.0.0.2:2380,n3=http://10.0.0.3:2380, the same on every node (default: an etcd of this node alone). The first start on --data-dir bootstraps from it; later starts follow the data. Peer traffic is plain HTTP: keep it on a private network")
+	fs.StringVar(&f.token, "etcd-initial-cluster-token", etcdstore.DefaultClusterToken, "`token` that makes the ID of a new --etcd-initial-cluster, the same on every node; another token makes another cluster on the same addresses")
+	fs.StringVar(&f.state, "etcd-initial-cluster-state", "new", "`state` of --etcd-initial-cluster: new to bootstrap it with the other nodes, existing to join a running cluster on an empty --data-dir after etcdctl member add (to replace a node whose data is lost)")
+	fs.StringVar(&f.peerListen, "etcd-peer-listen", "", "`host:port` the embedded member accepts its peers on (default: the host and port of its --etcd-initial-cluster entry; every interface when that host is a name)")
+	fs.StringVar(&f.clientListen, "etcd-client-listen", "", "`host:port` the embedded etcd serves etcd clients on (default: 127.0.0.1 and a port the kernel chooses). In a cluster, the other nodes use it while their own member is down if they can reach it: 10.0.0.1:2379, or 0.0.0.0:2379 (published with the peer URL's host); it has no authentication")
 	fs.StringVar(&f.caCert, "etcd-cacert", "", "CA certificates `file` to verify the etcd servers with (default with https endpoints: the system's roots)")
 	fs.StringVar(&f.cert, "etcd-cert", "", "client certificate `file` for etcd (with --etcd-key)")
 	fs.StringVar(&f.key, "etcd-key", "", "client key `file` for etcd (with --etcd-cert)")
@@ -223,8 +237,8 @@ func addStoreFlags(fs *flag.FlagSet) *storeFlags {
 	return f
 }
 
-// etcdStartTimeout bounds starting the embedded etcd and opening the
-// store.
+// etcdStartTimeout bounds starting an embedded etcd of this node alone,
+// and opening the store.
 const etcdStartTimeout = 30 * time.Second
 
 func (f *storeFlags) validate() error {
@@ -235,6 +249,33 @@ func (f *storeFlags) validate() error {
 	}
 	if f.kind == "etcd" && f.endpoints == "" && f.dataDir == "" {
 		return usagef("--data-dir is empty: the embedded etcd needs a directory")
+	}
+	type given struct {
+		flag string
+		set  bool
+	}
+	if f.endpoints != "" {
+		for _, g := range []given{
+			{"--etcd-initial-cluster", f.cluster != ""},
+			{"--etcd-name", f.name != etcdstore.DefaultMemberName},
+			{"--etcd-peer-listen", f.peerListen != ""},
+			{"--etcd-client-listen", f.clientListen != ""},
+		} {
+			if g.set {
+				return usagef("%s configures the embedded etcd, and --etcd-endpoints replaces it with a cluster of your own: give one of them", g.flag)
+			}
+		}
+	}
+	if f.cluster == "" {
+		for _, g := range []given{
+			{"--etcd-initial-cluster-token", f.token != etcdstore.DefaultClusterToken},
+			{"--etcd-initial-cluster-state", f.state != "new"},
+			{"--etcd-peer-listen", f.peerListen != ""},
+		} {
+			if g.set {
+				return usagef("%s needs --etcd-initial-cluster: an etcd of this node alone has no peers", g.flag)
+			}
+		}
 	}
 	if (f.cert == "") != (f.key == "") {
 		return usagef("--etcd-cert and --etcd-key go together")
@@ -255,8 +296,6 @@ func (f *storeFlags) open(ctx context.Context, log *zap.Logger, reg prometheus.R
 		m := store.NewMemory()
 		return m, func() { m.Close() }, nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, etcdStartTimeout)
-	defer cancel()
 	var closers []func()
 	closeAll := func() {
 		for i := len(closers) - 1; i >= 0; i-- {
@@ -266,7 +305,7 @@ func (f *storeFlags) open(ctx context.Context, log *zap.Logger, reg prometheus.R
 	opts := []etcdstore.Opt{etcdstore.Prefix(f.prefix), etcdstore.Logger(log), etcdstore.Registerer(reg)}
 	var cli *clientv3.Client
 	if f.endpoints == "" {
-		e, err := etcdstore.StartEmbedded(ctx, f.dataDir, log)
+		e, err := f.startEmbedded(ctx, log)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -280,6 +319,8 @@ func (f *storeFlags) open(ctx context.Context, log *zap.Logger, reg prometheus.R
 		}
 		closers = append(closers, func() { cli.Close() })
 	}
+	ctx, cancel := context.WithTimeout(ctx, etcdStartTimeout)
+	defer cancel()
 	if f.maxTxnOps > 0 {
 		opts = append(opts, etcdstore.MaxTxnOps(f.maxTxnOps))
 	}
@@ -293,6 +334,33 @@ func (f *storeFlags) open(ctx context.Context, log *zap.Logger, reg prometheus.R
 	}
 	closers = append(closers, func() { s.Close() })
 	return s, closeAll, nil
+}
+
+// startEmbedded starts the embedded etcd. Alone it must serve within
+// etcdStartTimeout; a member of a cluster waits for a quorum until ctx
+// ends, as etcd does, since the other nodes may come up minutes later,
+// and logs every few seconds which peers it reached.
+func (f *storeFlags) startEmbedded(ctx context.Context, log *zap.Logger) (*etcdstore.Embedded, error) {
+	opts := []etcdstore.EmbeddedOpt{etcdstore.MemberName(f.name)}
+	if f.clientListen != "" {
+		opts = append(opts, etcdstore.ClientListen(f.clientListen))
+	}
+	if f.cluster == "" {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, etcdStartTimeout)
+		defer cancel()
+	} else {
+		opts = append(opts, etcdstore.InitialCluster(f.cluster), etcdstore.InitialClusterToken(f.token),
+			etcdstore.InitialClusterState(f.state))
+		if f.peerListen != "" {
+			opts = append(opts, etcdstore.PeerListen(f.peerListen))
+		}
+	}
+	e, err := etcdstore.StartEmbedded(ctx, f.dataDir, log, opts...)
+	if errors.Is(err, etcdstore.ErrInvalidOption) {
+		return nil, usagef("%v", err)
+	}
+	return e, err
 }
 
 // client connects to the external etcd cluster.

@@ -3,9 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -13,11 +17,13 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/goleak"
 	"go.uber.org/zap"
 
 	"github.com/tenure-dev/tenure/coordinator"
 	"github.com/tenure-dev/tenure/coordinator/store/etcdstore"
+	"github.com/tenure-dev/tenure/internal/proctest"
 	"github.com/tenure-dev/tenure/internal/testenv"
 )
 
@@ -54,6 +60,8 @@ func TestServeHelp(t *testing.T) {
 		"--idle-timeout", "--write-timeout", "--store", "--log-level", "commit offsets explicitly",
 		"--data-dir", "--etcd-endpoints", "TENURE_ETCD_PASSWORD", "--etcd-cacert", "--etcd-cert", "--etcd-key",
 		"--etcd-username", "--etcd-prefix", "--max-txn-ops", "--etcd-dial-timeout",
+		"--etcd-name", "--etcd-initial-cluster", "--etcd-initial-cluster-token", "--etcd-initial-cluster-state",
+		"--etcd-peer-listen", "--etcd-client-listen", "TENURE_ETCD_INITIAL_CLUSTER",
 	} {
 		if !strings.Contains(help, want) {
 			t.Errorf("help lacks %q", want)
@@ -62,10 +70,13 @@ func TestServeHelp(t *testing.T) {
 }
 
 func TestServeRejectsBadSettings(t *testing.T) {
+	const three = "n1=http://127.0.0.1:2380,n2=http://127.0.0.1:2381,n3=http://127.0.0.1:2382"
 	for _, tc := range []struct {
 		name string
 		args []string
 		env  map[string]string
+		// want is in the message, when given.
+		want string
 	}{
 		{name: "zero partitions", args: []string{"--partitions", "0"}},
 		{name: "partitions above the limit", args: []string{"--partitions", "100", "--max-partitions", "10"}},
@@ -81,18 +92,40 @@ func TestServeRejectsBadSettings(t *testing.T) {
 		{name: "stray argument", args: []string{"extra"}},
 		{name: "from the environment", env: map[string]string{"TENURE_MAX_CONNECTIONS": "0"}},
 		{name: "malformed environment value", env: map[string]string{"TENURE_IDLE_TIMEOUT": "soon"}},
+		{name: "initial cluster with endpoints", args: []string{"--etcd-initial-cluster", three, "--etcd-name", "n1", "--etcd-endpoints", "http://127.0.0.1:1"},
+			want: "--etcd-initial-cluster configures the embedded etcd"},
+		{name: "name not in the initial cluster", args: []string{"--etcd-initial-cluster", three, "--etcd-name", "n4"},
+			want: `member name "n4" is not in the initial cluster (members: n1, n2, n3)`},
+		{name: "default name not in the initial cluster", args: []string{"--etcd-initial-cluster", three},
+			want: `member name "tenure" is not in the initial cluster`},
+		{name: "malformed initial cluster", args: []string{"--etcd-initial-cluster", "n1=127.0.0.1:2380", "--etcd-name", "n1"},
+			want: `peer URL "127.0.0.1:2380" is not http://host:port`},
+		{name: "initial cluster from the environment", args: []string{"--etcd-name", "n1"}, env: map[string]string{"TENURE_ETCD_INITIAL_CLUSTER": "n1=https://127.0.0.1:2380"},
+			want: "https needs peer TLS"},
+		{name: "peer listen without a cluster", args: []string{"--etcd-peer-listen", "127.0.0.1:2380"}, want: "needs --etcd-initial-cluster"},
+		{name: "cluster state without a cluster", args: []string{"--etcd-initial-cluster-state", "existing"}, want: "needs --etcd-initial-cluster"},
+		{name: "bad cluster state", args: []string{"--etcd-initial-cluster", three, "--etcd-name", "n1", "--etcd-initial-cluster-state", "old"},
+			want: "neither new nor existing"},
+		{name: "client listen on a name", args: []string{"--etcd-client-listen", "localhost.example:2379"}, want: "must be an IP address or localhost"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for k, v := range tc.env {
 				t.Setenv(k, v)
 			}
 			var stdout, stderr bytes.Buffer
-			args := append([]string{"serve", "--listen", "127.0.0.1:0"}, tc.args...)
+			dir := filepath.Join(t.TempDir(), "data")
+			args := append([]string{"serve", "--listen", "127.0.0.1:0", "--data-dir", dir}, tc.args...)
 			if code := run(context.Background(), args, &stdout, &stderr); code != 2 {
 				t.Fatalf("exit %d, want 2; stderr: %s", code, stderr.String())
 			}
 			if stderr.Len() == 0 {
 				t.Fatal("no message on stderr")
+			}
+			if !strings.Contains(stderr.String(), tc.want) {
+				t.Errorf("stderr lacks %q: %s", tc.want, stderr.String())
+			}
+			if _, err := os.Stat(dir); err == nil {
+				t.Errorf("a refused start created the data dir")
 			}
 		})
 	}
@@ -315,5 +348,150 @@ func TestServeExternalEtcd(t *testing.T) {
 	}
 	if o, ok := storedOffset(recs); !ok || o != 42 {
 		t.Fatalf("stored offset %d, %v; want 42", o, ok)
+	}
+}
+
+var etcdEndpointRe = regexp.MustCompile(`embedded etcd started.*"endpoint": "([^"]+)"`)
+
+// servingNode is a `tenure serve` running in this process.
+type servingNode struct {
+	logs   *syncBuffer
+	exited chan int
+	cancel context.CancelFunc
+	// addr and etcd are where it serves Kafka clients and its etcd
+	// member's clients, once it says so.
+	addr, etcd string
+}
+
+// startNode starts `tenure serve` with args, without waiting for it.
+func startNode(args ...string) *servingNode {
+	ctx, cancel := context.WithCancel(context.Background())
+	n := &servingNode{logs: &syncBuffer{}, exited: make(chan int, 1), cancel: cancel}
+	go func() {
+		n.exited <- run(ctx, append([]string{"serve", "--listen", "127.0.0.1:0"}, args...), io.Discard, n.logs)
+	}()
+	return n
+}
+
+// ready reports "" once the node serves, why not otherwise; exited is
+// whether it has exited.
+func (n *servingNode) ready() (why string, exited bool) {
+	select {
+	case code := <-n.exited:
+		n.exited <- code
+		return fmt.Sprintf("exited with %d", code), true
+	default:
+	}
+	logs := n.logs.String()
+	if m := etcdEndpointRe.FindStringSubmatch(logs); m != nil {
+		n.etcd = m[1]
+	}
+	if m := listenRe.FindStringSubmatch(logs); m != nil {
+		n.addr = m[1]
+	}
+	if n.addr == "" || n.etcd == "" {
+		return "not serving yet", false
+	}
+	return "", false
+}
+
+// stop cancels the node, as SIGINT does, and returns its exit code.
+func (n *servingNode) stop(t *testing.T) int {
+	t.Helper()
+	n.cancel()
+	select {
+	case code := <-n.exited:
+		n.exited <- code
+		return code
+	case <-time.After(20 * time.Second):
+		t.Fatal("serve did not stop within 20s of cancellation")
+		return -1
+	}
+}
+
+// TestServeEtcdCluster starts three `tenure serve` nodes whose embedded
+// etcd members form one cluster, checks the cluster has the three, stops
+// one, and commits through the other two. Until coordinator fail-over
+// lands, each node is a coordinator of its own; on one prefix the last to
+// open would fence the others (etcdstore.ErrFenced), so each has its own.
+func TestServeEtcdCluster(t *testing.T) {
+	var nodes []*servingNode
+	for attempt := 1; ; attempt++ {
+		var entries []string
+		for i := range 3 {
+			addr, err := proctest.FreeAddr()
+			if err != nil {
+				t.Fatal(err)
+			}
+			entries = append(entries, fmt.Sprintf("n%d=http://%s", i+1, addr))
+		}
+		nodes = nil
+		for i := range 3 {
+			nodes = append(nodes, startNode("--data-dir", t.TempDir(), "--etcd-name", fmt.Sprint("n", i+1),
+				"--etcd-initial-cluster", strings.Join(entries, ","), "--etcd-prefix", fmt.Sprintf("/tenure-n%d/", i+1)))
+		}
+		portTaken := false
+		pollUntil(t, 30*time.Second, "three nodes serve", func() string {
+			for i, n := range nodes {
+				why, exited := n.ready()
+				if exited && strings.Contains(n.logs.String(), "address already in use") && attempt < 3 {
+					portTaken = true
+					return ""
+				}
+				if exited {
+					t.Fatalf("n%d %s; logs:\n%s", i+1, why, n.logs.String())
+				}
+				if why != "" {
+					return fmt.Sprintf("n%d %s", i+1, why)
+				}
+			}
+			return ""
+		})
+		if !portTaken {
+			break
+		}
+		for _, n := range nodes {
+			n.stop(t)
+		}
+	}
+	t.Cleanup(func() {
+		for _, n := range nodes {
+			n.stop(t)
+		}
+	})
+
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{nodes[0].etcd}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	members, err := cli.MemberList(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, m := range members.Members {
+		names = append(names, m.Name)
+	}
+	slices.Sort(names)
+	if !slices.Equal(names, []string{"n1", "n2", "n3"}) {
+		t.Fatalf("members %q, want n1, n2, n3", names)
+	}
+
+	if code := nodes[2].stop(t); code != 0 {
+		t.Fatalf("n3 exited with %d; logs:\n%s", code, nodes[2].logs.String())
+	}
+	for i, n := range nodes[:2] {
+		commitOffset(t, n.addr)
+		if why, exited := n.ready(); exited {
+			t.Fatalf("n%d %s after n3 stopped; logs:\n%s", i+1, why, n.logs.String())
+		}
+	}
+	for i, n := range nodes[:2] {
+		if code := n.stop(t); code != 0 {
+			t.Errorf("n%d exited with %d; logs:\n%s", i+1, code, n.logs.String())
+		}
 	}
 }
