@@ -65,6 +65,7 @@ func setupServe(fs *flag.FlagSet) func(ctx context.Context, args []string) error
 		writeTimeout  = fs.Duration("write-timeout", def.WriteTimeout, "close a connection whose client does not read its responses for this long")
 		groupMetrics  = fs.Bool("per-group-metrics", def.PerGroupMetrics, "export generation, members and unowned partitions per group (three series per group)")
 		storeFlags    = addStoreFlags(fs)
+		electionTTL   = fs.Duration("election-ttl", 5*time.Second, "with the etcd store: how long a leader that stops renewing its lease (crash, pause, partition) keeps the groups before another node may take over; whole seconds")
 		logLevel      = fs.String("log-level", "info", "log `level`: debug, info, warn or error")
 	)
 	return func(ctx context.Context, args []string) error {
@@ -116,29 +117,64 @@ func setupServe(fs *flag.FlagSet) func(ctx context.Context, args []string) error
 			return usagef("%v", err)
 		}
 
+		if storeFlags.kind == "etcd" && (*electionTTL < time.Second || *electionTTL%time.Second != 0) {
+			return usagef("--election-ttl %v must be whole seconds, at least 1s", *electionTTL)
+		}
+
 		reg := prometheus.NewRegistry()
 		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 		cfg.Registerer = reg
-		st, closeStore, err := storeFlags.open(ctx, log, reg)
+		be, err := storeFlags.open(ctx, log, reg)
 		if err != nil {
 			return err
 		}
-		defer closeStore()
-		cfg.Store = st
+		defer be.close()
+		ln, err := net.Listen("tcp", *listen)
+		if err != nil {
+			return fmt.Errorf("listen: %w", err)
+		}
+		switch {
+		case be.memory != nil:
+			cfg.Store = be.memory
+			log.Warn("group state is kept in memory only: generations, assignments and offsets are lost when this process exits, so fencing tokens restart from zero")
+		case !storeFlags.shared():
+			// The embedded etcd alone is this node's: no other node can
+			// coordinate its groups, so there is nothing to elect, and a
+			// restart after kill -9 serves at once instead of waiting for
+			// the dead process's lease to expire.
+			st, err := etcdstore.New(ctx, be.cli, be.storeOpts...)
+			if err != nil {
+				ln.Close()
+				return err
+			}
+			defer st.Close()
+			cfg.Store = st
+		default:
+			// On a shared etcd (--etcd-endpoints, or an embedded member
+			// of a cluster) every node is part of an HA set: it
+			// coordinates groups while it leads, under a store guarded by
+			// its leadership.
+			adv := cfg.Advertise
+			if adv == "" {
+				adv = ln.Addr().String()
+			}
+			cluster, err := joinCluster(ctx, be.cli, adv, storeFlags.prefix, *electionTTL, be.storeOpts, log, reg)
+			if err != nil {
+				ln.Close()
+				return fmt.Errorf("joining the HA set: %w", err)
+			}
+			defer cluster.close()
+			cfg.Cluster = cluster
+			cfg.TopicStore = etcdstore.NewTopics(be.cli, etcdstore.Prefix(storeFlags.prefix))
+		}
 		if err := cfg.Validate(); err != nil {
+			ln.Close()
 			return usagef("%v", err)
 		}
 		srv, err := server.New(cfg)
 		if err != nil {
+			ln.Close()
 			return err
-		}
-		if storeFlags.kind == "memory" {
-			log.Warn("group state is kept in memory only: generations, assignments and offsets are lost when this process exits, so fencing tokens restart from zero")
-		}
-
-		ln, err := net.Listen("tcp", *listen)
-		if err != nil {
-			return fmt.Errorf("listen: %w", err)
 		}
 		stopMetrics, err := serveMetrics(*metricsListen, reg, log)
 		if err != nil {
@@ -291,49 +327,61 @@ func (f *storeFlags) validate() error {
 
 // open opens the chosen store; closeStore closes it and stops what it
 // started.
-func (f *storeFlags) open(ctx context.Context, log *zap.Logger, reg prometheus.Registerer) (st store.Store, closeStore func(), err error) {
+// shared reports whether the etcd may be reached by other tenure nodes,
+// which then form an HA set: an external cluster, or an embedded member of
+// a cluster of embedded members.
+func (f *storeFlags) shared() bool { return f.endpoints != "" || f.cluster != "" }
+
+// backend is what the store flags chose: the memory store, or an etcd
+// client (of the embedded etcd or of a cluster) with the options of the
+// group stores that the node's terms open on it.
+type backend struct {
+	memory    *store.Memory
+	cli       *clientv3.Client
+	storeOpts []etcdstore.Opt
+	close     func()
+}
+
+// open starts or reaches what the flags chose. The etcd store's options
+// are checked here, by opening the store once, so that a bad one is a
+// usage error at start-up rather than a term that cannot open its store.
+func (f *storeFlags) open(ctx context.Context, log *zap.Logger, reg prometheus.Registerer) (*backend, error) {
 	if f.kind == "memory" {
 		m := store.NewMemory()
-		return m, func() { m.Close() }, nil
+		return &backend{memory: m, close: func() { m.Close() }}, nil
 	}
 	var closers []func()
-	closeAll := func() {
+	b := &backend{close: func() {
 		for i := len(closers) - 1; i >= 0; i-- {
 			closers[i]()
 		}
-	}
+	}}
 	opts := []etcdstore.Opt{etcdstore.Prefix(f.prefix), etcdstore.Logger(log), etcdstore.Registerer(reg)}
-	var cli *clientv3.Client
 	if f.endpoints == "" {
 		e, err := f.startEmbedded(ctx, log)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		closers = append(closers, func() { e.Close() })
-		cli = e.Client()
+		b.cli = e.Client()
 		opts = append(opts, e.StoreOpts()...)
 	} else {
-		cli, err = f.client(log)
+		cli, err := f.client(log)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		closers = append(closers, func() { cli.Close() })
+		b.cli = cli
 	}
-	ctx, cancel := context.WithTimeout(ctx, etcdStartTimeout)
-	defer cancel()
 	if f.maxTxnOps > 0 {
 		opts = append(opts, etcdstore.MaxTxnOps(f.maxTxnOps))
 	}
-	s, err := etcdstore.New(ctx, cli, opts...)
-	if err != nil {
-		closeAll()
-		if errors.Is(err, etcdstore.ErrInvalidOption) {
-			return nil, nil, usagef("%v", err)
-		}
-		return nil, nil, err
+	b.storeOpts = opts
+	if err := etcdstore.CheckOptions(opts...); err != nil {
+		b.close()
+		return nil, usagef("%v", err)
 	}
-	closers = append(closers, func() { s.Close() })
-	return s, closeAll, nil
+	return b, nil
 }
 
 // startEmbedded starts the embedded etcd. Alone it must serve within

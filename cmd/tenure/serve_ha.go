@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -35,9 +36,25 @@ var _ server.Cluster = (*haCluster)(nil)
 // which each term adds its guard.
 func joinCluster(ctx context.Context, cli *clientv3.Client, advertise, prefix string, ttl time.Duration,
 	storeOpts []etcdstore.Opt, log *zap.Logger, reg prometheus.Registerer) (*haCluster, error) {
-	node, err := ha.Join(ctx, cli, advertise, ha.Prefix(prefix), ha.ElectionTTL(ttl), ha.Logger(log), ha.Registerer(reg))
-	if err != nil {
-		return nil, err
+	// etcd may still be electing its own leader (the nodes of a new
+	// cluster start together): retry for a while, saying why.
+	deadline := time.Now().Add(etcdStartTimeout)
+	var node *ha.Node
+	for backoff := 100 * time.Millisecond; ; backoff = min(2*backoff, 2*time.Second) {
+		var err error
+		node, err = ha.Join(ctx, cli, advertise, ha.Prefix(prefix), ha.ElectionTTL(ttl), ha.Logger(log), ha.Registerer(reg))
+		if err == nil {
+			break
+		}
+		if errors.Is(err, ha.ErrInvalidOption) || time.Now().After(deadline) {
+			return nil, err
+		}
+		log.Warn("cannot join the HA set yet; retrying", zap.Error(err), zap.Duration("backoff", backoff))
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(backoff):
+		}
 	}
 	runCtx, cancel := context.WithCancel(context.Background())
 	c := &haCluster{node: node, cli: cli, storeOpts: storeOpts, log: log,

@@ -17,12 +17,17 @@
 //
 //	<p>meta/ha/nodes/<id>          {"id":<id>,"addr":"host:port"}, bound to the node's lease
 //	<p>meta/ha/leader/<lease hex>  the node ID in decimal, bound to the same lease
+//	<p>meta/ha/addrs/<addr>        the node ID the address last had (no lease)
 //
-// A node's ID is the lowest non-negative integer whose nodes/ key does not
-// exist, claimed with Txn(If CreateRevision(key) = 0 Then Put(key,
-// WithLease)), so a dead node's ID is free again once its lease expires. A
-// node that replaces its lease claims its old ID again if it is still free
-// (or still bound to its old lease).
+// A node's ID is claimed with Txn(If CreateRevision(key) = 0 Then Put(key,
+// WithLease)), so a dead node's ID is free again once its lease expires. IDs
+// stick to addresses, as a Kafka broker keeps its ID: clients map broker IDs
+// to addresses, and an ID that moved to another address would send them
+// to the wrong node. So a node that joins claims the ID its address had
+// (after a kill -9 it waits, up to two TTLs, for its previous incarnation's
+// lease to expire), and otherwise the lowest integer that no live node
+// holds and no other address had. A node that replaces its lease claims
+// its old ID again if it is still free (or still bound to its old lease).
 //
 // The leader/ keys are the candidates, in the layout of etcd's
 // concurrency.Election (so `etcdctl elect --listen <p>meta/ha/leader`

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -120,17 +121,18 @@ func TestElection(t *testing.T) {
 		t.Fatal("a write guarded by the resigned term succeeded")
 	}
 
-	// A node joining now takes the closed leader's ID, the lowest free,
-	// and queues behind the resigned node once that one is a candidate
-	// again.
+	// A node joining now from another address does not take the closed
+	// leader's ID, which stays that address's (clients map IDs to
+	// addresses), but one no address had; it queues behind the resigned
+	// node once that one is a candidate again.
 	testenv.Eventually(t, 5*time.Second, "the resigned node to be a candidate again", func() bool {
 		resp, err := cli.Get(testenv.Context(t), prefix+"meta/ha/leader/", clientv3.WithPrefix(), clientv3.WithCountOnly())
 		return err == nil && resp.Count == 2
 	})
 	late := join(t, etcd.Client(t), prefix, addr(3))
 	rec.follow(3, late)
-	if got, want := late.Self().ID, leader.ID; got != want {
-		t.Fatalf("a late node got ID %d, want the free %d", got, want)
+	if got := late.Self().ID; got != 3 {
+		t.Fatalf("a late node from a new address got ID %d, want 3: 0 to 2 are other addresses'", got)
 	}
 	if err := nodes[third.node].Close(); err != nil {
 		t.Fatal(err)
@@ -200,13 +202,43 @@ func TestCloseFreesEverything(t *testing.T) {
 	if _, ok := <-n.Terms(); ok {
 		t.Fatal("Terms delivered a term after Close")
 	}
-	resp, err := cli.Get(testenv.Context(t), prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
+	// Only the address's ID stays, for the node's next start.
+	resp, err := cli.Get(testenv.Context(t), prefix, clientv3.WithPrefix())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if resp.Count != 0 {
-		t.Fatalf("%d keys left after Close", resp.Count)
+	if len(resp.Kvs) != 1 || !strings.HasPrefix(string(resp.Kvs[0].Key), prefix+"meta/ha/addrs/") {
+		t.Fatalf("%d keys left after Close: %v", len(resp.Kvs), resp.Kvs)
 	}
+	again := join(t, cli, prefix, addr(0))
+	defer again.Close()
+	if again.Self().ID != 0 {
+		t.Fatalf("the node restarted on its address got ID %d, want its own 0", again.Self().ID)
+	}
+}
+
+// TestIDSticksAfterKill: a node killed without closing holds its ID until
+// its lease expires; its next incarnation on the same address waits for it
+// and takes the same ID, as a Kafka broker keeps its ID.
+func TestIDSticksAfterKill(t *testing.T) {
+	etcd := testenv.EtcdForTest(t)
+	prefix := "/sticky/"
+	dead := etcd.Client(t)
+	first := join(t, dead, prefix, addr(0))
+	other := join(t, etcd.Client(t), prefix, addr(1))
+	defer other.Close()
+	// A kill -9: the client goes away first, so the lease is left to
+	// expire.
+	id := first.Self().ID
+	dead.Close()
+	first.Close()
+	start := time.Now()
+	next := join(t, etcd.Client(t), prefix, addr(0))
+	defer next.Close()
+	if next.Self().ID != id {
+		t.Fatalf("the next incarnation got ID %d, want %d", next.Self().ID, id)
+	}
+	t.Logf("took the ID back after %v", time.Since(start).Round(time.Millisecond))
 }
 
 // TestDeposed: an operator deleting the leader key ends the term (reason

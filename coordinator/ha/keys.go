@@ -1,6 +1,7 @@
 package ha
 
 import (
+	"net/url"
 	"strconv"
 	"strings"
 
@@ -13,8 +14,12 @@ type keys struct{ dir string }
 
 func newKeys(prefix string) keys { return keys{dir: prefix + "meta/ha/"} }
 
-func (k keys) nodesDir() string  { return k.dir + "nodes/" }
-func (k keys) leaderDir() string { return k.dir + "leader/" }
+func (k keys) nodesDir() string { return k.dir + "nodes/" }
+func (k keys) addrsDir() string { return k.dir + "addrs/" }
+
+// addr is the permanent key recording the node ID an address last had.
+func (k keys) addr(addr string) string { return k.addrsDir() + url.PathEscape(addr) }
+func (k keys) leaderDir() string       { return k.dir + "leader/" }
 
 func (k keys) node(id int32) string { return k.nodesDir() + strconv.FormatInt(int64(id), 10) }
 

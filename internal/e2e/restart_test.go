@@ -5,7 +5,9 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net"
 	"path/filepath"
+	"strconv"
 	"slices"
 	"sync"
 	"testing"
@@ -61,14 +63,20 @@ func TestRestartKeepsEverything(t *testing.T) {
 func testRestart(t *testing.T, bin string, storeArgs ...string) {
 	args := append([]string{"serve", "--listen", "{addr}", "--log-level", "warn"}, storeArgs...)
 	srv := proctest.Start(t, "tenure", bin, args...)
-	ctx := testenv.Context(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
 
-	cl := client(t, srv.Addr)
-	topicID := createTopic(t, cl)
+	topicID := createTopic(t, client(t, srv.Addr))
+	cl := newRouter(t, srv.Addr)
 	ms := make([]*member, committers)
 	for i := range ms {
 		ms[i] = &member{id: fmt.Sprintf("committer-%d-0000000000000000", i), topicID: topicID, acked: map[int32]int64{}, tried: map[int32]int64{}}
-		ms[i].heartbeat(ctx, t, cl)
+		// On a shared etcd the node coordinates once it has won its
+		// first term.
+		testenv.Eventually(t, 20*time.Second, "the node to coordinate", func() bool {
+			_, err := ms[i].beat(ctx, cl)
+			return err == nil
+		})
 	}
 	// Reconcile until every partition is owned.
 	testenv.Eventually(t, 10*time.Second, "every partition to be owned", func() bool {
@@ -103,7 +111,6 @@ func testRestart(t *testing.T, bin string, storeArgs ...string) {
 	killed := time.Now()
 	close(stop)
 	wg.Wait()
-	cl.Close()
 	acked := 0
 	for _, m := range ms {
 		acked += m.commits
@@ -113,7 +120,7 @@ func testRestart(t *testing.T, bin string, storeArgs ...string) {
 	}
 
 	srv2 := proctest.Start(t, "tenure-restarted", bin, args...)
-	cl2 := client(t, srv2.Addr)
+	cl2 := newRouter(t, srv2.Addr)
 	var first time.Duration
 	testenv.Eventually(t, 20*time.Second, "a heartbeat to be answered after the restart", func() bool {
 		if _, err := ms[0].beat(ctx, cl2); err == nil {
@@ -130,16 +137,7 @@ func testRestart(t *testing.T, bin string, storeArgs ...string) {
 	fg := kmsg.NewOffsetFetchRequestGroup()
 	fg.Group = group
 	fetch.Groups = append(fetch.Groups, fg)
-	resp, err := cl2.Request(ctx, fetch)
-	if err != nil {
-		t.Fatal(err)
-	}
-	stored := map[int32]int64{}
-	for _, rt := range resp.(*kmsg.OffsetFetchResponse).Groups[0].Topics {
-		for _, p := range rt.Partitions {
-			stored[p.Partition] = p.Offset
-		}
-	}
+	stored := fetchOffsets(ctx, t, cl2)
 	for _, m := range ms {
 		for p, off := range m.acked {
 			if got := stored[p]; got < off || got > m.tried[p] {
@@ -163,13 +161,68 @@ func testRestart(t *testing.T, bin string, storeArgs ...string) {
 	}
 }
 
-func client(t *testing.T, addr string) *kgo.Client {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.RetryTimeout(500*time.Millisecond), kgo.RequestRetries(2))
+func client(t *testing.T, addrs ...string) *kgo.Client {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.RetryTimeout(500*time.Millisecond), kgo.RequestRetries(2))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(cl.Close)
 	return cl
+}
+
+// coordinatorOf asks cl (any of its brokers) for the group's coordinator.
+func coordinatorOf(ctx context.Context, cl kmsg.Requestor) (string, error) {
+	fc := kmsg.NewPtrFindCoordinatorRequest()
+	fc.CoordinatorKey = group
+	fc.CoordinatorKeys = []string{group} // v4 batches keys
+	resp, err := fc.RequestWith(ctx, cl)
+	if err != nil {
+		return "", err
+	}
+	code, host, port := resp.ErrorCode, resp.Host, resp.Port
+	if len(resp.Coordinators) > 0 {
+		c := resp.Coordinators[0]
+		code, host, port = c.ErrorCode, c.Host, c.Port
+	}
+	if code != 0 {
+		return "", kerr.ErrorForCode(code)
+	}
+	return net.JoinHostPort(host, strconv.Itoa(int(port))), nil
+}
+
+// router sends the raw members' group requests to the group's
+// coordinator, finding it with FindCoordinator (through any node) before
+// every request: kgo caches the coordinator of a ConsumerGroupHeartbeat
+// (its consumer's own loop finds a new one), which would keep these
+// members dialing a coordinator that was killed.
+type router struct {
+	t     *testing.T
+	seeds *kgo.Client
+	mu    sync.Mutex
+	nodes map[string]*kgo.Client
+}
+
+func newRouter(t *testing.T, addrs ...string) *router {
+	return &router{t: t, seeds: client(t, addrs...), nodes: map[string]*kgo.Client{}}
+}
+
+// Request implements kmsg.Requestor. Each request gets two seconds: a
+// coordinator may be paused (SIGSTOP) with the request in its socket.
+func (r *router) Request(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	addr, err := coordinatorOf(ctx, r.seeds)
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	cl := r.nodes[addr]
+	if cl == nil {
+		cl = client(r.t, addr)
+		r.nodes[addr] = cl
+	}
+	r.mu.Unlock()
+	return cl.SeedBrokers()[0].Request(ctx, req)
 }
 
 // createTopic creates the topic (Metadata auto-creation) and returns its ID.
@@ -205,7 +258,7 @@ type member struct {
 }
 
 // beat sends one heartbeat reporting what m owns, and takes the answer.
-func (m *member) beat(ctx context.Context, cl *kgo.Client) (*kmsg.ConsumerGroupHeartbeatResponse, error) {
+func (m *member) beat(ctx context.Context, cl kmsg.Requestor) (*kmsg.ConsumerGroupHeartbeatResponse, error) {
 	req := kmsg.NewPtrConsumerGroupHeartbeatRequest()
 	req.Version = 1
 	req.Group = group
@@ -236,7 +289,13 @@ func (m *member) beat(ctx context.Context, cl *kgo.Client) (*kmsg.ConsumerGroupH
 	return r, nil
 }
 
-func (m *member) heartbeat(ctx context.Context, t *testing.T, cl *kgo.Client) {
+// peek sends m's heartbeat without taking the answer.
+func (m *member) peek(ctx context.Context, cl kmsg.Requestor) (*kmsg.ConsumerGroupHeartbeatResponse, error) {
+	c := *m
+	return c.beat(ctx, cl)
+}
+
+func (m *member) heartbeat(ctx context.Context, t *testing.T, cl kmsg.Requestor) {
 	t.Helper()
 	if _, err := m.beat(ctx, cl); err != nil {
 		t.Fatalf("%s heartbeat: %v", m.id, err)
@@ -244,7 +303,7 @@ func (m *member) heartbeat(ctx context.Context, t *testing.T, cl *kgo.Client) {
 }
 
 // commit commits the next offset of every partition m owns.
-func (m *member) commit(ctx context.Context, cl *kgo.Client) {
+func (m *member) commit(ctx context.Context, cl kmsg.Requestor) {
 	m.next++
 	req := kmsg.NewPtrOffsetCommitRequest()
 	req.Version = 9

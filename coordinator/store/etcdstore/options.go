@@ -116,6 +116,16 @@ func FenceTimeout(d time.Duration) Opt { return opt(func(c *cfg) { c.fenceTimeou
 // ErrInvalidOption is wrapped by New's errors for bad options.
 var ErrInvalidOption = errors.New("etcdstore: invalid option")
 
+// CheckOptions reports, as New would, every option of opts that is out of
+// range, without opening a store (an HA node opens one per term).
+func CheckOptions(opts ...Opt) error {
+	c := defaultCfg()
+	for _, o := range opts {
+		o.apply(&c)
+	}
+	return c.validate()
+}
+
 func (c *cfg) validate() error {
 	var errs []error
 	bad := func(format string, args ...any) {
