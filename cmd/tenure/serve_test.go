@@ -3,7 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"io"
 	"net/http"
 	"os"
@@ -259,7 +261,7 @@ func commitOffset(t *testing.T, addr string) {
 	adm := kadm.NewClient(cl)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := adm.CreateTopic(ctx, 1, -1, nil, "work"); err != nil {
+	if _, err := adm.CreateTopic(ctx, 1, -1, nil, "work"); err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
 		t.Fatalf("create topic: %v", err)
 	}
 	var offsets kadm.Offsets
@@ -410,10 +412,9 @@ func (n *servingNode) stop(t *testing.T) int {
 }
 
 // TestServeEtcdCluster starts three `tenure serve` nodes whose embedded
-// etcd members form one cluster, checks the cluster has the three, stops
-// one, and commits through the other two. Until coordinator fail-over
-// lands, each node is a coordinator of its own; on one prefix the last to
-// open would fence the others (etcdstore.ErrFenced), so each has its own.
+// etcd members form one cluster: the cluster has the three, and the nodes
+// form one HA set, exactly one of them coordinating. It stops one (the
+// leader or not) and commits through the other two.
 func TestServeEtcdCluster(t *testing.T) {
 	var nodes []*servingNode
 	for attempt := 1; ; attempt++ {
@@ -428,7 +429,7 @@ func TestServeEtcdCluster(t *testing.T) {
 		nodes = nil
 		for i := range 3 {
 			nodes = append(nodes, startNode("--data-dir", t.TempDir(), "--etcd-name", fmt.Sprint("n", i+1),
-				"--etcd-initial-cluster", strings.Join(entries, ","), "--etcd-prefix", fmt.Sprintf("/tenure-n%d/", i+1)))
+				"--etcd-initial-cluster", strings.Join(entries, ","), "--election-ttl", "1s"))
 		}
 		portTaken := false
 		pollUntil(t, 30*time.Second, "three nodes serve", func() string {
@@ -480,6 +481,18 @@ func TestServeEtcdCluster(t *testing.T) {
 		t.Fatalf("members %q, want n1, n2, n3", names)
 	}
 
+	// The three form one HA set: exactly one coordinates the groups.
+	pollUntil(t, 10*time.Second, "one node to lead", func() string {
+		leading := 0
+		for _, n := range nodes {
+			leading += strings.Count(n.logs.String(), "leading: coordinating every group")
+		}
+		if leading != 1 {
+			return fmt.Sprintf("%d nodes lead", leading)
+		}
+		return ""
+	})
+	commitOffset(t, nodes[2].addr)
 	if code := nodes[2].stop(t); code != 0 {
 		t.Fatalf("n3 exited with %d; logs:\n%s", code, nodes[2].logs.String())
 	}

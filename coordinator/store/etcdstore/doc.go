@@ -3,8 +3,10 @@
 // committed offset) under one etcd key each, overwritten in place, so that
 // it holds exactly what a coordinator.RecordSet holds.
 //
-// New opens a store on any etcd cluster; StartEmbedded runs a
-// single-member etcd in this process for a tenure that runs alone.
+// New opens a store on any etcd cluster; StartEmbedded runs an etcd member
+// in this process: alone, for a tenure that runs alone, or as one member of
+// a cluster whose other members the other tenure nodes embed. Topics is
+// the fence-free topic registry that every node of an HA set shares.
 //
 // Persist writes a batch of records as a few transactions, in order, each
 // guarded (Guard, for fail-over) and fenced, so that a write that fails
