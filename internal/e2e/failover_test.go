@@ -206,7 +206,9 @@ func TestFailoverKill9(t *testing.T) {
 
 	var times []time.Duration
 	for round := range *failoverRounds {
-		// Members heartbeat and commit throughout.
+		// Members heartbeat and commit throughout; the probe is a copy,
+		// since the member's own goroutine changes it.
+		probing := *ms[0]
 		stop := make(chan struct{})
 		var wg sync.WaitGroup
 		var mu sync.Mutex
@@ -242,7 +244,7 @@ func TestFailoverKill9(t *testing.T) {
 		probe := newRouter(t, h.addrs()...)
 		var took time.Duration
 		testenv.Eventually(t, 15*time.Second, "a follower to take over", func() bool {
-			r, err := ms[0].peek(ctx, probe)
+			r, err := probing.peek(ctx, probe)
 			if err == nil && r.ErrorCode == 0 {
 				took = time.Since(killed)
 				return true
