@@ -71,6 +71,18 @@
 // Serve loads every topic and group from the store; a group deleted and
 // re-created under the same name continues from its tombstone's epoch.
 
+// # HA sets
+//
+// With Config.Cluster the server is one node of an HA set (package ha on
+// etcd; `tenure serve` wires it): it serves Metadata (every live node) and
+// FindCoordinator (the leader) at once, and coordinates the groups only
+// during the terms it wins, each with its own guarded store from which it
+// loads every group; group requests to a node that does not lead are
+// answered NOT_COORDINATOR (COORDINATOR_NOT_AVAILABLE while no node
+// leads), and a term in doubt stops answering them, and its replies, at
+// once. Topics are shared through a TopicStore that any node may create
+// in.
+//
 // Responses on one connection always leave in request order, even when an
 // earlier request is parked (a JoinGroup waiting for its rebalance, a
 // Fetch held for MaxWait); requests on other connections never wait for
@@ -122,6 +134,8 @@
 //	tenure_groups_offline_total{reason}       counter (store, panic)
 //	tenure_group_reloads_total{result}        counter (reloaded, error)
 //	tenure_group_panics_total                 counter
+//	tenure_coordinating                       gauge (1 while this node coordinates the groups)
+//	tenure_coordinator_terms_total            counter (terms served: loads of every group)
 //
 // The three per-group gauges add one series per group each and disappear
 // with the group; turn them off with Config.PerGroupMetrics = false on a
