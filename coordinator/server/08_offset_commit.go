@@ -21,7 +21,19 @@ func init() {
 		key: 8, min: 0, max: 9,
 		aliasFree: true,
 		handle: func(s *Server, c *conn, sl *slot, now time.Time) {
-			s.step(c, sl, sl.req.(*kmsg.OffsetCommitRequest).Group, true, now)
+			req := sl.req.(*kmsg.OffsetCommitRequest)
+			if s.cfg.Cluster != nil {
+				names, ids := make([]string, 0, len(req.Topics)), make([][16]byte, 0, len(req.Topics))
+				for _, t := range req.Topics {
+					if req.Version >= 10 {
+						ids = append(ids, t.TopicID)
+					} else {
+						names = append(names, t.Topic)
+					}
+				}
+				s.knowTopics(now, names, ids)
+			}
+			s.step(c, sl, req.Group, true, now)
 		},
 		errorResponse: offsetCommitErrorResponse,
 		responseCode: func(resp kmsg.Response) int16 {

@@ -29,7 +29,12 @@ func init() {
 			return &sl.cghbResp
 		},
 		handle: func(s *Server, c *conn, sl *slot, now time.Time) {
-			s.step(c, sl, sl.req.(*kmsg.ConsumerGroupHeartbeatRequest).Group, true, now)
+			req := sl.req.(*kmsg.ConsumerGroupHeartbeatRequest)
+			if req.SubscribedTopicNames != nil {
+				// Joins and full heartbeats only: not on the steady path.
+				s.knowTopics(now, req.SubscribedTopicNames, nil)
+			}
+			s.step(c, sl, req.Group, true, now)
 			s.m.hbConsumer.Observe(time.Since(now).Seconds())
 		},
 		errorResponse: func(req kmsg.Request, code int16) kmsg.Response {

@@ -277,9 +277,12 @@ func TestEmbeddedClusterMistakes(t *testing.T) {
 		t.Fatal(err)
 	}
 	peerURL := strings.TrimPrefix(strings.Split(c.spec, ",")[2], "n3=")
-	if _, err := cli.MemberAdd(testenv.Context(t), []string{peerURL}); err != nil {
-		t.Fatal(err)
-	}
+	// etcd refuses a member change until the remaining members have been
+	// healthy together for a moment ("unhealthy cluster"): retry.
+	testenv.Eventually(t, 15*time.Second, "the replacement member to be added", func() bool {
+		_, err := cli.MemberAdd(testenv.Context(t), []string{peerURL})
+		return err == nil
+	})
 	e, err := c.start(2, etcdstore.InitialClusterState("existing")) // on what the failed start left
 
 	if err != nil {
