@@ -114,3 +114,50 @@ func (s *Store) LoadTopics(ctx context.Context) ([]*coordinator.TopicRecord, err
 	defer end()
 	return (&Topics{cli: s.cli, keys: s.keys}).LoadTopics(ctx)
 }
+
+// Decode returns the record a key and value of the layout under prefix
+// hold, as Load reads them; ok is false for a key that holds no record
+// (the meta/ keys, the HA set's). Tools read the store's history with it:
+// the chaos checker replays the assignment keys' revisions.
+func Decode(prefix string, key, value []byte) (rec coordinator.Record, ok bool, err error) {
+	k := keys{prefix: prefix}
+	if !strings.HasSuffix(k.prefix, "/") {
+		k.prefix += "/"
+	}
+	pk, err := k.parse(string(key))
+	if err != nil {
+		return nil, false, fmt.Errorf("etcdstore: key %q: %w", key, err)
+	}
+	if pk.kind == kindMeta {
+		return nil, false, nil
+	}
+	r, err := decodeValue(pk, value)
+	if err != nil {
+		return nil, false, fmt.Errorf("etcdstore: key %q: %w", key, err)
+	}
+	return r, true, nil
+}
+
+// DeletedRecord returns the deletion a deleted key stands for: a
+// MemberRecord or OffsetRecord with Deleted set, or a TopicRecord with
+// Deleted; ok is false for other keys (a member's assignment goes with
+// its member; a group's key is never deleted, only tombstoned).
+func DeletedRecord(prefix string, key []byte) (rec coordinator.Record, ok bool, err error) {
+	k := keys{prefix: prefix}
+	if !strings.HasSuffix(k.prefix, "/") {
+		k.prefix += "/"
+	}
+	pk, err := k.parse(string(key))
+	if err != nil {
+		return nil, false, fmt.Errorf("etcdstore: key %q: %w", key, err)
+	}
+	switch pk.kind {
+	case kindMember:
+		return &coordinator.MemberRecord{Group: pk.group, MemberID: pk.name, Deleted: true}, true, nil
+	case kindOffset:
+		return &coordinator.OffsetRecord{Group: pk.group, Topic: pk.name, Partition: pk.partition, Deleted: true}, true, nil
+	case kindTopic:
+		return &coordinator.TopicRecord{Name: pk.name, Deleted: true}, true, nil
+	}
+	return nil, false, nil
+}
