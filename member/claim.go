@@ -25,6 +25,7 @@ import (
 // A Claim is safe for concurrent use.
 type Claim struct {
 	s         *Session
+	memberID  string
 	topic     string
 	topicID   [16]byte
 	partition int32
@@ -39,6 +40,13 @@ func (c *Claim) Topic() string { return c.topic }
 
 // Partition returns the claimed partition.
 func (c *Claim) Partition() int32 { return c.partition }
+
+// MemberID returns the member ID under which the coordinator granted the
+// claim: the session's member ID when the claim was created. A record of
+// the work can name its writer by it even after the session's ID changed
+// (a coordinator may assign one), so that it matches the owner the
+// coordinator recorded for the token.
+func (c *Claim) MemberID() string { return c.memberID }
 
 // Token returns the claim's fencing token: the member epoch at which the
 // coordinator gave the partition to this member. Attach it to every write

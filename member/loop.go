@@ -230,7 +230,7 @@ func (s *Session) settle(now time.Time, w *partWork) {
 // start runs the handler on a new Claim in a goroutine of its own.
 func (s *Session) start(now time.Time, w *partWork) {
 	ctx, cancel := context.WithCancelCause(s.baseCtx)
-	c := &Claim{s: s, topic: w.topic, topicID: w.topicID, partition: w.partition, token: w.token, ctx: ctx, cancel: cancel}
+	c := &Claim{s: s, memberID: s.m.MemberID(), topic: w.topic, topicID: w.topicID, partition: w.partition, token: w.token, ctx: ctx, cancel: cancel}
 	c.state.Store(uint32(w.state))
 	w.run, w.latest, w.want = c, c, false
 	s.handlers.Add(1)

@@ -246,3 +246,31 @@ func firstKey(m map[int32]epoch.Token) int32 {
 	}
 	return -1
 }
+
+// A claim names the member ID it was granted under, so that a worker can
+// record who wrote under its token: the ID the member joined with, given
+// or generated.
+func TestClaimMemberID(t *testing.T) {
+	for _, id := range []string{"member-under-test", ""} {
+		t.Run(fmt.Sprintf("id=%q", id), func(t *testing.T) {
+			cfg := testConfig(t, startKfake(t))
+			cfg.MemberID = id
+			rec := &recorder{t: t}
+			s := join(t, cfg, rec.handler("a"))
+			waitFor(t, 10*time.Second, stable(map[string]*Session{"a": s}))
+			want := id
+			if want == "" {
+				want = s.MemberID()
+			}
+			claims := s.Claims()
+			if len(claims) != testParts {
+				t.Fatalf("%d claims, want %d", len(claims), testParts)
+			}
+			for _, c := range claims {
+				if got := c.MemberID(); got != want || got == "" {
+					t.Errorf("%v: MemberID %q, want %q", c, got, want)
+				}
+			}
+		})
+	}
+}

@@ -9,6 +9,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
+	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -27,7 +30,7 @@ import (
 func workerCommand() *command {
 	return &command{
 		name:    "worker",
-		summary: "run a demo worker: claim partitions and append fenced records to etcd or PostgreSQL",
+		summary: "run a demo worker: claim partitions and append fenced records to etcd and/or PostgreSQL",
 		help:    workerHelp,
 		setup:   setupWorker,
 	}
@@ -42,6 +45,11 @@ token, committing the offset (records written) every --commit-every records:
             <prefix>/records/<partition>/<seq>/<token>
   postgres  one transaction per record: check the partition's token in
             <table>_tokens and INSERT the record into <table>
+
+--resource postgres,etcd writes every record to both, in that order; the
+record counts as written once both accepted it, and a stale rejection by
+either ends the claim. Each record names the worker (--instance-id, or its
+first member ID) and the member ID of the claim it was written under.
 
 A new owner first records its token at the resource, so every former owner
 is fenced from then on. Start two or more workers on the same group and watch
@@ -64,9 +72,24 @@ pause ("claim stopped", Suspect then Lost) rather than right after it. The
 writes already decided go out after the pause either way. For a real freeze,
 send the process SIGSTOP and later SIGCONT.
 
+--attempt-log FILE appends one JSON line per operation the worker attempts
+(admit and append at each resource, commit and fetch at the coordinator) and
+per start and stop of a claim's work, with its start and end times and
+outcome (ok, stale or error): what an independent checker compares with what
+the resources hold. The format is documented in package internal/workload.
+
+--unfenced is a test and demo switch, never for real work: the resources
+write without checking or recording tokens, so a zombie's late writes land.
+It is the control run of a chaos test, proving that its checker catches
+what the fence otherwise rejects.
+
+Every write, commit and offset read gives up after --write-timeout and is
+retried, so a black-holed resource or coordinator does not hang the worker.
+
 --session-timeout must be the coordinator's --consumer-session-timeout (or
 lower): the protocol does not tell members. Ctrl-C (SIGINT) or SIGTERM drains:
-every claim commits and returns, then the member leaves.`
+every claim commits and returns, then the member leaves and the worker exits
+with status 0.`
 
 // workerOptions are the parsed flags of `tenure worker`.
 type workerOptions struct {
@@ -87,13 +110,19 @@ type workerOptions struct {
 
 	workInterval time.Duration
 	commitEvery  int
+	writeTimeout time.Duration
 	pauseAfter   time.Duration
 	pauseFor     time.Duration
+
+	attemptLog string
+	unfenced   bool
 
 	// observe, if set (by tests), sees every append's outcome.
 	observe func(workload.Write)
 	// joined, if set (by tests), is called with the session once joined.
 	joined func(*member.Session)
+	// dial, if set (by tests), makes the connections to the coordinator.
+	dial func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // addWorkerFlags registers the flags of `tenure worker` on fs.
@@ -107,13 +136,16 @@ func addWorkerFlags(fs *flag.FlagSet) *workerOptions {
 	fs.DurationVar(&o.rebalanceTimeout, "rebalance-timeout", 60*time.Second, "how long a revoked claim may take to commit and stop")
 	fs.DurationVar(&o.suspectMargin, "suspect-margin", 0, "how much earlier than the session allows claims stop when heartbeats go unanswered; 0 means session timeout / 20")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log `level`: debug, info, warn or error")
-	fs.StringVar(&o.resource, "resource", "etcd", "`kind` of resource the records go to: etcd or postgres")
+	fs.StringVar(&o.resource, "resource", "etcd", "`kinds` of resource the records go to, comma-separated, written in that order: etcd, postgres")
 	fs.StringVar(&o.etcdEndpoints, "etcd-endpoints", "127.0.0.1:2379", "comma-separated etcd `endpoints`, for --resource etcd")
 	fs.StringVar(&o.etcdPrefix, "etcd-prefix", "", "etcd key `prefix` of the records and tokens (default: tenure-demo/<group>/<topic>)")
 	fs.StringVar(&o.postgresDSN, "postgres-dsn", "", "PostgreSQL `dsn` (postgres://user@host:port/db?sslmode=disable), for --resource postgres")
 	fs.StringVar(&o.postgresTable, "postgres-table", "tenure_records", "`table` of the records; the tokens are kept in <table>_tokens. Both are created if missing")
 	fs.DurationVar(&o.workInterval, "work-interval", 200*time.Millisecond, "time one record takes, per partition")
 	fs.IntVar(&o.commitEvery, "commit-every", 10, "commit the offset every `n` records (0: only when a claim is handed over)")
+	fs.DurationVar(&o.writeTimeout, "write-timeout", 5*time.Second, "how long one write, commit or offset read may take before it is retried")
+	fs.StringVar(&o.attemptLog, "attempt-log", "", "append one JSON line per attempted operation and claim start or stop to `file` (for a checker)")
+	fs.BoolVar(&o.unfenced, "unfenced", false, "TEST/DEMO ONLY: write without checking tokens, so stale writes land (a chaos test's control run)")
 	fs.DurationVar(&o.pauseAfter, "pause-after", 0, "freeze the worker after running this long (with --pause-for)")
 	fs.DurationVar(&o.pauseFor, "pause-for", 0, "length of the freeze; longer than the session timeout to see the worker fenced")
 	return o
@@ -156,25 +188,36 @@ func (o *workerOptions) validate() error {
 		return usagef("--work-interval must be positive")
 	case o.commitEvery < 0:
 		return usagef("--commit-every must not be negative")
+	case o.writeTimeout <= 0:
+		return usagef("--write-timeout must be positive")
 	case o.pauseAfter < 0 || o.pauseFor < 0:
 		return usagef("--pause-after and --pause-for must not be negative")
 	case (o.pauseAfter > 0) != (o.pauseFor > 0):
 		return usagef("--pause-after and --pause-for go together")
 	}
-	switch o.resource {
-	case "etcd":
-		if len(splitList(o.etcdEndpoints)) == 0 {
-			return usagef("--resource etcd needs --etcd-endpoints")
+	kinds := splitList(o.resource)
+	if len(kinds) == 0 {
+		return usagef("--resource is empty")
+	}
+	for i, kind := range kinds {
+		if slices.Contains(kinds[:i], kind) {
+			return usagef("--resource names %s twice", kind)
 		}
-	case "postgres":
-		if o.postgresDSN == "" {
-			return usagef("--resource postgres needs --postgres-dsn")
+		switch kind {
+		case "etcd":
+			if len(splitList(o.etcdEndpoints)) == 0 {
+				return usagef("--resource etcd needs --etcd-endpoints")
+			}
+		case "postgres":
+			if o.postgresDSN == "" {
+				return usagef("--resource postgres needs --postgres-dsn")
+			}
+			if err := workload.CheckTable(o.postgresTable); err != nil {
+				return usagef("--postgres-table: %v", err)
+			}
+		default:
+			return usagef("unknown resource %q (etcd or postgres)", kind)
 		}
-		if err := workload.CheckTable(o.postgresTable); err != nil {
-			return usagef("--postgres-table: %v", err)
-		}
-	default:
-		return usagef("unknown resource %q (etcd or postgres)", o.resource)
 	}
 	return nil
 }
@@ -192,12 +235,33 @@ func splitList(s string) []string {
 
 // runWorker runs a worker until ctx ends (then drains) or the coordinator
 // refuses the member.
-func runWorker(ctx context.Context, o *workerOptions, log *zap.Logger) error {
-	res, closeRes, err := openResource(ctx, o)
+func runWorker(ctx context.Context, o *workerOptions, log *zap.Logger) (err error) {
+	var attempts *workload.AttemptLog
+	if o.attemptLog != "" {
+		f, err := os.OpenFile(o.attemptLog, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+		if err != nil {
+			return fmt.Errorf("attempt log: %w", err)
+		}
+		attempts = workload.NewAttemptLog(f)
+		defer func() {
+			// The log writes each line as it goes: closing flushes
+			// nothing, but a failed write earlier means lines are missing,
+			// which the checker must not take for attempts not made.
+			err = errors.Join(err, attempts.Err(), f.Close())
+		}()
+	}
+	res, closeRes, err := openResources(ctx, o, attempts)
 	if err != nil {
+		if ctx.Err() != nil {
+			log.Info("stopped before joining")
+			return nil
+		}
 		return err
 	}
 	defer closeRes()
+	if o.unfenced {
+		log.Warn("UNFENCED: the resources check no token; stale writes land (test/demo control only)")
+	}
 
 	// The member ID is chosen here, not by the library, so that records
 	// can name their writer before the join completes.
@@ -210,22 +274,27 @@ func runWorker(ctx context.Context, o *workerOptions, log *zap.Logger) error {
 	var clientOpts []kgo.Opt
 	if o.pauseFor > 0 {
 		pause = new(workload.Pause)
-		clientOpts = append(clientOpts, kgo.Dialer(pause.Dialer(nil)))
+		clientOpts = append(clientOpts, kgo.Dialer(pause.Dialer(o.dial)))
+	} else if o.dial != nil {
+		clientOpts = append(clientOpts, kgo.Dialer(o.dial))
 	}
 	w, err := workload.New(workload.Config{
-		Resource:    res,
-		Name:        name,
-		Interval:    o.workInterval,
-		CommitEvery: o.commitEvery,
-		Pause:       pause,
-		Logger:      log,
-		Observe:     o.observe,
+		Resource:     res,
+		Name:         name,
+		Interval:     o.workInterval,
+		CommitEvery:  o.commitEvery,
+		WriteTimeout: o.writeTimeout,
+		Pause:        pause,
+		Logger:       log,
+		Observe:      o.observe,
+		Attempts:     attempts,
 	})
 	if err != nil {
 		return err
 	}
 	log.Info("joining", zap.String("group", o.group), zap.String("topic", o.topic),
-		zap.String("brokers", o.brokers), zap.String("resource", o.resource), zap.String("member", memberID))
+		zap.String("brokers", o.brokers), zap.String("resource", o.resource), zap.Bool("unfenced", o.unfenced),
+		zap.String("member", memberID), zap.String("worker", name))
 	s, err := member.Join(ctx, member.Config{
 		Brokers:          splitList(o.brokers),
 		ClientOpts:       clientOpts,
@@ -245,6 +314,7 @@ func runWorker(ctx context.Context, o *workerOptions, log *zap.Logger) error {
 		}
 		return err
 	}
+	log.Info("joined", zap.String("member", s.MemberID()), zap.String("worker", name))
 	if o.joined != nil {
 		o.joined(s)
 	}
@@ -262,7 +332,11 @@ func runWorker(ctx context.Context, o *workerOptions, log *zap.Logger) error {
 	stopPause()
 	bg.Wait()
 
-	cctx, cancel := context.WithTimeout(context.Background(), o.rebalanceTimeout)
+	// The handlers get the rebalance timeout to commit and return. A leave
+	// that cannot reach the coordinator ends by itself once the session
+	// has surely expired, within a session timeout: past both, something
+	// is stuck.
+	cctx, cancel := context.WithTimeout(context.Background(), o.rebalanceTimeout+o.sessionTimeout)
 	defer cancel()
 	err = s.Close(cctx)
 	st := w.Stats()
@@ -270,12 +344,46 @@ func runWorker(ctx context.Context, o *workerOptions, log *zap.Logger) error {
 	return err
 }
 
-// openResource connects to the resource named by o.resource and checks
-// that it answers.
-func openResource(ctx context.Context, o *workerOptions) (workload.Resource, func(), error) {
+// openResources connects to the resources o.resource names, checks that
+// they answer, and returns them as one resource (a fan-out if there are
+// several), each logged on attempts if it is not nil, and the function
+// that closes them.
+func openResources(ctx context.Context, o *workerOptions, attempts *workload.AttemptLog) (workload.Resource, func(), error) {
+	var rs []workload.Resource
+	var closers []func()
+	closeAll := func() {
+		for _, c := range closers {
+			c()
+		}
+	}
+	for _, kind := range splitList(o.resource) {
+		r, closeRes, err := openResource(ctx, o, kind)
+		if err != nil {
+			closeAll()
+			return nil, nil, err
+		}
+		if attempts != nil {
+			r = workload.LogAttempts(kind, r, attempts)
+		}
+		rs, closers = append(rs, r), append(closers, closeRes)
+	}
+	if len(rs) == 1 {
+		return rs[0], closeAll, nil
+	}
+	fan, err := workload.NewFanout(rs...)
+	if err != nil {
+		closeAll()
+		return nil, nil, err
+	}
+	return fan, closeAll, nil
+}
+
+// openResource connects to the resource of the given kind and checks that
+// it answers.
+func openResource(ctx context.Context, o *workerOptions, kind string) (workload.Resource, func(), error) {
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	switch o.resource {
+	switch kind {
 	case "etcd":
 		endpoints := splitList(o.etcdEndpoints)
 		cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
@@ -290,6 +398,9 @@ func openResource(ctx context.Context, o *workerOptions) (workload.Resource, fun
 		if prefix == "" {
 			prefix = "tenure-demo/" + o.group + "/" + o.topic
 		}
+		if o.unfenced {
+			return workload.NewUnfencedEtcdResource(cli, prefix), func() { cli.Close() }, nil
+		}
 		return workload.NewEtcdResource(cli, prefix), func() { cli.Close() }, nil
 	case "postgres":
 		db, err := sql.Open("pgx", o.postgresDSN)
@@ -301,7 +412,11 @@ func openResource(ctx context.Context, o *workerOptions) (workload.Resource, fun
 		// ones.
 		db.SetMaxOpenConns(16)
 		db.SetMaxIdleConns(16)
-		res, err := workload.NewSQLResource(db, o.postgresTable)
+		open := workload.NewSQLResource
+		if o.unfenced {
+			open = workload.NewUnfencedSQLResource
+		}
+		res, err := open(db, o.postgresTable)
 		if err == nil {
 			err = db.PingContext(cctx)
 		}

@@ -3,10 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"errors"
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -31,8 +33,10 @@ func TestWorkerHelp(t *testing.T) {
 		"TENURE_SESSION_TIMEOUT", "--rebalance-timeout", "--suspect-margin", "--log-level", "--resource",
 		"--etcd-endpoints", "--etcd-prefix", "--postgres-dsn", "--postgres-table", "--work-interval",
 		"--commit-every", "TENURE_COMMIT_EVERY", "--pause-after", "--pause-for", "TENURE_PAUSE_FOR",
+		"--write-timeout", "--attempt-log", "TENURE_ATTEMPT_LOG", "--unfenced", "TEST/DEMO ONLY",
 		// The demo and the approximation of the pause are explained.
 		"write rejected: stale token", "higher", "SIGSTOP", "consumer-session-timeout",
+		"postgres,etcd", "internal/workload", "status 0",
 	} {
 		if !strings.Contains(help, want) {
 			t.Errorf("help lacks %q", want)
@@ -61,7 +65,7 @@ func TestWorkerFlags(t *testing.T) {
 		brokers: "127.0.0.1:9092", group: "g", topic: "work", sessionTimeout: 20 * time.Second,
 		rebalanceTimeout: time.Minute, logLevel: "info", resource: "postgres", etcdEndpoints: "127.0.0.1:2379",
 		postgresTable: "tenure_records", workInterval: 200 * time.Millisecond, commitEvery: 3,
-		pauseAfter: 5 * time.Second, pauseFor: 15 * time.Second,
+		writeTimeout: 5 * time.Second, pauseAfter: 5 * time.Second, pauseFor: 15 * time.Second,
 	}
 	if fmt.Sprintf("%+v", *o) != fmt.Sprintf("%+v", want) {
 		t.Errorf("options\n%+v\nwant\n%+v", *o, want)
@@ -78,6 +82,11 @@ func TestWorkerRejectsBadSettings(t *testing.T) {
 		{"pause without length", []string{"--pause-after", "5s"}, nil, "go together"},
 		{"length without pause", []string{"--pause-for", "5s"}, nil, "go together"},
 		{"unknown resource", []string{"--resource", "redis"}, nil, "unknown resource"},
+		{"unknown resource in a list", []string{"--resource", "etcd,redis"}, nil, "unknown resource \"redis\""},
+		{"resource twice", []string{"--resource", "etcd, etcd"}, nil, "names etcd twice"},
+		{"no resource", []string{"--resource", ","}, nil, "--resource is empty"},
+		{"postgres without dsn in a list", []string{"--resource", "etcd,postgres"}, nil, "--postgres-dsn"},
+		{"zero write timeout", []string{"--write-timeout", "0s"}, nil, "--write-timeout"},
 		{"postgres without dsn", []string{"--resource", "postgres"}, nil, "--postgres-dsn"},
 		{"bad table", []string{"--resource", "postgres", "--postgres-dsn", "postgres://x", "--postgres-table", "a-b"}, nil, "invalid table name"},
 		{"no endpoints", []string{"--etcd-endpoints", " , "}, nil, "--etcd-endpoints"},
@@ -121,7 +130,13 @@ const (
 // real resources: two workers share 8 partitions; A freezes for longer
 // than its session; B takes A's partitions over with higher tokens; A
 // wakes and the writes it had decided on before the pause are rejected
-// by the resource; A rejoins and works again.
+// by the resource; A rejoins and works again. Each worker keeps an
+// attempt log, which is checked against what the resources hold, as the
+// chaos suite's checker does.
+//
+// The unfenced run is the control: the same scenario without fencing,
+// where A's late writes land after B's and the resource shows a
+// partition's tokens going down.
 func TestWorkerPause(t *testing.T) {
 	leaks := goleak.IgnoreCurrent()
 	t.Cleanup(func() { goleak.VerifyNone(t, leaks) })
@@ -129,26 +144,62 @@ func TestWorkerPause(t *testing.T) {
 		t.Parallel()
 		etcd := testenv.EtcdForTest(t)
 		prefix := "pause-test"
-		testPause(t, []string{"--resource", "etcd", "--etcd-endpoints", etcd.Endpoints[0], "--etcd-prefix", prefix},
-			workload.NewEtcdResource(etcd.Client(t), prefix))
+		testPause(t, false, []string{"--resource", "etcd", "--etcd-endpoints", etcd.Endpoints[0], "--etcd-prefix", prefix},
+			[]namedResource{{"etcd", workload.NewEtcdResource(etcd.Client(t), prefix)}})
 	})
 	t.Run("postgres", func(t *testing.T) {
 		t.Parallel()
 		dsn, db := testenv.PostgresForTest(t)
-		table := fmt.Sprintf("worker_pause_test_%d", os.Getpid())
-		t.Cleanup(func() {
-			for _, tb := range []string{table, table + "_tokens"} {
-				if _, err := db.ExecContext(context.Background(), `DROP TABLE IF EXISTS "`+tb+`"`); err != nil {
-					t.Errorf("drop %s: %v", tb, err)
-				}
-			}
-		})
+		table := pauseTable(t, db, "single")
 		reader, err := workload.NewSQLResource(db, table)
 		if err != nil {
 			t.Fatal(err)
 		}
-		testPause(t, []string{"--resource", "postgres", "--postgres-dsn", dsn, "--postgres-table", table}, reader)
+		testPause(t, false, []string{"--resource", "postgres", "--postgres-dsn", dsn, "--postgres-table", table},
+			[]namedResource{{"postgres", reader}})
 	})
+	t.Run("postgres,etcd", func(t *testing.T) {
+		t.Parallel()
+		dsn, db := testenv.PostgresForTest(t)
+		table := pauseTable(t, db, "fanout")
+		etcd := testenv.EtcdForTest(t)
+		prefix := "pause-test-fanout"
+		pg, err := workload.NewSQLResource(db, table)
+		if err != nil {
+			t.Fatal(err)
+		}
+		testPause(t, false, []string{"--resource", "postgres,etcd", "--postgres-dsn", dsn, "--postgres-table", table,
+			"--etcd-endpoints", etcd.Endpoints[0], "--etcd-prefix", prefix},
+			[]namedResource{{"postgres", pg}, {"etcd", workload.NewEtcdResource(etcd.Client(t), prefix)}})
+	})
+	t.Run("unfenced", func(t *testing.T) {
+		t.Parallel()
+		etcd := testenv.EtcdForTest(t)
+		prefix := "pause-test-unfenced"
+		testPause(t, true, []string{"--resource", "etcd", "--etcd-endpoints", etcd.Endpoints[0], "--etcd-prefix", prefix, "--unfenced"},
+			[]namedResource{{"etcd", workload.NewEtcdResource(etcd.Client(t), prefix)}})
+	})
+}
+
+// namedResource is a reader of one resource the workers write to, under
+// the name the attempt log gives it.
+type namedResource struct {
+	name string
+	r    workload.Resource
+}
+
+// pauseTable names a records table for one pause test, dropped (with its
+// tokens table) when the test ends.
+func pauseTable(t *testing.T, db *sql.DB, which string) string {
+	table := fmt.Sprintf("worker_pause_test_%s_%d", which, os.Getpid())
+	t.Cleanup(func() {
+		for _, tb := range []string{table, table + "_tokens"} {
+			if _, err := db.ExecContext(context.Background(), `DROP TABLE IF EXISTS "`+tb+`"`); err != nil {
+				t.Errorf("drop %s: %v", tb, err)
+			}
+		}
+	})
+	return table
 }
 
 // testWorker is one in-process `tenure worker`.
@@ -168,14 +219,7 @@ type testWorker struct {
 func startWorker(t *testing.T, name string, args []string) *testWorker {
 	t.Helper()
 	w := &testWorker{name: name, done: make(chan error, 1)}
-	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
-	o := addWorkerFlags(fs)
-	if err := fs.Parse(args); err != nil {
-		t.Fatal(err)
-	}
-	if err := o.validate(); err != nil {
-		t.Fatal(err)
-	}
+	o := newWorkerFlags(t, args)
 	joined := make(chan struct{})
 	o.joined = func(s *member.Session) {
 		w.mu.Lock()
@@ -235,16 +279,23 @@ func (w *testWorker) outcomes() []workload.Write {
 	return append([]workload.Write(nil), w.writes...)
 }
 
-func testPause(t *testing.T, resourceArgs []string, reader workload.Resource) {
+func (w *testWorker) memberID() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.session.MemberID()
+}
+
+func testPause(t *testing.T, unfenced bool, resourceArgs []string, readers []namedResource) {
 	broker := testenv.StartTenure(t, testenv.TenureConfig(t, pauseSession, pauseInterval, pauseParts))
+	dir := t.TempDir()
 	common := append([]string{
 		"--brokers", broker, "--group", "pause", "--topic", "work",
 		"--session-timeout", pauseSession.String(), "--rebalance-timeout", "2s",
 		"--work-interval", "50ms", "--commit-every", "5",
 	}, resourceArgs...)
-	a := startWorker(t, "a", append(common, "--instance-id", "a",
+	a := startWorker(t, "a", append(common, "--instance-id", "a", "--attempt-log", filepath.Join(dir, "a.jsonl"),
 		"--pause-after", pauseAfter.String(), "--pause-for", pauseFor.String()))
-	b := startWorker(t, "b", append(common, "--instance-id", "b"))
+	b := startWorker(t, "b", append(common, "--instance-id", "b", "--attempt-log", filepath.Join(dir, "b.jsonl")))
 
 	// Run until A has woken, been fenced, rejoined and written again.
 	pollUntil(t, pauseAfter+pauseFor+15*time.Second, "A working again after its pause", func() string {
@@ -267,14 +318,230 @@ func testPause(t *testing.T, resourceArgs []string, reader workload.Resource) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	stored, err := reader.Records(ctx)
-	if err != nil {
-		t.Fatal(err)
+	stored := make(map[string][]workload.Stored)
+	for _, nr := range readers {
+		recs, err := nr.r.Records(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stored[nr.name] = recs
 	}
-	checkPause(t, a.outcomes(), b.outcomes(), stored)
-	for _, want := range []string{"pause begins", "pause ends", "write rejected: stale token", "claim started", "claim stopped"} {
+	// The last resource of a fan-out holds exactly the records the
+	// fan-out accepted: it is written last, and only if all before it
+	// accepted.
+	last := stored[readers[len(readers)-1].name]
+	wantLogs := []string{"pause begins", "pause ends", "claim started", "claim stopped"}
+	if unfenced {
+		checkUnfenced(t, a.outcomes(), b.outcomes(), last)
+		wantLogs = append(wantLogs, "UNFENCED")
+	} else {
+		checkPause(t, a.outcomes(), b.outcomes(), last)
+		wantLogs = append(wantLogs, "write rejected: stale token")
+	}
+	for _, want := range wantLogs {
 		if !strings.Contains(a.logs.String(), want) {
 			t.Errorf("A's log lacks %q", want)
+		}
+	}
+	checkAttempts(t, unfenced, stored, map[*testWorker]string{
+		a: filepath.Join(dir, "a.jsonl"),
+		b: filepath.Join(dir, "b.jsonl"),
+	})
+}
+
+// checkUnfenced checks the control run: A's writes held by the pause were
+// accepted and stored after B's newer ones, so that the resource shows a
+// partition's token going down, which is what a checker must catch.
+func checkUnfenced(t *testing.T, aWrites, bWrites []workload.Write, stored []workload.Stored) {
+	zombies := 0
+	for _, wr := range aWrites {
+		if wr.Held {
+			zombies++
+			if wr.Err != nil {
+				t.Errorf("A's write %+v, held by the pause, got %v; unfenced, it must land", wr.Record, wr.Err)
+			}
+		}
+	}
+	if zombies == 0 {
+		t.Fatal("A made no write held by its pause: the scenario did not happen")
+	}
+	inStore := make(map[workload.Record]bool, len(stored))
+	for _, s := range stored {
+		inStore[s.Record] = true
+	}
+	for _, wr := range append(append([]workload.Write(nil), aWrites...), bWrites...) {
+		if wr.Err == nil && !inStore[wr.Record] {
+			t.Errorf("accepted record %+v is not in the resource", wr.Record)
+		}
+		if errors.Is(wr.Err, epoch.ErrStale) {
+			t.Errorf("record %+v rejected as stale by an unfenced resource", wr.Record)
+		}
+	}
+	downs := 0
+	for i := 1; i < len(stored); i++ {
+		if prev, cur := stored[i-1], stored[i]; cur.Partition == prev.Partition && cur.Token < prev.Token {
+			downs++
+		}
+	}
+	if downs == 0 {
+		t.Error("no partition's token went down in the unfenced resource: the control shows nothing")
+	}
+	t.Logf("unfenced: %d records stored, %d writes held by the pause, %d token decreases", len(stored), zombies, downs)
+}
+
+// checkAttempts checks each worker's attempt log against itself and
+// against the resources (stored, by the attempt log's resource names), as
+// an independent checker would:
+//   - every line names the worker and its member ID;
+//   - the claim lines pair up (a start, Pending or Suspect -> Owned, then
+//     a stop, Owned -> Revoking, Suspect or Lost), and every attempt of a
+//     claim lies between its start and its stop;
+//   - an append accepted by a resource is in it; one rejected as stale is
+//     not; every stored record was attempted;
+//   - each write held by the pause was rejected by a resource (fenced), or
+//     accepted everywhere (unfenced);
+//   - A stopped a claim Suspect or Lost: the pause.
+func checkAttempts(t *testing.T, unfenced bool, stored map[string][]workload.Stored, logs map[*testWorker]string) {
+	t.Helper()
+	type key struct {
+		resource string
+		rec      workload.Record
+	}
+	inStore := make(map[key]bool)
+	for name, recs := range stored {
+		for _, s := range recs {
+			inStore[key{name, s.Record}] = true
+		}
+	}
+	attempted := make(map[key]bool)
+	for w, path := range logs {
+		f, err := os.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines, err := workload.ReadAttempts(f)
+		f.Close()
+		if err != nil {
+			t.Fatalf("%s's attempt log: %v", w.name, err)
+		}
+		member := w.memberID()
+		type claim struct {
+			partition epoch.Partition
+			token     epoch.Token
+		}
+		type span struct{ start, stop time.Time }
+		spans := make(map[claim][]span)
+		open := make(map[claim]time.Time)
+		ops := make(map[workload.Op]int)
+		heldStale := make(map[workload.Record]bool)
+		heldRecs := make(map[workload.Record]bool)
+		stoppedByPause := false
+		for i, l := range lines {
+			ops[l.Op]++
+			if l.Worker != w.name || l.Member != member {
+				t.Errorf("%s line %d: worker %q member %q, want %q %q", w.name, i, l.Worker, l.Member, w.name, member)
+			}
+			c := claim{l.Partition, l.Token}
+			if l.Op == workload.OpClaim {
+				switch {
+				case l.To == "Owned":
+					if _, ok := open[c]; ok {
+						t.Errorf("%s line %d: claim %v started twice", w.name, i, c)
+					}
+					if !(l.From == "Pending" && l.Cause == "started" || l.From == "Suspect" && l.Cause == "confirmed") {
+						t.Errorf("%s line %d: start %+v", w.name, i, l)
+					}
+					open[c] = l.T
+				case l.From == "Owned" && (l.To == "Revoking" || l.To == "Suspect" || l.To == "Lost"):
+					start, ok := open[c]
+					if !ok {
+						t.Errorf("%s line %d: claim %v stopped but not started", w.name, i, c)
+					}
+					delete(open, c)
+					spans[c] = append(spans[c], span{start, l.T})
+					if l.To != "Revoking" && l.Cause == "" {
+						t.Errorf("%s line %d: stop without a cause", w.name, i)
+					}
+					if l.To != "Revoking" {
+						stoppedByPause = true
+					}
+				default:
+					t.Errorf("%s line %d: claim line %+v", w.name, i, l)
+				}
+				continue
+			}
+			if l.T1.Before(l.T0) {
+				t.Errorf("%s line %d: ends before it starts", w.name, i)
+			}
+			if _, ok := open[c]; !ok {
+				t.Errorf("%s line %d: %s outside a claim of partition %d token %v", w.name, i, l.Op, l.Partition, l.Token)
+			} else if l.T0.Before(open[c]) {
+				t.Errorf("%s line %d: %s begins before its claim started", w.name, i, l.Op)
+			}
+			if (l.Outcome == workload.OutcomeOK) != (l.Err == "") {
+				t.Errorf("%s line %d: outcome %s with err %q", w.name, i, l.Outcome, l.Err)
+			}
+			if l.Op != workload.OpAppend {
+				continue
+			}
+			rec := workload.Record{Partition: l.Partition, Seq: l.Seq, Token: l.Token, Worker: l.Worker, Member: l.Member}
+			k := key{l.Resource, rec}
+			attempted[k] = attempted[k] || l.Outcome != workload.OutcomeStale
+			switch l.Outcome {
+			case workload.OutcomeOK:
+				if !inStore[k] {
+					t.Errorf("%s line %d: append accepted by %s is not in it: %+v", w.name, i, l.Resource, rec)
+				}
+			case workload.OutcomeStale:
+				if unfenced {
+					t.Errorf("%s line %d: stale append at an unfenced resource", w.name, i)
+				}
+				if inStore[k] {
+					t.Errorf("%s line %d: append rejected by %s is in it: %+v", w.name, i, l.Resource, rec)
+				}
+			}
+			if l.Held {
+				heldRecs[rec] = true
+				if l.Outcome == workload.OutcomeStale {
+					heldStale[rec] = true
+				}
+			}
+		}
+		if len(open) > 0 {
+			t.Errorf("%s: claims never stopped after a clean stop: %v", w.name, open)
+		}
+		for _, op := range []workload.Op{workload.OpClaim, workload.OpAdmit, workload.OpFetch, workload.OpAppend, workload.OpCommit} {
+			if ops[op] == 0 {
+				t.Errorf("%s's attempt log has no %s line", w.name, op)
+			}
+		}
+		if w.name == "a" {
+			if len(heldRecs) == 0 {
+				t.Error("A's attempt log has no held append")
+			}
+			for rec := range heldRecs {
+				if !unfenced && !heldStale[rec] {
+					t.Errorf("A's held append of %+v was rejected by no resource", rec)
+				}
+				if unfenced && heldStale[rec] {
+					t.Errorf("A's held append of %+v was rejected, unfenced", rec)
+				}
+			}
+			if !stoppedByPause {
+				t.Error("A stopped no claim Suspect or Lost")
+			}
+		}
+		for c, ss := range spans {
+			for _, s := range ss {
+				if s.stop.Before(s.start) {
+					t.Errorf("%s: claim %v stopped before it started", w.name, c)
+				}
+			}
+		}
+	}
+	for k := range inStore {
+		if !attempted[k] {
+			t.Errorf("%s holds %+v, which no attempt line wrote", k.resource, k.rec)
 		}
 	}
 }

@@ -25,9 +25,10 @@ import (
 // later owner) by token. Each append is one etcd transaction that checks
 // the token and puts the record. One prefix serves one topic of one group.
 type EtcdResource struct {
-	kv      clientv3.KV
-	fence   *etcdfence.Fence
-	records string // "<prefix>/records/"
+	kv       clientv3.KV
+	fence    *etcdfence.Fence
+	unfenced bool
+	records  string // "<prefix>/records/"
 }
 
 var _ Resource = (*EtcdResource)(nil)
@@ -40,21 +41,43 @@ func NewEtcdResource(kv clientv3.KV, prefix string) *EtcdResource {
 	return &EtcdResource{kv: kv, fence: etcdfence.New(kv, prefix), records: prefix + "/records/"}
 }
 
+// NewUnfencedEtcdResource returns a resource with the layout of
+// [NewEtcdResource] that checks no token: Admit does nothing and Append
+// puts the record in a plain Put, so a former owner's late writes land.
+// It is the control of a test or demo that must show what the fence
+// prevents, never a way to run real work.
+func NewUnfencedEtcdResource(kv clientv3.KV, prefix string) *EtcdResource {
+	e := NewEtcdResource(kv, prefix)
+	e.unfenced = true
+	return e
+}
+
 // Key returns the etcd key of record r.
 func (e *EtcdResource) Key(r Record) string {
 	return fmt.Sprintf("%s%d/%010d/%010d", e.records, r.Partition, r.Seq, r.Token)
 }
 
-// Admit implements [Resource].
+// Admit implements [Resource]. An unfenced resource admits everything and
+// records nothing.
 func (e *EtcdResource) Admit(ctx context.Context, p epoch.Partition, t epoch.Token) error {
+	if e.unfenced {
+		return nil
+	}
 	return e.fence.Admit(ctx, p, t)
 }
 
-// Append implements [Resource]: one guarded transaction.
+// Append implements [Resource]: one guarded transaction, or a plain Put
+// for an unfenced resource.
 func (e *EtcdResource) Append(ctx context.Context, r Record) error {
 	v, err := json.Marshal(r)
 	if err != nil {
 		return fmt.Errorf("workload: %w", err)
+	}
+	if e.unfenced {
+		if _, err := e.kv.Put(ctx, e.Key(r), string(v)); err != nil {
+			return fmt.Errorf("workload: put record: %w", err)
+		}
+		return nil
 	}
 	_, err = e.fence.Put(ctx, r.Partition, r.Token, clientv3.OpPut(e.Key(r), string(v)))
 	return err

@@ -13,7 +13,14 @@ type Record struct {
 	Partition epoch.Partition `json:"partition"`
 	Seq       int64           `json:"seq"`
 	Token     epoch.Token     `json:"token"`
-	Worker    string          `json:"worker"`
+	// Worker is the writer's name (its instance ID, or its first member
+	// ID), which stays the same across the member's rejoins.
+	Worker string `json:"worker"`
+	// Member is the member ID of the claim the record was written under
+	// (member.Claim.MemberID), so that a checker can match the record to
+	// the owner the coordinator gave the token to. Empty in records
+	// written by versions that did not store it.
+	Member string `json:"member"`
 }
 
 // Stored is a record as a resource holds it. Order is the position at
@@ -28,7 +35,9 @@ type Stored struct {
 // token against the newest one admitted for the partition, atomically with
 // their effect, and reject an older one with an [*epoch.StaleError]
 // (errors.Is(err, epoch.ErrStale)), writing nothing. An equal or newer
-// token is admitted and becomes the partition's newest.
+// token is admitted and becomes the partition's newest. (The unfenced
+// resources, a test control, check nothing: see the package
+// documentation.)
 type Resource interface {
 	// Admit records t as the newest token of partition p, with no other
 	// effect.

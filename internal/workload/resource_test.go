@@ -2,6 +2,7 @@ package workload_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"os"
@@ -21,17 +22,27 @@ func newEtcd(t *testing.T) workload.Resource {
 	return workload.NewEtcdResource(etcd.Client(t), fmt.Sprintf("/test/%s/%d", t.Name(), seq.Add(1)))
 }
 
+// newUnfencedEtcd returns an unfenced etcd resource under a prefix of its
+// own.
+func newUnfencedEtcd(t *testing.T) workload.Resource {
+	return workload.NewUnfencedEtcdResource(etcd.Client(t), fmt.Sprintf("/test/%s/%d", t.Name(), seq.Add(1)))
+}
+
 // newSQL returns a SQL resource on tables of its own, dropped when t ends.
 func newSQL(t *testing.T) workload.Resource {
+	return newSQLOn(t, sqlTable(t), workload.NewSQLResource)
+}
+
+// newUnfencedSQL returns an unfenced SQL resource on tables of its own.
+func newUnfencedSQL(t *testing.T) workload.Resource {
+	return newSQLOn(t, sqlTable(t), workload.NewUnfencedSQLResource)
+}
+
+// sqlTable names a records table of t's own, dropped (with its tokens
+// table) when t ends.
+func sqlTable(t *testing.T) string {
 	db := needDB(t)
 	table := fmt.Sprintf("workload_test_%d_%d", os.Getpid(), seq.Add(1))
-	res, err := workload.NewSQLResource(db, table)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := res.CreateTables(testenv.Context(t)); err != nil {
-		t.Fatal(err)
-	}
 	t.Cleanup(func() {
 		for _, tb := range []string{table, table + "_tokens"} {
 			if _, err := db.ExecContext(context.Background(), `DROP TABLE IF EXISTS "`+tb+`"`); err != nil {
@@ -39,6 +50,17 @@ func newSQL(t *testing.T) workload.Resource {
 			}
 		}
 	})
+	return table
+}
+
+func newSQLOn(t *testing.T, table string, open func(*sql.DB, string) (*workload.SQLResource, error)) *workload.SQLResource {
+	res, err := open(needDB(t), table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := res.CreateTables(testenv.Context(t)); err != nil {
+		t.Fatal(err)
+	}
 	return res
 }
 
@@ -50,6 +72,15 @@ var resources = []struct {
 	{"postgres", newSQL},
 }
 
+var unfencedResources = []struct {
+	name     string
+	fenced   func(t *testing.T) workload.Resource
+	unfenced func(t *testing.T) workload.Resource
+}{
+	{"etcd", newEtcd, newUnfencedEtcd},
+	{"postgres", newSQL, newUnfencedSQL},
+}
+
 // TestResourceFencing walks both resources through a hand-off: the old
 // owner's appends are rejected once the new owner's token is admitted,
 // with the newer token in the error, and leave nothing behind.
@@ -59,7 +90,7 @@ func TestResourceFencing(t *testing.T) {
 			res := rc.new(t)
 			ctx := testenv.Context(t)
 			rec := func(p epoch.Partition, seq int64, tok epoch.Token, w string) workload.Record {
-				return workload.Record{Partition: p, Seq: seq, Token: tok, Worker: w}
+				return workload.Record{Partition: p, Seq: seq, Token: tok, Worker: w, Member: "m-" + w}
 			}
 			mustAppend := func(r workload.Record) {
 				t.Helper()
@@ -125,7 +156,7 @@ func TestResourceConcurrentOwners(t *testing.T) {
 			for tok := epoch.Token(1); tok <= owners; tok++ {
 				wg.Go(func() {
 					for i := range perOwner {
-						r := workload.Record{Partition: 7, Seq: int64(i), Token: tok, Worker: fmt.Sprint("w", tok)}
+						r := workload.Record{Partition: 7, Seq: int64(i), Token: tok, Worker: fmt.Sprint("w", tok), Member: fmt.Sprint("m", tok)}
 						err := res.Append(ctx, r)
 						switch {
 						case err == nil:
@@ -157,7 +188,7 @@ func TestResourceConcurrentOwners(t *testing.T) {
 					t.Errorf("token %v accepted after %v", s.Token, got[i-1].Token)
 				}
 			}
-			if len(accepted) == 0 || !accepted[workload.Record{Partition: 7, Seq: perOwner - 1, Token: owners, Worker: fmt.Sprint("w", owners)}] {
+			if len(accepted) == 0 || !accepted[workload.Record{Partition: 7, Seq: perOwner - 1, Token: owners, Worker: fmt.Sprint("w", owners), Member: fmt.Sprint("m", owners)}] {
 				t.Errorf("the newest owner did not write all its records")
 			}
 		})
@@ -178,5 +209,99 @@ func TestSQLTableNames(t *testing.T) {
 		if _, err := workload.NewSQLResource(nil, name); !errors.Is(err, workload.ErrTableName) {
 			t.Errorf("NewSQLResource(%q): %v, want ErrTableName", name, err)
 		}
+	}
+}
+
+// TestUnfencedResource is the control of the fencing tests: the same
+// hand-off, where the fenced resource rejects the former owner's late
+// write and stores nothing of it, and the unfenced one stores it, after
+// the new owner's records, so that a reader sees the token go down.
+func TestUnfencedResource(t *testing.T) {
+	for _, rc := range unfencedResources {
+		t.Run(rc.name, func(t *testing.T) {
+			for _, fenced := range []bool{true, false} {
+				t.Run(fmt.Sprintf("fenced=%v", fenced), func(t *testing.T) {
+					res := rc.unfenced(t)
+					if fenced {
+						res = rc.fenced(t)
+					}
+					ctx := testenv.Context(t)
+					old := workload.Record{Partition: 4, Seq: 0, Token: 3, Worker: "a", Member: "ma"}
+					newer := workload.Record{Partition: 4, Seq: 0, Token: 5, Worker: "b", Member: "mb"}
+					late := workload.Record{Partition: 4, Seq: 1, Token: 3, Worker: "a", Member: "ma"}
+					if err := res.Append(ctx, old); err != nil {
+						t.Fatal(err)
+					}
+					if err := res.Admit(ctx, 4, 5); err != nil {
+						t.Fatal(err)
+					}
+					if err := res.Append(ctx, newer); err != nil {
+						t.Fatal(err)
+					}
+					err := res.Append(ctx, late)
+					want := []workload.Record{old, newer}
+					if fenced {
+						if !errors.Is(err, epoch.ErrStale) {
+							t.Fatalf("late write under token 3 after 5: %v, want ErrStale", err)
+						}
+					} else {
+						if err != nil {
+							t.Fatalf("late write, unfenced: %v, want accepted", err)
+						}
+						if err := res.Admit(ctx, 4, 2); err != nil {
+							t.Errorf("admit of an older token, unfenced: %v, want accepted", err)
+						}
+						want = append(want, late)
+					}
+					got, err := res.Records(ctx)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if len(got) != len(want) {
+						t.Fatalf("records %+v, want %+v", got, want)
+					}
+					for i := range want {
+						if got[i].Record != want[i] {
+							t.Errorf("record %d: %+v, want %+v", i, got[i].Record, want[i])
+						}
+					}
+				})
+			}
+		})
+	}
+}
+
+// TestSQLAddsMemberColumn opens a records table made by a version without
+// the member column: CreateTables adds it, the old rows read with an empty
+// member, and new ones keep theirs. A second CreateTables changes nothing.
+func TestSQLAddsMemberColumn(t *testing.T) {
+	db := needDB(t)
+	ctx := testenv.Context(t)
+	table := sqlTable(t)
+	// The table as the previous version created it.
+	if _, err := db.ExecContext(ctx, `CREATE TABLE "`+table+`" (`+
+		`"id" bigserial PRIMARY KEY, "partition" integer NOT NULL, "seq" bigint NOT NULL, `+
+		`"token" bigint NOT NULL, "worker" text NOT NULL, "written" timestamptz NOT NULL DEFAULT now(), `+
+		`UNIQUE ("partition", "seq", "token"))`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, `INSERT INTO "`+table+`" ("partition", "seq", "token", "worker") VALUES (1, 0, 2, 'old')`); err != nil {
+		t.Fatal(err)
+	}
+	res := newSQLOn(t, table, workload.NewSQLResource)
+	if err := res.CreateTables(ctx); err != nil {
+		t.Fatalf("second CreateTables: %v", err)
+	}
+	rec := workload.Record{Partition: 1, Seq: 1, Token: 2, Worker: "new", Member: "m-new"}
+	if err := res.Append(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	got, err := res.Records(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []workload.Record{{Partition: 1, Seq: 0, Token: 2, Worker: "old"}, rec}
+	if len(got) != len(want) || got[0].Record != want[0] || got[1].Record != want[1] {
+		t.Errorf("records %+v, want %+v", got, want)
 	}
 }

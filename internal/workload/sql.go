@@ -21,6 +21,7 @@ import (
 //		token     bigint  NOT NULL,
 //		worker    text    NOT NULL,
 //		written   timestamptz NOT NULL DEFAULT now(),
+//		member    text,                   -- NULL in rows of older versions
 //		UNIQUE (partition, seq, token)
 //	)
 //
@@ -31,7 +32,10 @@ import (
 type SQLResource struct {
 	db        *sql.DB
 	fence     *sqlfence.Fence
+	unfenced  bool
 	createSQL string
+	probeSQL  string
+	alterSQL  string
 	insertSQL string
 	listSQL   string
 }
@@ -44,6 +48,19 @@ var _ Resource = (*SQLResource)(nil)
 // must be a PostgreSQL database; the caller closes it. The tables must
 // exist before use: see [SQLResource.CreateTables].
 func NewSQLResource(db *sql.DB, table string) (*SQLResource, error) {
+	return newSQLResource(db, table, false)
+}
+
+// NewUnfencedSQLResource returns a resource on the same tables as
+// [NewSQLResource] that checks no token: Admit does nothing and Append
+// inserts the record in a plain statement, so a former owner's late
+// writes land. It is the control of a test or demo that must show what the
+// fence prevents, never a way to run real work.
+func NewUnfencedSQLResource(db *sql.DB, table string) (*SQLResource, error) {
+	return newSQLResource(db, table, true)
+}
+
+func newSQLResource(db *sql.DB, table string, unfenced bool) (*SQLResource, error) {
 	if err := CheckTable(table); err != nil {
 		return nil, err
 	}
@@ -53,8 +70,9 @@ func NewSQLResource(db *sql.DB, table string) (*SQLResource, error) {
 		return nil, fmt.Errorf("workload: %w", err)
 	}
 	return &SQLResource{
-		db:    db,
-		fence: fence,
+		db:       db,
+		fence:    fence,
+		unfenced: unfenced,
 		createSQL: `CREATE TABLE IF NOT EXISTS ` + t + ` (` +
 			`"id" bigserial PRIMARY KEY, ` +
 			`"partition" integer NOT NULL, ` +
@@ -62,15 +80,19 @@ func NewSQLResource(db *sql.DB, table string) (*SQLResource, error) {
 			`"token" bigint NOT NULL, ` +
 			`"worker" text NOT NULL, ` +
 			`"written" timestamptz NOT NULL DEFAULT now(), ` +
+			`"member" text, ` +
 			`UNIQUE ("partition", "seq", "token"))`,
-		insertSQL: `INSERT INTO ` + t + ` ("partition", "seq", "token", "worker") VALUES ($1, $2, $3, $4) ` +
+		probeSQL: `SELECT "member" FROM ` + t + ` LIMIT 0`,
+		alterSQL: `ALTER TABLE ` + t + ` ADD COLUMN IF NOT EXISTS "member" text`,
+		insertSQL: `INSERT INTO ` + t + ` ("partition", "seq", "token", "worker", "member") VALUES ($1, $2, $3, $4, $5) ` +
 			`ON CONFLICT ("partition", "seq", "token") DO NOTHING`,
-		listSQL: `SELECT "id", "partition", "seq", "token", "worker" FROM ` + t + ` ORDER BY "partition", "id"`,
+		listSQL: `SELECT "id", "partition", "seq", "token", "worker", "member" FROM ` + t + ` ORDER BY "partition", "id"`,
 	}, nil
 }
 
 // CreateTables creates the records table and the fence's table if they do
-// not exist.
+// not exist, and adds the member column to a records table made by an
+// older version.
 func (s *SQLResource) CreateTables(ctx context.Context) error {
 	if err := s.fence.CreateTable(ctx); err != nil {
 		return fmt.Errorf("workload: %w", err)
@@ -78,23 +100,49 @@ func (s *SQLResource) CreateTables(ctx context.Context) error {
 	if err := sqlfence.ExecLocked(ctx, s.db, s.createSQL, s.createSQL); err != nil {
 		return fmt.Errorf("workload: create records table: %w", err)
 	}
+	// ALTER TABLE takes the table's exclusive lock even when the column
+	// exists, and waits behind every open transaction on the table: that
+	// of a frozen worker would stall every INSERT queued behind the ALTER.
+	// So it runs only when the column is missing.
+	if _, err := s.db.ExecContext(ctx, s.probeSQL); err == nil {
+		return nil
+	}
+	if err := sqlfence.ExecLocked(ctx, s.db, s.createSQL, s.alterSQL); err != nil {
+		return fmt.Errorf("workload: add the member column: %w", err)
+	}
 	return nil
 }
 
-// Admit implements [Resource].
+// Admit implements [Resource]. An unfenced resource admits everything and
+// records nothing.
 func (s *SQLResource) Admit(ctx context.Context, p epoch.Partition, t epoch.Token) error {
+	if s.unfenced {
+		return nil
+	}
 	return s.fence.Admit(ctx, p, t)
 }
 
 // Append implements [Resource]: the token check and the INSERT in one
-// transaction.
+// transaction; an unfenced resource runs the INSERT alone.
 func (s *SQLResource) Append(ctx context.Context, r Record) error {
+	if s.unfenced {
+		return s.insert(ctx, s.db, r)
+	}
 	return s.fence.Do(ctx, r.Partition, r.Token, func(ctx context.Context, tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, s.insertSQL, int32(r.Partition), r.Seq, int64(r.Token), r.Worker); err != nil {
-			return fmt.Errorf("workload: insert record: %w", err)
-		}
-		return nil
+		return s.insert(ctx, tx, r)
 	})
+}
+
+// execer is what insert needs of a *sql.DB or a *sql.Tx.
+type execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+func (s *SQLResource) insert(ctx context.Context, ex execer, r Record) error {
+	if _, err := ex.ExecContext(ctx, s.insertSQL, int32(r.Partition), r.Seq, int64(r.Token), r.Worker, r.Member); err != nil {
+		return fmt.Errorf("workload: insert record: %w", err)
+	}
+	return nil
 }
 
 // Records implements [Resource]; Order is the row's id.
@@ -109,10 +157,11 @@ func (s *SQLResource) Records(ctx context.Context) ([]Stored, error) {
 		var st Stored
 		var p int32
 		var t int64
-		if err := rows.Scan(&st.Order, &p, &st.Seq, &t, &st.Worker); err != nil {
+		var member sql.NullString // NULL in rows of older versions
+		if err := rows.Scan(&st.Order, &p, &st.Seq, &t, &st.Worker, &member); err != nil {
 			return nil, fmt.Errorf("workload: read records: %w", err)
 		}
-		st.Partition, st.Token = epoch.Partition(p), epoch.Token(t)
+		st.Partition, st.Token, st.Member = epoch.Partition(p), epoch.Token(t), member.String
 		out = append(out, st)
 	}
 	if err := rows.Err(); err != nil {

@@ -3,7 +3,8 @@ package workload
 import (
 	"context"
 	"errors"
-	"fmt"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -24,7 +25,10 @@ type Config struct {
 	// CommitEvery is how many records are written between two commits of
 	// the offset. Zero commits only when a claim is revoked.
 	CommitEvery int
-	// WriteTimeout bounds one append or admit. Default 5 s.
+	// WriteTimeout bounds one append or admit (to every resource of a
+	// [Fanout] together), and one commit or offset read, so that a
+	// black-holed resource or coordinator costs a retry, not a hang.
+	// Default 5 s.
 	WriteTimeout time.Duration
 	// Pause, if not nil, holds the writes during a pause (see [Pause]).
 	Pause *Pause
@@ -34,6 +38,11 @@ type Config struct {
 	// Observe, if not nil, is called after every append with its outcome,
 	// from the claim's goroutine.
 	Observe func(Write)
+	// Attempts, if not nil, receives the claim lines and the commit and
+	// fetch attempts. The admit and append attempts are logged by the
+	// resource: wrap it (each resource of a [Fanout]) with [LogAttempts]
+	// on the same log.
+	Attempts *AttemptLog
 }
 
 // Stats counts a worker's appends since it was created.
@@ -49,6 +58,16 @@ type Worker struct {
 	cfg                     Config
 	log                     *zap.Logger
 	written, rejected, held atomic.Int64
+
+	mu sync.Mutex
+	// suspect holds the token of each partition whose last claim stopped
+	// Suspect: a claim that starts with that token resumes it.
+	suspect map[claimKey]epoch.Token
+}
+
+type claimKey struct {
+	topic     string
+	partition int32
 }
 
 // New returns a worker configured by cfg.
@@ -68,7 +87,7 @@ func New(cfg Config) (*Worker, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
 	}
-	return &Worker{cfg: cfg, log: cfg.Logger}, nil
+	return &Worker{cfg: cfg, log: cfg.Logger, suspect: make(map[claimKey]epoch.Token)}, nil
 }
 
 // Stats returns the worker's counts so far.
@@ -83,7 +102,8 @@ const retryDelay = 200 * time.Millisecond
 // its token; see the package documentation.
 func (w *Worker) Handle(c *member.Claim) {
 	ctx := c.Context()
-	log := w.log.With(zap.String("topic", c.Topic()), zap.Int32("partition", c.Partition()), zap.Int64("token", int64(c.Token())))
+	log := w.log.With(zap.String("topic", c.Topic()), zap.Int32("partition", c.Partition()),
+		zap.Int64("token", int64(c.Token())), zap.String("member", c.MemberID()))
 	r := &claimRun{w: w, c: c, ctx: ctx, log: log}
 	r.run()
 }
@@ -98,23 +118,40 @@ type claimRun struct {
 	sinceCommit int    // records written since the last commit
 	written     int    // records written by this run
 	fenced      string // why the resource or the coordinator ended the run, if it did
+	fencedCause string // the same, as a claim line's cause
 }
 
+// The causes of the claim lines that the worker decides itself, next to
+// those of the member library (member.ClaimChange.Cause).
+const (
+	causeStarted        = "started"
+	causeConfirmed      = "confirmed"
+	causeResourceStale  = "resource-stale"
+	causeCommitRejected = "commit-rejected"
+)
+
 func (r *claimRun) run() {
+	r.claimLine(r.w.resumed(r.c), epoch.Owned)
 	if r.start() {
 		r.log.Info("claim started", zap.Int64("offset", r.next))
 		r.work()
 	}
 	cause := "handler returned"
+	// Work ends only with the claim's context or a rejection, so the
+	// claim line's "to" is always set below; Owned is the library's view
+	// of a handler that returns on its own.
+	to, lineCause := epoch.Owned, cause
 	if r.fenced != "" {
 		cause = r.fenced
+		to, lineCause = epoch.Lost, r.fencedCause
 	} else if err := context.Cause(r.ctx); err != nil {
 		cause = err.Error()
+		to, lineCause = stopState(err)
 		if errors.Is(err, member.ErrRevoked) && r.sinceCommit > 0 {
 			// A graceful hand-off: the token is still valid, so the next
 			// owner resumes where this one stopped.
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), r.w.cfg.WriteTimeout)
-			err := r.c.Commit(cctx, r.next, "")
+			err := r.commitOnce(cctx)
 			cancel()
 			if err != nil {
 				r.log.Warn("final commit failed: the next owner redoes the records since the last commit", zap.Int64("offset", r.next), zap.Error(err))
@@ -123,14 +160,111 @@ func (r *claimRun) run() {
 			}
 		}
 	}
+	r.w.stopped(r.c, to)
+	r.claimLine(transition{from: epoch.Owned, cause: lineCause}, to)
 	r.log.Info("claim stopped", zap.String("cause", cause), zap.Int64("offset", r.next), zap.Int("written", r.written))
+}
+
+// transition is where a claim line comes from, and why.
+type transition struct {
+	from  epoch.State
+	cause string
+}
+
+// resumed tells how c's work starts: a claim that follows a Suspect one
+// under the same token was confirmed by the coordinator (Suspect ->
+// Owned); any other was assigned (Pending -> Owned).
+func (w *Worker) resumed(c *member.Claim) transition {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	k := claimKey{c.Topic(), c.Partition()}
+	tok, ok := w.suspect[k]
+	delete(w.suspect, k)
+	if ok && tok == c.Token() {
+		return transition{epoch.Suspect, causeConfirmed}
+	}
+	return transition{epoch.Pending, causeStarted}
+}
+
+// stopped remembers a claim that stopped Suspect, for resumed.
+func (w *Worker) stopped(c *member.Claim, to epoch.State) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	k := claimKey{c.Topic(), c.Partition()}
+	if to == epoch.Suspect {
+		w.suspect[k] = c.Token()
+	} else {
+		delete(w.suspect, k)
+	}
+}
+
+// stopState maps a claim's cancellation cause to the state the member
+// library moved the claim to, and the library's reason.
+func stopState(cause error) (epoch.State, string) {
+	for _, s := range []struct {
+		sentinel error
+		state    epoch.State
+	}{
+		{member.ErrRevoked, epoch.Revoking},
+		{member.ErrSuspect, epoch.Suspect},
+		{member.ErrLost, epoch.Lost},
+	} {
+		if errors.Is(cause, s.sentinel) {
+			return s.state, reason(cause, s.sentinel)
+		}
+	}
+	return epoch.Lost, cause.Error()
+}
+
+// reason extracts the library's reason from a cause it formats as
+// "<sentinel> (<reason>)"; any other text is returned whole, so that
+// nothing is lost if the format changes.
+func reason(cause, sentinel error) string {
+	msg := cause.Error()
+	if r, ok := strings.CutPrefix(msg, sentinel.Error()+" ("); ok {
+		if r, ok := strings.CutSuffix(r, ")"); ok {
+			return r
+		}
+	}
+	if msg == sentinel.Error() {
+		return ""
+	}
+	return msg
+}
+
+// claimLine logs the claim's start or stop to the attempt log.
+func (r *claimRun) claimLine(from transition, to epoch.State) {
+	r.w.cfg.Attempts.Log(Attempt{
+		Op: OpClaim, T: time.Now(), Worker: r.w.cfg.Name, Member: r.c.MemberID(),
+		Partition: epoch.Partition(r.c.Partition()), Token: r.c.Token(),
+		From: from.from.String(), To: to.String(), Cause: from.cause,
+	})
+}
+
+// coordinator logs an attempt on the coordinator.
+func (r *claimRun) coordinator(op Op, t0 time.Time, offset int64, err error) {
+	a := Attempt{
+		Op: op, T0: t0, T1: time.Now(), Worker: r.w.cfg.Name, Member: r.c.MemberID(),
+		Partition: epoch.Partition(r.c.Partition()), Token: r.c.Token(),
+		Offset: offset, Resource: Coordinator,
+	}
+	a.Outcome, a.Err = outcome(err)
+	r.w.cfg.Attempts.Log(a)
+}
+
+// call annotates ctx for the resource's attempt lines.
+func (r *claimRun) call(ctx context.Context, held bool) context.Context {
+	if r.w.cfg.Attempts == nil {
+		return ctx
+	}
+	return withCall(ctx, call{worker: r.w.cfg.Name, member: r.c.MemberID(), held: held})
 }
 
 // start fences the partition's former owners and reads where to resume;
 // false if the claim ended first.
 func (r *claimRun) start() bool {
 	for r.ctx.Err() == nil {
-		actx, cancel := context.WithTimeout(r.ctx, r.w.cfg.WriteTimeout)
+		actx, cancel := context.WithTimeout(r.call(r.ctx, false), r.w.cfg.WriteTimeout)
 		err := r.w.cfg.Resource.Admit(actx, epoch.Partition(r.c.Partition()), r.c.Token())
 		cancel()
 		if err == nil {
@@ -145,7 +279,11 @@ func (r *claimRun) start() bool {
 		r.sleep(retryDelay)
 	}
 	for r.ctx.Err() == nil {
-		next, err := r.c.Committed(r.ctx)
+		fctx, cancel := context.WithTimeout(r.ctx, r.w.cfg.WriteTimeout)
+		t0 := time.Now()
+		next, err := r.c.Committed(fctx)
+		cancel()
+		r.coordinator(OpFetch, t0, next, err)
 		if err == nil {
 			r.next = max(next, 0)
 			return true
@@ -189,10 +327,10 @@ func (r *claimRun) work() {
 
 // append writes the next record; false if the claim must stop.
 func (r *claimRun) append(held bool) bool {
-	rec := Record{Partition: epoch.Partition(r.c.Partition()), Seq: r.next, Token: r.c.Token(), Worker: r.w.cfg.Name}
+	rec := Record{Partition: epoch.Partition(r.c.Partition()), Seq: r.next, Token: r.c.Token(), Worker: r.w.cfg.Name, Member: r.c.MemberID()}
 	// Not the claim's context: a write decided before the claim was
 	// revoked may still be on its way. The resource decides.
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), r.w.cfg.WriteTimeout)
+	wctx, cancel := context.WithTimeout(r.call(context.WithoutCancel(r.ctx), held), r.w.cfg.WriteTimeout)
 	err := r.w.cfg.Resource.Append(wctx, rec)
 	cancel()
 	if held {
@@ -220,14 +358,17 @@ func (r *claimRun) append(held bool) bool {
 
 // commit commits the offset; false if the claim must stop.
 func (r *claimRun) commit() bool {
-	err := r.c.Commit(r.ctx, r.next, "")
+	cctx, cancel := context.WithTimeout(r.ctx, r.w.cfg.WriteTimeout)
+	err := r.commitOnce(cctx)
+	cancel()
 	if err == nil {
 		r.sinceCommit = 0
 		return true
 	}
 	if ce, ok := errors.AsType[*member.CommitError](err); ok {
 		r.log.Warn("commit rejected: the coordinator no longer holds this token valid", zap.Int64("offset", r.next), zap.String("code", ce.Code.Message))
-		r.fenced = fmt.Sprintf("commit rejected by the coordinator (%s)", ce.Code.Message)
+		r.fenced = "commit rejected by the coordinator (" + ce.Code.Message + ")"
+		r.fencedCause = causeCommitRejected
 		return false
 	}
 	if r.ctx.Err() != nil {
@@ -235,6 +376,14 @@ func (r *claimRun) commit() bool {
 	}
 	r.log.Warn("commit failed; retrying after the next record", zap.Int64("offset", r.next), zap.Error(err))
 	return true
+}
+
+// commitOnce commits the offset, logging the attempt.
+func (r *claimRun) commitOnce(ctx context.Context) error {
+	t0 := time.Now()
+	err := r.c.Commit(ctx, r.next, "")
+	r.coordinator(OpCommit, t0, r.next, err)
+	return err
 }
 
 // rejected logs err and reports true if it is a stale-token rejection,
@@ -251,6 +400,7 @@ func (r *claimRun) rejected(err error, op string, seq int64, held bool) bool {
 	}
 	r.log.Warn("write rejected: stale token", fields...)
 	r.fenced = "token " + r.c.Token().String() + " fenced by the resource (current " + se.Current.String() + ")"
+	r.fencedCause = causeResourceStale
 	return true
 }
 
