@@ -253,16 +253,24 @@ func serveUntil(t *testing.T, args ...string) (addr string, logs *syncBuffer, st
 // persists.
 func commitOffset(t *testing.T, addr string) {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
-	if err != nil {
+	if err := tryCommitOffset(addr); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// tryCommitOffset is commitOffset returning its error.
+func tryCommitOffset(addr string) error {
+	var klog syncBuffer
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.WithLogger(kgo.BasicLogger(&klog, kgo.LogLevelDebug, nil)))
+	if err != nil {
+		return err
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if _, err := adm.CreateTopic(ctx, 1, -1, nil, "work"); err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
-		t.Fatalf("create topic: %v", err)
+		return fmt.Errorf("create topic: %w", err)
 	}
 	var offsets kadm.Offsets
 	offsets.Add(kadm.Offset{Topic: "work", Partition: 0, At: 42, LeaderEpoch: -1})
@@ -271,8 +279,9 @@ func commitOffset(t *testing.T, addr string) {
 		err = resp.Error()
 	}
 	if err != nil {
-		t.Fatalf("commit: %v", err)
+		return fmt.Errorf("commit: %w\nCLIENT LOG\n%s", err, klog.String())
 	}
+	return nil
 }
 
 // storedOffset finds the offset of g work[0] among recs.
@@ -492,12 +501,21 @@ func TestServeEtcdCluster(t *testing.T) {
 		}
 		return ""
 	})
-	commitOffset(t, nodes[2].addr)
+	commitThrough := func(n *servingNode) {
+		t.Helper()
+		if err := tryCommitOffset(n.addr); err != nil {
+			for i, n := range nodes {
+				t.Logf("n%d logs:\n%s", i+1, n.logs.String())
+			}
+			t.Fatal(err)
+		}
+	}
+	commitThrough(nodes[2])
 	if code := nodes[2].stop(t); code != 0 {
 		t.Fatalf("n3 exited with %d; logs:\n%s", code, nodes[2].logs.String())
 	}
 	for i, n := range nodes[:2] {
-		commitOffset(t, n.addr)
+		commitThrough(n)
 		if why, exited := n.ready(); exited {
 			t.Fatalf("n%d %s after n3 stopped; logs:\n%s", i+1, why, n.logs.String())
 		}

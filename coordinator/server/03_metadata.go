@@ -90,6 +90,25 @@ func (s *Server) handleMetadata(req *kmsg.MetadataRequest, now time.Time) kmsg.R
 	}
 
 	allowAuto := s.cfg.AutoCreateTopics && (req.Version < 4 || req.AllowAutoTopicCreation)
+	if s.cfg.Cluster != nil {
+		// Another node of the HA set may have just created a topic asked
+		// for: look it up before calling it unknown. A topic this node
+		// would create anyway needs no look-up: the creation finds the
+		// other node's.
+		var names []string
+		var ids [][16]byte
+		for _, rt := range req.Topics {
+			switch {
+			case rt.TopicID != [16]byte{}:
+				ids = append(ids, rt.TopicID)
+			case rt.Topic != nil && !allowAuto:
+				names = append(names, *rt.Topic)
+			}
+		}
+		if s.knowTopics(names, ids) {
+			now = time.Now()
+		}
+	}
 	created := false
 	seen := make(map[string]bool, len(req.Topics))
 	for _, rt := range req.Topics {

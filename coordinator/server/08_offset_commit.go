@@ -31,7 +31,9 @@ func init() {
 						names = append(names, t.Topic)
 					}
 				}
-				s.knowTopics(now, names, ids)
+				if s.knowTopics(names, ids) {
+					now = time.Now()
+				}
 			}
 			s.step(c, sl, req.Group, true, now)
 		},

@@ -32,7 +32,9 @@ func init() {
 			req := sl.req.(*kmsg.ConsumerGroupHeartbeatRequest)
 			if req.SubscribedTopicNames != nil {
 				// Joins and full heartbeats only: not on the steady path.
-				s.knowTopics(now, req.SubscribedTopicNames, nil)
+				if s.knowTopics(req.SubscribedTopicNames, nil) {
+					now = time.Now()
+				}
 			}
 			s.step(c, sl, req.Group, true, now)
 			s.m.hbConsumer.Observe(time.Since(now).Seconds())

@@ -192,3 +192,62 @@ func TestFailover(t *testing.T) {
 		t.Fatalf("terms on b %v", n)
 	}
 }
+
+// TestTopicCreatedOnAnotherNode: a client creates a topic through one node
+// of an HA set and at once asks another about it (kadm's CommitOffsets
+// reads Metadata first, then commits through the leader). The other node
+// must look the topic up rather than call it unknown, however long until
+// its periodic refresh; a topic that exists nowhere stays unknown.
+func TestTopicCreatedOnAnotherNode(t *testing.T) {
+	set := &fakeSet{leader: -1, shared: store.NewMemory(), nodes: []Node{{ID: 0}, {ID: 1}}}
+	na, nb := set.node(0), set.node(1)
+	noRefresh := func(c *Config) {
+		c.Store = nil
+		c.TopicStore = set.shared
+		c.TopicRefresh = time.Hour
+	}
+	a := startServer(t, func(c *Config) { noRefresh(c); c.Cluster = na })
+	b := startServer(t, func(c *Config) { noRefresh(c); c.Cluster = nb })
+	set.mu.Lock()
+	set.nodes[0].Addr, set.nodes[1].Addr = a.addr, b.addr
+	set.mu.Unlock()
+	set.setLeader(1)
+	nb.terms <- newFakeTerm(set.shared)
+	eventually(t, 5*time.Second, "b to lead", func() bool { return b.lead.Load() != nil })
+
+	ca, cb := dial(t, a.addr), dial(t, b.addr)
+	create := kmsg.NewPtrCreateTopicsRequest()
+	create.Version = 7
+	ct := kmsg.NewCreateTopicsRequestTopic()
+	ct.Topic, ct.NumPartitions, ct.ReplicationFactor = "jobs", 4, 1
+	create.Topics = append(create.Topics, ct)
+	if r := ca.roundTrip(create).(*kmsg.CreateTopicsResponse); r.Topics[0].ErrorCode != 0 {
+		t.Fatalf("create on a: error %d", r.Topics[0].ErrorCode)
+	}
+
+	md := metadataRequest(12, "jobs", "nowhere")
+	md.AllowAutoTopicCreation = false
+	r := cb.roundTrip(md).(*kmsg.MetadataResponse)
+	if len(r.Topics) != 2 || r.Topics[0].ErrorCode != 0 || len(r.Topics[0].Partitions) != 4 {
+		t.Fatalf("Metadata on b right after the creation on a: %+v", r.Topics)
+	}
+	if r.Topics[1].ErrorCode != kerr.UnknownTopicOrPartition.Code {
+		t.Fatalf("a topic that exists nowhere: error %d, want UNKNOWN_TOPIC_OR_PARTITION", r.Topics[1].ErrorCode)
+	}
+
+	create.Topics[0].Topic = "more"
+	if r := ca.roundTrip(create).(*kmsg.CreateTopicsResponse); r.Topics[0].ErrorCode != 0 {
+		t.Fatalf("create on a: error %d", r.Topics[0].ErrorCode)
+	}
+	commit := kmsg.NewPtrOffsetCommitRequest()
+	commit.Version = 9
+	commit.Group = "g"
+	commit.Generation = -1
+	oc := kmsg.NewOffsetCommitRequestTopic()
+	oc.Topic = "more"
+	oc.Partitions = []kmsg.OffsetCommitRequestTopicPartition{{Partition: 3, Offset: 42, LeaderEpoch: -1}}
+	commit.Topics = append(commit.Topics, oc)
+	if r := cb.roundTrip(commit).(*kmsg.OffsetCommitResponse); r.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("commit on the leader right after the creation on a: error %d", r.Topics[0].Partitions[0].ErrorCode)
+	}
+}

@@ -99,46 +99,6 @@ func (s *Server) refreshTopics(ctx context.Context) (bool, error) {
 	return added, nil
 }
 
-// topicRefreshPause spaces the refreshes that requests naming an unknown
-// topic cause, so a client asking for a topic that does not exist cannot
-// turn each request into an etcd read.
-const topicRefreshPause = 200 * time.Millisecond
-
-// knowTopics makes sure, on a node of an HA set, that the named topics
-// this node does not hold yet are looked up in the topic store before a
-// request about them is answered: another node may have created them a
-// moment ago (a client creates a topic through one node and commits
-// through the leader). Only a miss reads the store, at most once per
-// topicRefreshPause.
-func (s *Server) knowTopics(now time.Time, names []string, ids [][16]byte) {
-	if s.cfg.Cluster == nil {
-		return
-	}
-	missing := false
-	for _, n := range names {
-		if s.topics.get(n) == nil {
-			missing = true
-		}
-	}
-	for _, id := range ids {
-		if s.topics.getID(id) == nil {
-			missing = true
-		}
-	}
-	if !missing {
-		return
-	}
-	last := s.lastTopicRefresh.Load()
-	if now.UnixNano()-last < int64(topicRefreshPause) || !s.lastTopicRefresh.CompareAndSwap(last, now.UnixNano()) {
-		return
-	}
-	if added, err := s.refreshTopics(s.storeCtx); err != nil {
-		s.log.Warn("topics could not be refreshed", zap.Error(err))
-	} else if added {
-		s.topicsChanged(now)
-	}
-}
-
 // refreshTopicsLoop keeps an HA node's topics up to date, and tells the
 // groups it coordinates about new ones, until ctx ends.
 func (s *Server) refreshTopicsLoop(ctx context.Context) {

@@ -48,9 +48,9 @@ type Server struct {
 
 	// stopTerms ends the terms goroutine of an HA node at shutdown.
 	stopTerms func()
-	// lastTopicRefresh is when a request last made an HA node reload the
-	// topics (knowTopics), in Unix nanoseconds.
-	lastTopicRefresh atomic.Int64
+	// topicMisses coalesces the topic reloads of requests naming a topic
+	// an HA node does not hold (knowTopics).
+	topicMisses topicMisses
 
 	serving atomic.Bool
 	closing atomic.Bool
