@@ -116,6 +116,7 @@ type workerOptions struct {
 
 	attemptLog string
 	unfenced   bool
+	route      string
 
 	// observe, if set (by tests), sees every append's outcome.
 	observe func(workload.Write)
@@ -148,6 +149,7 @@ func addWorkerFlags(fs *flag.FlagSet) *workerOptions {
 	fs.BoolVar(&o.unfenced, "unfenced", false, "TEST/DEMO ONLY: write without checking tokens, so stale writes land (a chaos test's control run)")
 	fs.DurationVar(&o.pauseAfter, "pause-after", 0, "freeze the worker after running this long (with --pause-for)")
 	fs.DurationVar(&o.pauseFor, "pause-for", 0, "length of the freeze; longer than the session timeout to see the worker fenced")
+	fs.StringVar(&o.route, "route", "", "dial the coordinator's nodes through proxies: comma-separated `host:port=host:port` pairs, each node's address as it advertises it = the proxy's (a fault-injection test's)")
 	return o
 }
 
@@ -219,6 +221,9 @@ func (o *workerOptions) validate() error {
 			return usagef("unknown resource %q (etcd or postgres)", kind)
 		}
 	}
+	if _, err := parseRoutes(o.route); err != nil {
+		return err
+	}
 	return nil
 }
 
@@ -269,6 +274,13 @@ func runWorker(ctx context.Context, o *workerOptions, log *zap.Logger) (err erro
 	name := o.instanceID
 	if name == "" {
 		name = memberID
+	}
+	if o.route != "" && o.dial == nil {
+		rs, err := parseRoutes(o.route)
+		if err != nil {
+			return err
+		}
+		o.dial = rs.dialer()
 	}
 	var pause *workload.Pause
 	var clientOpts []kgo.Opt

@@ -306,19 +306,17 @@ func (r *claimRun) work() {
 		if r.ctx.Err() != nil {
 			return
 		}
+		// The record's work, one unit that does not look at the claim, as
+		// a computation or a call does not: it ends with the write the
+		// check allowed. A process frozen in it (a long garbage
+		// collection, SIGSTOP) writes when it wakes, under the token it
+		// checked, however long ago: the write the fence must reject. A
+		// revoked claim finishes its record, at most Interval late.
 		t.Reset(r.w.cfg.Interval)
-		stopped := false
-		select {
-		case <-t.C:
-		case <-r.ctx.Done():
-			stopped = true
-		}
-		// A pause freezes the goroutine here, between the check and the
-		// write; what it decided above stands when it wakes.
+		<-t.C
+		// A simulated pause freezes the goroutine here, between the check
+		// and the write; what it decided above stands when it wakes.
 		held := r.w.cfg.Pause.Hold()
-		if stopped {
-			return
-		}
 		if !r.append(held) {
 			return
 		}
