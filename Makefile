@@ -7,8 +7,12 @@ STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 FUZZTIME    ?= 15s
 BENCHTIME   ?= 1s
 RUN_FLAGS   ?=
+CHAOS_SEED  ?= 1
+CHAOS_RUNS  ?= 20
+CHAOS_FLAGS ?=
+TENURE_TEST_POSTGRES ?= postgres://tenure@127.0.0.1:55432/tenure_test?sslmode=disable
 
-.PHONY: all build run test bench lint fuzz clean
+.PHONY: all build run test bench lint fuzz chaos clean
 
 all: build
 
@@ -42,5 +46,13 @@ fuzz:
 		done; \
 	done
 
+# CHAOS_RUNS seeded runs of real processes under faults (and one unfenced
+# control run the checker must catch), against the PostgreSQL server of
+# TENURE_TEST_POSTGRES; see docs/CHAOS.md. `make test` runs a short version.
+chaos: build
+	$(GO) build -o bin/etcd go.etcd.io/etcd/server/v3
+	./bin/tenure chaos --seed $(CHAOS_SEED) --runs $(CHAOS_RUNS) --etcd-bin bin/etcd \
+		--postgres-dsn "$(TENURE_TEST_POSTGRES)" --quiet $(CHAOS_FLAGS)
+
 clean:
-	rm -rf bin
+	rm -rf bin chaos-runs

@@ -21,19 +21,22 @@ type command struct {
 	summary string
 	// help, if set, is printed under the summary by --help: what a user
 	// must know beyond the flags.
-	help  string
-	setup func(fs *flag.FlagSet) func(ctx context.Context, args []string) error
+	help string
+	// hidden keeps the command out of "tenure help": a helper process of
+	// another command.
+	hidden bool
+	setup  func(fs *flag.FlagSet) func(ctx context.Context, args []string) error
 }
 
 // commands lists every subcommand, in the order "tenure help" shows them.
 func commands() []*command {
-	return []*command{
+	return append([]*command{
 		serveCommand(),
 		simCommand(),
 		tuneCommand(),
 		workerCommand(),
 		groupsCommand(),
-	}
+	}, chaosCommands()...)
 }
 
 func main() {
@@ -111,7 +114,9 @@ func printUsage(w io.Writer, cmds []*command) {
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Commands:")
 	for _, c := range cmds {
-		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
+		if !c.hidden {
+			fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
+		}
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, `Run "tenure <command> --help" for a command's flags. Every flag can also be`)

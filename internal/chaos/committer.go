@@ -1,0 +1,298 @@
+//go:build unix
+
+package chaos
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap"
+
+	"github.com/tenure-dev/tenure/internal/chaos/check"
+)
+
+// CommitterConfig configures [RunCommitter].
+type CommitterConfig struct {
+	// Name is the committer's name in its log lines ("c0").
+	Name string
+	// ClientOpts configure the kgo client: the seed brokers and the dialer.
+	ClientOpts []kgo.Opt
+	// Group and Topic are the group to join and the topic to consume.
+	Group, Topic string
+	// Partitions is the topic's partition count: every fetch reads them all.
+	Partitions int32
+	// Interval spaces the commits of each owned partition; a fetch of
+	// every partition comes every FetchEvery commits.
+	Interval   time.Duration
+	FetchEvery int
+	// Log receives one check.OffsetOp a line, for each partition of each
+	// commit and fetch.
+	Log io.Writer
+	// Logger receives the client's own log.
+	Logger *zap.Logger
+}
+
+// RunCommitter runs a stock kgo consumer that joins cfg.Group with KIP-848
+// (the server-side assignor) and commits, for every partition it is
+// assigned, an offset one above the last it knew of every cfg.Interval,
+// logging each commit and fetch with its real-time interval and outcome:
+// the coordinator-side half of the fence, seen from a client the project
+// did not write. It returns when ctx ends, after leaving the group.
+func RunCommitter(ctx context.Context, cfg CommitterConfig) error {
+	if cfg.Interval <= 0 {
+		cfg.Interval = 50 * time.Millisecond
+	}
+	if cfg.FetchEvery <= 0 {
+		cfg.FetchEvery = 10
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = zap.NewNop()
+	}
+	c := &committer{cfg: cfg, owned: map[int32]int64{}, enc: json.NewEncoder(cfg.Log)}
+	opts := append([]kgo.Opt{
+		kgo.ConsumerGroup(cfg.Group), kgo.ConsumeTopics(cfg.Topic), kgo.ServerSideBalancer(),
+		kgo.DisableAutoCommit(), kgo.FetchMaxWait(200 * time.Millisecond), kgo.AllowAutoTopicCreation(),
+		kgo.OnPartitionsAssigned(c.assigned), kgo.OnPartitionsRevoked(c.revoked), kgo.OnPartitionsLost(c.revoked),
+		kgo.WithLogger(kzapLogger{cfg.Logger}),
+	}, cfg.ClientOpts...)
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return err
+	}
+	c.cl = cl
+	polled := make(chan struct{})
+	go func() {
+		defer close(polled)
+		for !cl.PollFetches(ctx).IsClientClosed() && ctx.Err() == nil {
+		}
+	}()
+	c.loop(ctx)
+	lctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err = cl.LeaveGroupContext(lctx)
+	cl.Close()
+	<-polled
+	return err
+}
+
+type committer struct {
+	cfg CommitterConfig
+	cl  *kgo.Client
+
+	mu    sync.Mutex
+	owned map[int32]int64 // partition -> last offset known committed; -2 until fetched
+
+	logMu sync.Mutex
+	enc   *json.Encoder
+}
+
+// unknown marks an owned partition whose committed offset is not read yet.
+const unknown = -2
+
+func (c *committer) assigned(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, p := range m[c.cfg.Topic] {
+		c.owned[p] = unknown
+	}
+}
+
+func (c *committer) revoked(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, p := range m[c.cfg.Topic] {
+		delete(c.owned, p)
+	}
+}
+
+func (c *committer) loop(ctx context.Context) {
+	t := time.NewTicker(c.cfg.Interval)
+	defer t.Stop()
+	for n := 0; ; n++ {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		c.mu.Lock()
+		needFetch := n%c.cfg.FetchEvery == 0
+		next := map[int32]kgo.EpochOffset{}
+		for p, off := range c.owned {
+			if off == unknown {
+				needFetch = true
+				continue
+			}
+			next[p] = kgo.EpochOffset{Epoch: -1, Offset: max(off, 0) + 1}
+		}
+		c.mu.Unlock()
+		if needFetch {
+			c.fetch(ctx)
+		}
+		if len(next) > 0 {
+			c.commit(ctx, next)
+		}
+	}
+}
+
+// fetch reads the committed offset of every partition, and learns those
+// of the owned partitions it did not know.
+func (c *committer) fetch(ctx context.Context) {
+	req := kmsg.NewPtrOffsetFetchRequest()
+	req.Group = c.cfg.Group
+	rt := kmsg.NewOffsetFetchRequestTopic()
+	rt.Topic = c.cfg.Topic
+	for p := range c.cfg.Partitions {
+		rt.Partitions = append(rt.Partitions, p)
+	}
+	req.Topics = append(req.Topics, rt)
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	t0 := time.Now()
+	resp, err := req.RequestWith(rctx, c.cl)
+	t1 := time.Now()
+	cancel()
+	if ctx.Err() != nil {
+		return
+	}
+	if err == nil {
+		err = kerr.ErrorForCode(resp.ErrorCode)
+	}
+	if err != nil {
+		return // a failed read reads nothing
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, t := range resp.Topics {
+		if t.Topic != c.cfg.Topic {
+			continue
+		}
+		for _, p := range t.Partitions {
+			if p.ErrorCode != 0 {
+				continue
+			}
+			c.log(check.OffsetOp{Kind: check.KindFetch, Partition: p.Partition, Offset: p.Offset, T0: t0, T1: t1, Outcome: check.OffsetOK})
+			if off, ok := c.owned[p.Partition]; ok && off == unknown {
+				c.owned[p.Partition] = p.Offset
+			}
+		}
+	}
+}
+
+// commit commits the offsets and logs each partition's outcome.
+func (c *committer) commit(ctx context.Context, offsets map[int32]kgo.EpochOffset) {
+	done := make(chan struct{})
+	t0 := time.Now()
+	var (
+		member string
+		codes  = map[int32]int16{}
+		reqErr error
+	)
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	c.cl.CommitOffsets(rctx, map[string]map[int32]kgo.EpochOffset{c.cfg.Topic: offsets}, func(_ *kgo.Client, req *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+		defer close(done)
+		member, reqErr = req.MemberID, err
+		if err != nil {
+			return
+		}
+		for _, t := range resp.Topics {
+			if t.Topic != c.cfg.Topic {
+				continue
+			}
+			for _, p := range t.Partitions {
+				codes[p.Partition] = p.ErrorCode
+			}
+		}
+	})
+	<-done
+	t1 := time.Now()
+	if reqErr != nil && (errors.Is(reqErr, context.Canceled) && ctx.Err() != nil) {
+		return // shutting down: whether it went out is unknown, but so is nothing else
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	parts := make([]int32, 0, len(offsets))
+	for p := range offsets {
+		parts = append(parts, p)
+	}
+	slices.Sort(parts)
+	for _, p := range parts {
+		op := check.OffsetOp{Member: member, Kind: check.KindCommit, Partition: p, Offset: offsets[p].Offset, T0: t0, T1: t1}
+		code, answered := codes[p]
+		switch {
+		case reqErr != nil || !answered:
+			op.Outcome = check.OffsetError
+			if reqErr != nil {
+				op.Err = reqErr.Error()
+			} else {
+				op.Err = "no answer for the partition"
+			}
+		case code != 0:
+			op.Outcome, op.Err = check.OffsetRefused, kerr.ErrorForCode(code).Error()
+			if mayHaveLanded(code) {
+				op.Outcome = check.OffsetError
+			}
+		default:
+			op.Outcome = check.OffsetOK
+			if _, ok := c.owned[p]; ok {
+				c.owned[p] = offsets[p].Offset
+			}
+		}
+		c.log(op)
+	}
+}
+
+// mayHaveLanded reports whether a commit answered with the error code may
+// have been written all the same: tenure answers COORDINATOR_NOT_AVAILABLE
+// when the store write failed in a way that may have landed, and
+// NOT_COORDINATOR when it lost its term while the write was in flight.
+func mayHaveLanded(code int16) bool {
+	switch kerr.ErrorForCode(code) {
+	case kerr.CoordinatorNotAvailable, kerr.NotCoordinator, kerr.RequestTimedOut, kerr.UnknownServerError:
+		return true
+	}
+	return false
+}
+
+// log writes one line; called with c.mu held or not, it takes its own lock.
+func (c *committer) log(op check.OffsetOp) {
+	op.Client, op.Group = c.cfg.Name, c.cfg.Group
+	c.logMu.Lock()
+	defer c.logMu.Unlock()
+	c.enc.Encode(op)
+}
+
+// kzapLogger is kgo's logger on zap.
+type kzapLogger struct{ l *zap.Logger }
+
+func (k kzapLogger) Level() kgo.LogLevel {
+	if k.l.Core().Enabled(zap.DebugLevel) {
+		return kgo.LogLevelDebug
+	}
+	return kgo.LogLevelInfo
+}
+
+func (k kzapLogger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
+	fields := make([]zap.Field, 0, len(keyvals)/2)
+	for i := 0; i+1 < len(keyvals); i += 2 {
+		key, _ := keyvals[i].(string)
+		fields = append(fields, zap.Any(key, keyvals[i+1]))
+	}
+	switch level {
+	case kgo.LogLevelError:
+		k.l.Error(msg, fields...)
+	case kgo.LogLevelWarn:
+		k.l.Warn(msg, fields...)
+	case kgo.LogLevelInfo:
+		k.l.Info(msg, fields...)
+	default:
+		k.l.Debug(msg, fields...)
+	}
+}

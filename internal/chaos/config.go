@@ -1,0 +1,114 @@
+//go:build unix
+
+package chaos
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"time"
+)
+
+// Config configures one run. The zero values of the durations and counts
+// take DefaultConfig's.
+type Config struct {
+	// Seed draws the fault schedule (see [Schedule]).
+	Seed uint64
+	// Dir is the run's folder, created if missing: the checker's inputs
+	// (see package check), every process's log, the schedule and report.
+	Dir string
+	// Tenure and Etcd are the binaries to run: a tenure build, and an etcd
+	// server (go.etcd.io/etcd/server/v3's main package).
+	Tenure, Etcd string
+	// PostgresDSN is the PostgreSQL server the workers write to; each run
+	// creates its own tables there and drops them when it ends.
+	PostgresDSN string
+
+	// Duration is the run's length from the moment every process is up:
+	// Warmup without faults, then faults, then Settle without faults,
+	// which must let every partition find an owner again.
+	Duration, Warmup, Settle time.Duration
+	// Workers (tenure worker processes) and Committers (stock kgo
+	// KIP-848 consumers committing offsets).
+	Workers, Committers int
+	// Partitions of the workers' topic.
+	Partitions int32
+	// SessionTimeout and HeartbeatInterval are the coordinator's KIP-848
+	// settings; RebalanceTimeout the workers'. ElectionTTL is the HA
+	// set's.
+	SessionTimeout, HeartbeatInterval, RebalanceTimeout, ElectionTTL time.Duration
+	// WorkInterval is the time between two records of one partition.
+	WorkInterval time.Duration
+	// Unfenced makes this the control run: the resources check no token.
+	// Its checker must find violations.
+	Unfenced bool
+	// Progress, if set, receives a line per fault and per stage.
+	Progress io.Writer
+}
+
+// DefaultConfig is a one-minute run of 8 workers and 4 committers.
+func DefaultConfig() Config {
+	return Config{
+		Duration: time.Minute, Warmup: 5 * time.Second, Settle: 12 * time.Second,
+		Workers: 8, Committers: 4, Partitions: 64,
+		SessionTimeout: 3 * time.Second, HeartbeatInterval: 300 * time.Millisecond,
+		RebalanceTimeout: 5 * time.Second, ElectionTTL: 2 * time.Second,
+		WorkInterval: 100 * time.Millisecond,
+	}
+}
+
+// withDefaults fills the zero fields from DefaultConfig.
+func (c Config) withDefaults() Config {
+	d := DefaultConfig()
+	setDur := func(v *time.Duration, def time.Duration) {
+		if *v == 0 {
+			*v = def
+		}
+	}
+	setDur(&c.Duration, d.Duration)
+	setDur(&c.Warmup, d.Warmup)
+	setDur(&c.Settle, d.Settle)
+	setDur(&c.SessionTimeout, d.SessionTimeout)
+	setDur(&c.HeartbeatInterval, d.HeartbeatInterval)
+	setDur(&c.RebalanceTimeout, d.RebalanceTimeout)
+	setDur(&c.ElectionTTL, d.ElectionTTL)
+	setDur(&c.WorkInterval, d.WorkInterval)
+	if c.Workers == 0 {
+		c.Workers = d.Workers
+	}
+	if c.Partitions == 0 {
+		c.Partitions = d.Partitions
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	var errs []error
+	if c.Dir == "" {
+		errs = append(errs, errors.New("no run folder"))
+	}
+	if c.Tenure == "" || c.Etcd == "" {
+		errs = append(errs, errors.New("the tenure and etcd binaries are both needed"))
+	}
+	if c.PostgresDSN == "" {
+		errs = append(errs, errors.New("no PostgreSQL DSN"))
+	}
+	if c.Workers < 1 || c.Committers < 0 {
+		errs = append(errs, fmt.Errorf("%d workers and %d committers: want at least one worker", c.Workers, c.Committers))
+	}
+	if c.Warmup+c.Settle >= c.Duration {
+		errs = append(errs, fmt.Errorf("duration %v leaves no time for faults after warm-up %v and settle %v", c.Duration, c.Warmup, c.Settle))
+	}
+	if c.Settle < c.SessionTimeout+c.RebalanceTimeout {
+		errs = append(errs, fmt.Errorf("settle %v is shorter than session timeout + rebalance timeout (%v): the liveness check needs it", c.Settle, c.SessionTimeout+c.RebalanceTimeout))
+	}
+	if c.ElectionTTL%time.Second != 0 {
+		errs = append(errs, fmt.Errorf("election TTL %v is not whole seconds", c.ElectionTTL))
+	}
+	return errors.Join(errs...)
+}
+
+// shape is the part of the configuration the schedule depends on.
+func (c Config) shape() Shape {
+	return Shape{Duration: c.Duration, Warmup: c.Warmup, Settle: c.Settle, Session: c.SessionTimeout, Workers: c.Workers, Committers: c.Committers}
+}
