@@ -89,22 +89,6 @@ func (p *proc) start(timeout time.Duration) error {
 	}
 }
 
-// running reports whether the current life has not exited.
-func (p *proc) running() bool {
-	p.mu.Lock()
-	done := p.done
-	p.mu.Unlock()
-	if done == nil {
-		return false
-	}
-	select {
-	case <-done:
-		return false
-	default:
-		return true
-	}
-}
-
 // signal sends sig to the current life, if it runs.
 func (p *proc) signal(sig syscall.Signal) {
 	p.mu.Lock()
