@@ -49,25 +49,19 @@ func (r *run) inject(ctx context.Context, i int, f Fault) {
 // heals it.
 func (r *run) start(ctx context.Context, tag string, f Fault) (string, func() error, error) {
 	switch f.Kind {
-	case KillWorker, KillNode, KillEtcd, KillCommitter, KillLeader:
+	case KillWorker, KillNode, KillEtcd, KillCommitter, KillLeader,
+		PauseWorker, PauseEtcd, PauseCommitter, PauseLeader:
 		name := f.Target
-		if f.Kind == KillLeader {
+		if f.Kind == KillLeader || f.Kind == PauseLeader {
 			name = r.leader(ctx)
 		}
 		p := r.procs[name]
 		if p == nil {
 			return name, nil, fmt.Errorf("no process %q", name)
 		}
-		p.kill()
-		return name, func() error { return r.restart(p) }, nil
-	case PauseWorker, PauseEtcd, PauseCommitter, PauseLeader:
-		name := f.Target
-		if f.Kind == PauseLeader {
-			name = r.leader(ctx)
-		}
-		p := r.procs[name]
-		if p == nil {
-			return name, nil, fmt.Errorf("no process %q", name)
+		if isKill(f.Kind) {
+			p.kill()
+			return name, func() error { return r.restart(p) }, nil
 		}
 		p.signal(syscall.SIGSTOP)
 		return name, func() error { p.signal(syscall.SIGCONT); return nil }, nil
@@ -147,4 +141,13 @@ func (r *run) restart(p *proc) error {
 		}
 	}
 	return err
+}
+
+// isKill reports whether a process fault kills (rather than pauses).
+func isKill(kind string) bool {
+	switch kind {
+	case KillWorker, KillNode, KillEtcd, KillCommitter, KillLeader:
+		return true
+	}
+	return false
 }

@@ -157,10 +157,7 @@ func processTrack(rng *rand.Rand, s Shape, start, end time.Duration, clear []spa
 	worker := func() string { return fmt.Sprintf("w%d", rng.IntN(s.Workers)) }
 	pause := func() time.Duration { return between(rng, 100*time.Millisecond, 3*s.Session) }
 	down := func() time.Duration { return between(rng, 200*time.Millisecond, 3*time.Second) }
-	var out []Fault
-	t := start
-	for t < end {
-		var f Fault
+	return track(rng, start, end, clear, func() (f Fault, ok bool) {
 		switch pick(rng, 5, 2, 2, 2, 1, 1, 1, 1, 1) {
 		case 0:
 			f = Fault{Kind: PauseWorker, Target: worker(), For: pause()}
@@ -181,11 +178,21 @@ func processTrack(rng *rand.Rand, s Shape, start, end time.Duration, clear []spa
 		case 8:
 			f = Fault{Kind: KillCommitter, Target: fmt.Sprintf("c%d", rng.IntN(max(s.Committers, 1))), For: down()}
 		}
-		if s.Committers == 0 && (f.Kind == PauseCommitter || f.Kind == KillCommitter) {
+		return f, s.Committers > 0 || f.Kind != PauseCommitter && f.Kind != KillCommitter
+	})
+}
+
+// track lays the faults draw gives one after another from start, each a
+// short gap after the previous one heals and past the clear stretches,
+// until one would not heal by end. A draw that is not ok is skipped.
+func track(rng *rand.Rand, t, end time.Duration, clear []span, draw func() (Fault, bool)) []Fault {
+	var out []Fault
+	for t < end {
+		f, ok := draw()
+		if !ok {
 			continue
 		}
-		f, ok := place(f, t, end, clear)
-		if !ok {
+		if f, ok = place(f, t, end, clear); !ok {
 			break
 		}
 		out = append(out, f)
@@ -197,10 +204,7 @@ func processTrack(rng *rand.Rand, s Shape, start, end time.Duration, clear []spa
 func networkTrack(rng *rand.Rand, s Shape, start, end time.Duration, clear []span) []Fault {
 	worker := func() string { return fmt.Sprintf("w%d", rng.IntN(s.Workers)) }
 	cut := func() time.Duration { return between(rng, 200*time.Millisecond, 3*s.Session) }
-	var out []Fault
-	t := start + between(rng, 0, 2*time.Second)
-	for t < end {
-		var f Fault
+	return track(rng, start+between(rng, 0, 2*time.Second), end, clear, func() (f Fault, ok bool) {
 		switch pick(rng, 2, 3, 1, 1, 1, 2, 1, 1, 1) {
 		case 0:
 			lat := between(rng, 5*time.Millisecond, 200*time.Millisecond)
@@ -236,14 +240,8 @@ func networkTrack(rng *rand.Rand, s Shape, start, end time.Duration, clear []spa
 			}
 			f.Kind, f.For = QuorumLoss, between(rng, 500*time.Millisecond, 2*s.Session)
 		}
-		f, ok := place(f, t, end, clear)
-		if !ok {
-			break
-		}
-		out = append(out, f)
-		t = f.End() + between(rng, 300*time.Millisecond, 2*time.Second)
-	}
-	return out
+		return f, true
+	})
 }
 
 // between draws a duration in [lo, hi), in whole milliseconds.
