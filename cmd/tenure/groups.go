@@ -94,9 +94,12 @@ func setupGroups(fs *flag.FlagSet) func(ctx context.Context, args []string) erro
 // positional arguments, in order.
 func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
 	var pos []string
+	out := fs.Output()
+	fs.SetOutput(io.Discard) // flagError says it, once
+	defer fs.SetOutput(out)
 	for {
 		if err := fs.Parse(args); err != nil {
-			return nil, usagef("%v", err)
+			return nil, flagError(fs, err)
 		}
 		args = fs.Args()
 		if len(args) == 0 {

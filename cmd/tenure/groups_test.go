@@ -260,7 +260,7 @@ func TestGroupsUsage(t *testing.T) {
 		{"describe without a group", []string{"describe"}, "describe takes one GROUP"},
 		{"offsets with two groups", []string{"offsets", "a", "b"}, "offsets takes one GROUP"},
 		{"list with a group", []string{"list", "a"}, "list takes no argument"},
-		{"bad flag after the subcommand", []string{"describe", "g", "--nope"}, "flag provided but not defined"},
+		{"bad flag after the subcommand", []string{"describe", "g", "--nope"}, "unknown flag --nope"},
 		{"empty brokers", []string{"list", "--brokers", ""}, "--brokers is empty"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -70,17 +70,21 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	fs := flag.NewFlagSet("tenure "+cmd.name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	runCmd := cmd.setup(fs)
-	// The flag package prints the usage itself on a parse error; it is
-	// printed here instead, so that --help goes to stdout, once.
+	// The flag package prints a parse error and the usage itself; here
+	// --help prints the usage to stdout, and a parse error is one line
+	// (flagError) without the usage, which would bury it. The commands
+	// log to fs.Output() once parsed.
+	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
-	if err := fs.Parse(args[1:]); err != nil {
+	err := fs.Parse(args[1:])
+	fs.SetOutput(stderr)
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			printCommandUsage(stdout, cmd, fs)
 			return 0
 		}
-		printCommandUsage(stderr, cmd, fs)
+		fmt.Fprintf(stderr, "tenure %s: %v\n", cmd.name, flagError(fs, err))
 		return 2
 	}
 	if err := applyEnv(fs, os.LookupEnv); err != nil {
