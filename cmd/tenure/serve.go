@@ -25,6 +25,7 @@ import (
 	"github.com/tenure-dev/tenure/coordinator/server"
 	"github.com/tenure-dev/tenure/coordinator/store"
 	"github.com/tenure-dev/tenure/coordinator/store/etcdstore"
+	"github.com/tenure-dev/tenure/epoch"
 )
 
 // serveCommand is `tenure serve`: the coordinator on the network.
@@ -67,6 +68,7 @@ func setupServe(fs *flag.FlagSet) func(ctx context.Context, args []string) error
 		storeFlags    = addStoreFlags(fs)
 		electionTTL   = fs.Duration("election-ttl", 5*time.Second, "with the etcd store: how long a leader that stops renewing its lease (crash, pause, partition) keeps the groups before another node may take over; whole seconds")
 		logLevel      = fs.String("log-level", "info", "log `level`: debug, info, warn or error")
+		unsafeTiming  = fs.Bool("allow-unsafe-timing", false, "start with a KIP-848 heartbeat and session that epoch.Timing calls unsafe (a warning instead of a refusal)")
 	)
 	return func(ctx context.Context, args []string) error {
 		if len(args) > 0 {
@@ -115,6 +117,20 @@ func setupServe(fs *flag.FlagSet) func(ctx context.Context, args []string) error
 		probe.Store = store.NewMemory()
 		if err := probe.Validate(); err != nil {
 			return usagef("%v", err)
+		}
+
+		// The timing members would be told, checked by the rules members
+		// check it with (a worker refuses it at join time, too late).
+		timing := epoch.DefaultTiming()
+		timing.HeartbeatInterval, timing.SessionTimeout = *cHeartbeat, *cSession
+		timing.RebalanceTimeout = max(timing.RebalanceTimeout, *cHeartbeat)
+		if err := timing.Validate(); err != nil {
+			if !*unsafeTiming {
+				return usagef("--consumer-heartbeat-interval %v with --consumer-session-timeout %v: %v (--allow-unsafe-timing starts anyway)",
+					*cHeartbeat, *cSession, strings.ReplaceAll(err.Error(), "\n", "; "))
+			}
+			log.Warn("unsafe KIP-848 timing: members may lose ownership on one lost heartbeat, or keep it past their session",
+				zap.Duration("heartbeat", *cHeartbeat), zap.Duration("session", *cSession), zap.Error(err))
 		}
 
 		if storeFlags.kind == "etcd" && (*electionTTL < time.Second || *electionTTL%time.Second != 0) {

@@ -526,3 +526,26 @@ func TestServeEtcdCluster(t *testing.T) {
 		}
 	}
 }
+
+// TestServeUnsafeTiming: a KIP-848 heartbeat and session that members
+// would call unsafe are refused at start-up with the members' reason, not
+// at a member's join; --allow-unsafe-timing starts anyway, with a warning.
+func TestServeUnsafeTiming(t *testing.T) {
+	unsafe := []string{"--store", "memory", "--consumer-heartbeat-interval", "10s", "--consumer-session-timeout", "20s"}
+	var stderr bytes.Buffer
+	if code := run(context.Background(), append([]string{"serve", "--listen", "127.0.0.1:0"}, unsafe...), io.Discard, &stderr); code != 2 {
+		t.Fatalf("exit %d, want 2; stderr:\n%s", code, stderr.String())
+	}
+	for _, want := range []string{"a session must survive two lost heartbeats", "--allow-unsafe-timing"} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr.String())
+		}
+	}
+	_, logs, stop := serveUntil(t, append(unsafe, "--allow-unsafe-timing")...)
+	if code := stop(); code != 0 {
+		t.Fatalf("exit %d with --allow-unsafe-timing; logs:\n%s", code, logs.String())
+	}
+	if !strings.Contains(logs.String(), "unsafe KIP-848 timing") {
+		t.Errorf("no warning with --allow-unsafe-timing:\n%s", logs.String())
+	}
+}
