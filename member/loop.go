@@ -269,7 +269,13 @@ func (s *Session) runEnded(now time.Time, c *Claim) {
 // onHeartbeat feeds a heartbeat's outcome to the machine.
 func (s *Session) onHeartbeat(now time.Time, r heartbeatResult) {
 	if r.err != nil {
-		s.log.Debug("heartbeat failed", zap.Error(r.err))
+		if s.memberEpoch.Load() == 0 && now.Sub(s.joinWarned) >= joinWarnEvery {
+			// Not joined yet: nothing else would tell why.
+			s.joinWarned = now
+			s.log.Warn("joining: the join heartbeat failed; retrying", zap.Error(r.err))
+		} else {
+			s.log.Debug("heartbeat failed", zap.Error(r.err))
+		}
 		s.m.Step(now, HeartbeatFailed{Err: r.err, Req: r.req})
 		return
 	}

@@ -77,10 +77,13 @@ type Session struct {
 	mu       sync.Mutex
 	snapshot []*Claim
 	joined   chan struct{} // closed after the first acknowledged heartbeat
-	joinOnce sync.Once
-	done     chan struct{} // closed when the member left or failed
-	err      error
-	stopOnce sync.Once
+	// joinWarned is when a failure of the join was last logged: a member
+	// that cannot join says so, and why, every joinWarnEvery.
+	joinWarned time.Time
+	joinOnce   sync.Once
+	done       chan struct{} // closed when the member left or failed
+	err        error
+	stopOnce   sync.Once
 }
 
 // partWork is the loop's view of one partition's work.
@@ -146,7 +149,7 @@ func Join(ctx context.Context, cfg Config, handler Handler) (*Session, error) {
 	id := cfg.MemberID
 	s.memberID.Store(&id)
 
-	ids, err := joinTopicIDs(ctx, s.cl, cfg.Topics)
+	ids, err := joinTopicIDs(ctx, s.cl, cfg.Topics, s.log.With(zap.Strings("brokers", cfg.Brokers)))
 	if err != nil {
 		s.closeClient()
 		return nil, err
@@ -181,11 +184,21 @@ func Join(ctx context.Context, cfg Config, handler Handler) (*Session, error) {
 
 // joinTopicIDs reads the subscribed topics' IDs, retrying while the
 // cluster is unreachable, until ctx ends.
-func joinTopicIDs(ctx context.Context, cl *kgo.Client, topics []string) (map[string][16]byte, error) {
+// joinWarnEvery spaces the warnings of a member that cannot join.
+const joinWarnEvery = 10 * time.Second
+
+func joinTopicIDs(ctx context.Context, cl *kgo.Client, topics []string, log *zap.Logger) (map[string][16]byte, error) {
+	start := time.Now()
+	var warned time.Time
 	for backoff := minBackoff; ; backoff = min(2*backoff, 2*time.Second) {
 		ids, err := topicIDs(ctx, cl, topics)
 		if err == nil {
 			return ids, nil
+		}
+		if now := time.Now(); now.Sub(warned) >= joinWarnEvery && ctx.Err() == nil {
+			warned = now
+			log.Warn("joining: the brokers do not answer Metadata for the topics; retrying",
+				zap.Strings("topics", topics), zap.Duration("waited", now.Sub(start).Round(time.Millisecond)), zap.Error(err))
 		}
 		t := time.NewTimer(backoff)
 		select {

@@ -117,6 +117,8 @@ type workerOptions struct {
 	attemptLog string
 	unfenced   bool
 	route      string
+	// joinTimeout bounds the join; 0 waits until the context ends.
+	joinTimeout time.Duration
 
 	// observe, if set (by tests), sees every append's outcome.
 	observe func(workload.Write)
@@ -144,6 +146,7 @@ func addWorkerFlags(fs *flag.FlagSet) *workerOptions {
 	fs.StringVar(&o.postgresTable, "postgres-table", "tenure_records", "`table` of the records; the tokens are kept in <table>_tokens. Both are created if missing")
 	fs.DurationVar(&o.workInterval, "work-interval", 200*time.Millisecond, "time one record takes, per partition")
 	fs.IntVar(&o.commitEvery, "commit-every", 10, "commit the offset every `n` records (0: only when a claim is handed over)")
+	fs.DurationVar(&o.joinTimeout, "join-timeout", 30*time.Second, "give up when the group is not joined within this long (no broker answers, no coordinator, no topic); 0 waits forever")
 	fs.DurationVar(&o.writeTimeout, "write-timeout", 5*time.Second, "how long one write, commit or offset read may take before it is retried")
 	fs.StringVar(&o.attemptLog, "attempt-log", "", "append one JSON line per attempted operation and claim start or stop to `file` (for a checker)")
 	fs.BoolVar(&o.unfenced, "unfenced", false, "TEST/DEMO ONLY: write without checking tokens, so stale writes land (a chaos test's control run)")
@@ -307,7 +310,12 @@ func runWorker(ctx context.Context, o *workerOptions, log *zap.Logger) (err erro
 	log.Info("joining", zap.String("group", o.group), zap.String("topic", o.topic),
 		zap.String("brokers", o.brokers), zap.String("resource", o.resource), zap.Bool("unfenced", o.unfenced),
 		zap.String("member", memberID), zap.String("worker", name))
-	s, err := member.Join(ctx, member.Config{
+	jctx, cancelJoin := ctx, context.CancelFunc(func() {})
+	if o.joinTimeout > 0 {
+		jctx, cancelJoin = context.WithTimeoutCause(ctx, o.joinTimeout,
+			fmt.Errorf("not joined within --join-timeout %v: is a tenure serve listening at --brokers %s?", o.joinTimeout, o.brokers))
+	}
+	s, err := member.Join(jctx, member.Config{
 		Brokers:          splitList(o.brokers),
 		ClientOpts:       clientOpts,
 		Group:            o.group,
@@ -319,6 +327,7 @@ func runWorker(ctx context.Context, o *workerOptions, log *zap.Logger) (err erro
 		SuspectMargin:    o.suspectMargin,
 		Logger:           log.Named("member"),
 	}, w.Handle)
+	cancelJoin()
 	if err != nil {
 		if ctx.Err() != nil {
 			log.Info("stopped before joining")

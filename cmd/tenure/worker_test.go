@@ -7,6 +7,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -65,7 +67,7 @@ func TestWorkerFlags(t *testing.T) {
 		brokers: "127.0.0.1:9092", group: "g", topic: "work", sessionTimeout: 20 * time.Second,
 		rebalanceTimeout: time.Minute, logLevel: "info", resource: "postgres", etcdEndpoints: "127.0.0.1:2379",
 		postgresTable: "tenure_records", workInterval: 200 * time.Millisecond, commitEvery: 3,
-		writeTimeout: 5 * time.Second, pauseAfter: 5 * time.Second, pauseFor: 15 * time.Second,
+		writeTimeout: 5 * time.Second, pauseAfter: 5 * time.Second, pauseFor: 15 * time.Second, joinTimeout: 30 * time.Second,
 	}
 	if fmt.Sprintf("%+v", *o) != fmt.Sprintf("%+v", want) {
 		t.Errorf("options\n%+v\nwant\n%+v", *o, want)
@@ -617,4 +619,33 @@ func checkPause(t *testing.T, aWrites, bWrites []workload.Write, stored []worklo
 		t.Error("B wrote nothing on A's partitions before A's zombie writes")
 	}
 	t.Logf("%d records stored, %d accepted writes, %d rejected, %d held by the pause", len(stored), accepted, len(rejected), zombies)
+}
+
+// TestWorkerJoinTimeout: a worker whose --brokers nobody answers says what
+// it waits for, and gives up after --join-timeout with an error that says
+// why, instead of waiting silently.
+func TestWorkerJoinTimeout(t *testing.T) {
+	etcd := testenv.EtcdForTest(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nowhere := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	var stderr bytes.Buffer
+	start := time.Now()
+	code := run(context.Background(), []string{"worker", "--brokers", nowhere, "--group", "g", "--topic", "jobs",
+		"--resource", "etcd", "--etcd-endpoints", etcd.Endpoints[0], "--etcd-prefix", "/join-timeout/",
+		"--join-timeout", "2s"}, io.Discard, &stderr)
+	if code != 1 {
+		t.Fatalf("exit %d, want 1; stderr:\n%s", code, stderr.String())
+	}
+	if took := time.Since(start); took > 30*time.Second {
+		t.Errorf("gave up after %v with --join-timeout 2s", took)
+	}
+	for _, want := range []string{"joining: the brokers do not answer Metadata", "not joined within --join-timeout 2s", nowhere} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr.String())
+		}
+	}
 }

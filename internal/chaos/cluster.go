@@ -272,6 +272,8 @@ func (r *run) startClients(ctx context.Context) error {
 			"--resource", "postgres,etcd", "--etcd-endpoints", strings.Join(eps, ","), "--etcd-prefix", fencePrefix,
 			"--postgres-dsn", dsn, "--postgres-table", r.table,
 			"--work-interval", r.cfg.WorkInterval.String(), "--commit-every", "10", "--write-timeout", "2s",
+			// A worker restarted while the faults cut it off keeps trying.
+			"--join-timeout", "0",
 			"--attempt-log", filepath.Join(r.cfg.Dir, check.AttemptsDir, name+".{life}.jsonl"),
 			"--log-level", "info"}
 		// Half the workers are static members (KIP-345), whose restarts
