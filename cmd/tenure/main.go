@@ -36,6 +36,7 @@ func commands() []*command {
 		tuneCommand(),
 		workerCommand(),
 		groupsCommand(),
+		topicsCommand(),
 	}, chaosCommands()...)
 }
 

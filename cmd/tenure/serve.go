@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -68,6 +69,7 @@ func setupServe(fs *flag.FlagSet) func(ctx context.Context, args []string) error
 		storeFlags    = addStoreFlags(fs)
 		electionTTL   = fs.Duration("election-ttl", 5*time.Second, "with the etcd store: how long a leader that stops renewing its lease (crash, pause, partition) keeps the groups before another node may take over; whole seconds")
 		logLevel      = fs.String("log-level", "info", "log `level`: debug, info, warn or error")
+		topics        = declaredTopics(fs)
 		unsafeTiming  = fs.Bool("allow-unsafe-timing", false, "start with a KIP-848 heartbeat and session that epoch.Timing calls unsafe (a warning instead of a refusal)")
 	)
 	return func(ctx context.Context, args []string) error {
@@ -85,6 +87,12 @@ func setupServe(fs *flag.FlagSet) func(ctx context.Context, args []string) error
 		cfg.Advertise = *advertise
 		cfg.DefaultPartitions = int32(*partitions)
 		cfg.AutoCreateTopics = *autoCreate
+		for _, t := range *topics {
+			if t.Partitions == 0 {
+				t.Partitions = cfg.DefaultPartitions
+			}
+			cfg.Topics = append(cfg.Topics, t)
+		}
 		cfg.MaxPartitions = int32(*maxPartitions)
 		cfg.MaxTopics = *maxTopics
 		cfg.MaxGroups = *maxGroups
@@ -482,4 +490,26 @@ func (f *storeFlags) tlsConfig() (*tls.Config, error) {
 		tc.Certificates = []tls.Certificate{pair}
 	}
 	return tc, nil
+}
+
+// declaredTopics registers --topic, repeatable and comma-separated (so
+// that TENURE_TOPIC can hold several): NAME or NAME:PARTITIONS.
+func declaredTopics(fs *flag.FlagSet) *[]server.TopicSpec {
+	var out []server.TopicSpec
+	fs.Func("topic", "declare a topic `name[:partitions]`, created at start-up if missing (repeatable or comma-separated; partitions default to --partitions); clients that do not create topics, such as librdkafka's, need theirs declared", func(v string) error {
+		for _, item := range splitList(v) {
+			name, n, hasN := strings.Cut(item, ":")
+			spec := server.TopicSpec{Name: name}
+			if hasN {
+				p, err := strconv.ParseInt(n, 10, 32)
+				if err != nil || p <= 0 {
+					return fmt.Errorf("%q: the partition count must be a positive integer", item)
+				}
+				spec.Partitions = int32(p)
+			}
+			out = append(out, spec)
+		}
+		return nil
+	})
+	return &out
 }

@@ -549,3 +549,32 @@ func TestServeUnsafeTiming(t *testing.T) {
 		t.Errorf("no warning with --allow-unsafe-timing:\n%s", logs.String())
 	}
 }
+
+// TestServeDeclaredTopics: --topic creates topics at start-up (repeatable,
+// comma-separated, partitions defaulting to --partitions), so that clients
+// that never create topics find them.
+func TestServeDeclaredTopics(t *testing.T) {
+	var stderr bytes.Buffer
+	if code := run(context.Background(), []string{"serve", "--listen", "127.0.0.1:0", "--store", "memory", "--topic", "work:0"}, io.Discard, &stderr); code != 2 ||
+		!strings.Contains(stderr.String(), "positive integer") {
+		t.Fatalf("--topic work:0: exit %d, stderr:\n%s", code, stderr.String())
+	}
+	addr, logs, stop := serveUntil(t, "--store", "memory", "--partitions", "4", "--auto-create-topics=false", "--topic", "work:8,jobs", "--topic", "more:2")
+	defer stop()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	details, err := kadm.NewClient(cl).ListTopics(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]int{"work": 8, "jobs": 4, "more": 2} {
+		if got := len(details[name].Partitions); got != want {
+			t.Errorf("topic %s: %d partitions, want %d; logs:\n%s", name, got, want, logs.String())
+		}
+	}
+}

@@ -27,7 +27,7 @@ func init() {
 		key: 3, min: 0, max: 12,
 		aliasFree: true,
 		handle: func(s *Server, c *conn, sl *slot, now time.Time) {
-			c.respond(sl, s.handleMetadata(sl.req.(*kmsg.MetadataRequest), now))
+			c.respond(sl, s.handleMetadata(c, sl.req.(*kmsg.MetadataRequest), now))
 		},
 		errorResponse: func(req kmsg.Request, code int16) kmsg.Response {
 			resp := req.ResponseKind().(*kmsg.MetadataResponse)
@@ -49,7 +49,7 @@ func init() {
 	})
 }
 
-func (s *Server) handleMetadata(req *kmsg.MetadataRequest, now time.Time) kmsg.Response {
+func (s *Server) handleMetadata(c *conn, req *kmsg.MetadataRequest, now time.Time) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
 	for _, n := range s.nodes() {
 		b := kmsg.NewMetadataResponseBroker()
@@ -135,6 +135,7 @@ func (s *Server) handleMetadata(req *kmsg.MetadataRequest, now time.Time) kmsg.R
 		t := s.topics.get(name)
 		if t == nil {
 			if !allowAuto {
+				s.unknownTopic(c.clientID, c.host, name, "metadata")
 				addErr(rt.Topic, [16]byte{}, kerr.UnknownTopicOrPartition.Code)
 				continue
 			}

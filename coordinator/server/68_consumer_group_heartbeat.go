@@ -35,6 +35,11 @@ func init() {
 				if s.knowTopics(req.SubscribedTopicNames, nil) {
 					now = time.Now()
 				}
+				for _, name := range req.SubscribedTopicNames {
+					if s.topics.get(name) == nil {
+						s.unknownTopic(c.clientID, c.host, name, "consumer-group-heartbeat")
+					}
+				}
 			}
 			s.step(c, sl, req.Group, true, now)
 			s.m.hbConsumer.Observe(time.Since(now).Seconds())

@@ -69,6 +69,13 @@ type Config struct {
 	// Metadata auto-creation or by CreateTopics with -1. Default 64.
 	DefaultPartitions int32
 
+	// Topics are created at start-up if missing, on every node of an HA
+	// set (the first creator's ID wins). A declared topic that exists with
+	// another partition count keeps it, with a warning: partitions are
+	// never added or removed. Clients that do not auto-create topics
+	// (librdkafka) need their topics declared or created.
+	Topics []TopicSpec
+
 	// AutoCreateTopics creates an unknown topic with DefaultPartitions
 	// when a client asks for it in Metadata with AllowAutoTopicCreation.
 	// Default true.
@@ -128,6 +135,12 @@ type Config struct {
 	// longer fails, which takes its groups offline until they are
 	// reloaded. Default 10 s.
 	StoreTimeout time.Duration
+}
+
+// TopicSpec names a topic and its partition count.
+type TopicSpec struct {
+	Name       string
+	Partitions int32
 }
 
 // DefaultConfig returns the defaults documented on each field, with
@@ -194,6 +207,18 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxTopics <= 0 {
 		bad("max topics %d must be positive", c.MaxTopics)
+	}
+	declared := make(map[string]bool, len(c.Topics))
+	for _, t := range c.Topics {
+		switch {
+		case !validTopicName(t.Name):
+			bad("declared topic %q: not a valid topic name (1 to 249 of a-z A-Z 0-9 . _ -)", t.Name)
+		case t.Partitions <= 0 || t.Partitions > c.MaxPartitions:
+			bad("declared topic %q: %d partitions, not in 1..%d (max partitions)", t.Name, t.Partitions, c.MaxPartitions)
+		case declared[t.Name]:
+			bad("topic %q is declared twice", t.Name)
+		}
+		declared[t.Name] = true
 	}
 	if c.MaxGroups <= 0 {
 		bad("max groups %d must be positive", c.MaxGroups)

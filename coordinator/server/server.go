@@ -48,6 +48,8 @@ type Server struct {
 
 	// stopTerms ends the terms goroutine of an HA node at shutdown.
 	stopTerms func()
+	// unknown remembers the clients told of a missing topic.
+	unknown unknownTopics
 	// topicMisses coalesces the topic reloads of requests naming a topic
 	// an HA node does not hold (knowTopics).
 	topicMisses topicMisses
@@ -137,6 +139,11 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	s.stopTerms = func() {
 		stopTerms()
 		<-termsDone
+	}
+	if err := s.declareTopics(); err != nil {
+		ln.Close()
+		s.shutdown()
+		return err
 	}
 	s.log.Info("serving",
 		zap.String("listen", ln.Addr().String()),

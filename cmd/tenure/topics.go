@@ -1,0 +1,161 @@
+package main
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// topicsCommand is `tenure topics`: the coordinator's topics over the
+// Kafka protocol (Metadata, CreateTopics), as kadm does it.
+func topicsCommand() *command {
+	return &command{
+		name:    "topics",
+		summary: "list and create topics (Kafka protocol, as kadm)",
+		help: `Subcommands (tenure topics [flags] <subcommand> [NAME[:PARTITIONS]...]):
+
+  list                          every topic, with its ID and partition count
+  create NAME[:PARTITIONS]...   create topics; partitions default to the
+                                coordinator's (tenure serve --partitions)
+
+A topic's partition count never changes once it exists: each partition's
+tokens belong to it. tenure serve --topic NAME:PARTITIONS declares topics
+that exist from start-up. Flags may come before or after the subcommand.`,
+		setup: setupTopics,
+	}
+}
+
+func setupTopics(fs *flag.FlagSet) func(ctx context.Context, args []string) error {
+	brokers := fs.String("brokers", "127.0.0.1:9092", "comma-separated `host:port` list of the coordinator (or Kafka brokers)")
+	timeout := fs.Duration("timeout", 10*time.Second, "give up on the cluster after this long")
+	return func(ctx context.Context, args []string) error {
+		args, err := parseInterleaved(fs, args)
+		if err != nil {
+			return err
+		}
+		if len(args) == 0 {
+			return usagef("missing subcommand: list or create")
+		}
+		sub, args := args[0], args[1:]
+		var specs []topicArg
+		switch sub {
+		case "list":
+			if len(args) != 0 {
+				return usagef("list takes no argument, got %q", args)
+			}
+		case "create":
+			if len(args) == 0 {
+				return usagef("create takes one or more NAME[:PARTITIONS]")
+			}
+			for _, a := range args {
+				t, err := parseTopicArg(a)
+				if err != nil {
+					return err
+				}
+				specs = append(specs, t)
+			}
+		default:
+			return usagef("unknown subcommand %q: list or create", sub)
+		}
+		seeds := splitList(*brokers)
+		if len(seeds) == 0 {
+			return usagef("--brokers is empty")
+		}
+		if *timeout <= 0 {
+			return usagef("--timeout must be positive")
+		}
+		cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
+		if err != nil {
+			return err
+		}
+		defer cl.Close()
+		ctx, cancel := context.WithTimeout(ctx, *timeout)
+		defer cancel()
+		adm := kadm.NewClient(cl)
+		if sub == "list" {
+			return listTopics(ctx, adm, os.Stdout)
+		}
+		return createTopics(ctx, adm, os.Stdout, specs)
+	}
+}
+
+// topicArg is NAME[:PARTITIONS]; Partitions -1 asks for the default.
+type topicArg struct {
+	name       string
+	partitions int32
+}
+
+func parseTopicArg(s string) (topicArg, error) {
+	name, n, hasN := strings.Cut(s, ":")
+	if name == "" {
+		return topicArg{}, usagef("%q: empty topic name", s)
+	}
+	t := topicArg{name: name, partitions: -1}
+	if hasN {
+		p, err := strconv.ParseInt(n, 10, 32)
+		if err != nil || p <= 0 {
+			return topicArg{}, usagef("%q: the partition count must be a positive integer", s)
+		}
+		t.partitions = int32(p)
+	}
+	return t, nil
+}
+
+func listTopics(ctx context.Context, adm *kadm.Client, w io.Writer) error {
+	details, err := adm.ListTopics(ctx)
+	if err != nil {
+		return err
+	}
+	names := details.Names()
+	slices.Sort(names)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TOPIC\tPARTITIONS\tID")
+	for _, name := range names {
+		d := details[name]
+		if d.Err != nil {
+			fmt.Fprintf(tw, "%s\t-\t%v\n", name, d.Err)
+			continue
+		}
+		// As Kafka's tools print a topic ID: URL-safe base64, unpadded.
+		fmt.Fprintf(tw, "%s\t%d\t%s\n", name, len(d.Partitions), base64.RawURLEncoding.EncodeToString(d.ID[:]))
+	}
+	return tw.Flush()
+}
+
+// createTopics creates each topic; one that exists is reported with its
+// partition count and is not an error.
+func createTopics(ctx context.Context, adm *kadm.Client, w io.Writer, specs []topicArg) error {
+	var errs []error
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TOPIC\tPARTITIONS\tRESULT")
+	for _, t := range specs {
+		resp, err := adm.CreateTopic(ctx, t.partitions, -1, nil, t.name)
+		switch {
+		case errors.Is(err, kerr.TopicAlreadyExists):
+			parts := "?"
+			if d, derr := adm.ListTopics(ctx, t.name); derr == nil && d[t.name].Err == nil {
+				parts = strconv.Itoa(len(d[t.name].Partitions))
+			}
+			fmt.Fprintf(tw, "%s\t%s\texists\n", t.name, parts)
+		case err != nil:
+			fmt.Fprintf(tw, "%s\t-\t%v\n", t.name, err)
+			errs = append(errs, fmt.Errorf("topic %q: %w", t.name, err))
+		default:
+			fmt.Fprintf(tw, "%s\t%d\tcreated\n", t.name, resp.NumPartitions)
+		}
+	}
+	return errors.Join(append(errs, tw.Flush())...)
+}
