@@ -8,9 +8,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -438,6 +440,12 @@ func checkAttempts(t *testing.T, unfenced bool, stored map[string][]workload.Sto
 		heldStale := make(map[workload.Record]bool)
 		heldRecs := make(map[workload.Record]bool)
 		stoppedByPause := false
+		type pendingKey struct {
+			partition epoch.Partition
+			offset    int64
+			t0        int64
+		}
+		pending := map[pendingKey]int{}
 		for i, l := range lines {
 			ops[l.Op]++
 			if l.Worker != w.name || l.Member != member {
@@ -471,6 +479,21 @@ func checkAttempts(t *testing.T, unfenced bool, stored map[string][]workload.Sto
 					t.Errorf("%s line %d: claim line %+v", w.name, i, l)
 				}
 				continue
+			}
+			pk := pendingKey{l.Partition, l.Offset, l.T0.UnixNano()}
+			if l.Outcome == workload.OutcomePending {
+				// Logged before the commit is sent; its outcome follows.
+				if l.Op != workload.OpCommit || !l.T1.IsZero() || l.Err != "" {
+					t.Errorf("%s line %d: pending line %+v", w.name, i, l)
+				}
+				pending[pk] = i
+				continue
+			}
+			if l.Op == workload.OpCommit {
+				if _, ok := pending[pk]; !ok {
+					t.Errorf("%s line %d: commit without its pending line", w.name, i)
+				}
+				delete(pending, pk)
 			}
 			if l.T1.Before(l.T0) {
 				t.Errorf("%s line %d: ends before it starts", w.name, i)
@@ -511,6 +534,9 @@ func checkAttempts(t *testing.T, unfenced bool, stored map[string][]workload.Sto
 		}
 		if len(open) > 0 {
 			t.Errorf("%s: claims never stopped after a clean stop: %v", w.name, open)
+		}
+		if len(pending) > 0 {
+			t.Errorf("%s: commits whose outcome was never logged after a clean stop: lines %v", w.name, slices.Collect(maps.Values(pending)))
 		}
 		for _, op := range []workload.Op{workload.OpClaim, workload.OpAdmit, workload.OpFetch, workload.OpAppend, workload.OpCommit} {
 			if ops[op] == 0 {

@@ -5,7 +5,6 @@ package chaos
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"slices"
 	"sync"
@@ -68,6 +67,13 @@ func RunCommitter(ctx context.Context, cfg CommitterConfig) error {
 		return err
 	}
 	c.cl = cl
+	raw, err := kgo.NewClient(append([]kgo.Opt{kgo.RequestRetries(0), kgo.WithLogger(kzapLogger{cfg.Logger})}, cfg.ClientOpts...)...)
+	if err != nil {
+		cl.Close()
+		return err
+	}
+	defer raw.Close()
+	c.raw = raw
 	polled := make(chan struct{})
 	go func() {
 		defer close(polled)
@@ -86,6 +92,7 @@ func RunCommitter(ctx context.Context, cfg CommitterConfig) error {
 type committer struct {
 	cfg CommitterConfig
 	cl  *kgo.Client
+	raw *kgo.Client // sends the commits, without retries
 
 	mu    sync.Mutex
 	owned map[int32]int64 // partition -> last offset known committed; -2 until fetched
@@ -185,23 +192,46 @@ func (c *committer) fetch(ctx context.Context) {
 	}
 }
 
-// commit commits the offsets and logs each partition's outcome.
+// commit commits the offsets and logs each partition's outcome. It sends
+// the OffsetCommit itself, at the member's current epoch, through a
+// client that never retries (raw): kgo's CommitOffsets resends a commit
+// whose answer was lost (a coordinator killed after its write) and then
+// reports the last attempt's code, or one it makes up for partitions it
+// dropped on the way (REBALANCE_IN_PROGRESS): a refusal that says
+// nothing of the earlier attempts, which may have landed. One attempt,
+// one definite answer, or an error of unknown outcome.
 func (c *committer) commit(ctx context.Context, offsets map[int32]kgo.EpochOffset) {
-	done := make(chan struct{})
 	t0 := time.Now()
-	var (
-		member string
-		codes  = map[int32]int16{}
-		reqErr error
-	)
+	parts := make([]int32, 0, len(offsets))
+	for p := range offsets {
+		parts = append(parts, p)
+	}
+	slices.Sort(parts)
+	// Logged before it is sent: killed before the outcome is logged, the
+	// commit is still known to the checker, as of unknown outcome.
+	for _, p := range parts {
+		c.log(check.OffsetOp{Kind: check.KindCommit, Partition: p, Offset: offsets[p].Offset, T0: t0, Outcome: check.OffsetPending})
+	}
+	member, epoch := c.cl.GroupMetadata()
+	req := kmsg.NewPtrOffsetCommitRequest()
+	req.Group, req.MemberID, req.Generation = c.cfg.Group, member, epoch
+	rt := kmsg.NewOffsetCommitRequestTopic()
+	rt.Topic = c.cfg.Topic
+	for _, p := range parts {
+		rp := kmsg.NewOffsetCommitRequestTopicPartition()
+		rp.Partition, rp.Offset, rp.LeaderEpoch = p, offsets[p].Offset, -1
+		rt.Partitions = append(rt.Partitions, rp)
+	}
+	req.Topics = append(req.Topics, rt)
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	c.cl.CommitOffsets(rctx, map[string]map[int32]kgo.EpochOffset{c.cfg.Topic: offsets}, func(_ *kgo.Client, req *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
-		defer close(done)
-		member, reqErr = req.MemberID, err
-		if err != nil {
-			return
-		}
+	resp, reqErr := req.RequestWith(rctx, c.raw)
+	cancel()
+	t1 := time.Now()
+	if reqErr != nil && ctx.Err() != nil {
+		return // shutting down: its pending lines say it may have gone out
+	}
+	codes := map[int32]int16{}
+	if reqErr == nil {
 		for _, t := range resp.Topics {
 			if t.Topic != c.cfg.Topic {
 				continue
@@ -210,19 +240,9 @@ func (c *committer) commit(ctx context.Context, offsets map[int32]kgo.EpochOffse
 				codes[p.Partition] = p.ErrorCode
 			}
 		}
-	})
-	<-done
-	t1 := time.Now()
-	if reqErr != nil && (errors.Is(reqErr, context.Canceled) && ctx.Err() != nil) {
-		return // shutting down: whether it went out is unknown, but so is nothing else
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	parts := make([]int32, 0, len(offsets))
-	for p := range offsets {
-		parts = append(parts, p)
-	}
-	slices.Sort(parts)
 	for _, p := range parts {
 		op := check.OffsetOp{Member: member, Kind: check.KindCommit, Partition: p, Offset: offsets[p].Offset, T0: t0, T1: t1}
 		code, answered := codes[p]

@@ -40,6 +40,10 @@ const (
 	// OutcomeError: any other error, a timeout included. The effect may
 	// or may not have happened.
 	OutcomeError Outcome = "error"
+	// OutcomePending: a commit's line logged before the commit is sent
+	// (T0 only); the line with its outcome follows. A worker killed in
+	// between leaves only this one: the commit may have landed.
+	OutcomePending Outcome = "pending"
 )
 
 // Coordinator is the Resource of commit and fetch attempts.

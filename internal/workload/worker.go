@@ -379,6 +379,13 @@ func (r *claimRun) commit() bool {
 // commitOnce commits the offset, logging the attempt.
 func (r *claimRun) commitOnce(ctx context.Context) error {
 	t0 := time.Now()
+	if r.w.cfg.Attempts != nil {
+		r.w.cfg.Attempts.Log(Attempt{
+			Op: OpCommit, T0: t0, Worker: r.w.cfg.Name, Member: r.c.MemberID(),
+			Partition: epoch.Partition(r.c.Partition()), Token: r.c.Token(),
+			Offset: r.next, Resource: Coordinator, Outcome: OutcomePending,
+		})
+	}
 	err := r.c.Commit(ctx, r.next, "")
 	r.coordinator(OpCommit, t0, r.next, err)
 	return err

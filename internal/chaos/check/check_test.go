@@ -254,6 +254,33 @@ func TestChecks(t *testing.T) {
 			want: []Kind{NotLinearizable},
 		},
 		{
+			name: "not-linearizable/a pending commit ended refused as stale is read",
+			h: hooks{end: func(b *builder) {
+				b.consumerOp("c1", 1, KindCommit, 11, OffsetPending)
+				b.consumerOp("c1", 1, KindCommit, 11, OffsetRefused)
+				b.in.Offsets[len(b.in.Offsets)-1].Err = "STALE_MEMBER_EPOCH: The member epoch is stale."
+				b.at(31 * s)
+				b.consumerOp("c2", 1, KindFetch, 11, OffsetOK)
+			}},
+			want: []Kind{NotLinearizable},
+		},
+		{
+			name: "ok/a consumer killed after logging its commit pending: the commit may have landed",
+			h: hooks{end: func(b *builder) {
+				b.consumerOp("c1", 1, KindCommit, 11, OffsetPending)
+				b.at(31 * s)
+				b.consumerOp("c2", 1, KindFetch, 11, OffsetOK)
+			}},
+		},
+		{
+			name: "ok/a worker killed after logging its commit pending: the commit may have landed",
+			h: hooks{end: func(b *builder) {
+				b.commit(0, 6, 2, "wb", "B", OutcomePending)
+				b.at(31 * s)
+				b.fetch(0, 6, "wb", "B")
+			}},
+		},
+		{
 			name: "epoch-regression/the group epoch goes back",
 			h:    hooks{end: func(b *builder) { b.group(1) }},
 			want: []Kind{EpochRegression},

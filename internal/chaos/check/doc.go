@@ -24,7 +24,11 @@
 //	                "partition":5,"token":12,"seq":40,"resource":"postgres","outcome":"ok",
 //	                "err":"","held":false}; op is append (seq), admit, commit or fetch
 //	                (offset, resource "coordinator"), or claim (with "t" only);
-//	                outcome ok, stale or error (unknown); unknown fields are ignored
+//	                outcome ok, stale or error (unknown), or pending: a commit's line
+//	                written before it is sent, ended by a line of the same
+//	                worker, member, partition, offset and t0 with its outcome;
+//	                left pending (a killed worker), it is of unknown outcome;
+//	                unknown fields are ignored
 //	rows.jsonl      Row: {"resource":"etcd","partition":5,"seq":40,"token":12,
 //	                "worker":"w3","member":"<id>","order":1234}; order is the
 //	                resource's acceptance order (PostgreSQL id, etcd mod revision)
@@ -35,8 +39,10 @@
 //	                about every 100 ms for the whole run
 //	offsets.jsonl   OffsetOp: {"client":"c1","member":"<id>","partition":5,
 //	                "kind":"commit","offset":41,"t0":"...","t1":"...","outcome":"ok",
-//	                "err":""}; outcome ok, error (unknown) or refused (an error code:
-//	                nothing written); "group" if not run.json's
+//	                "err":""}; outcome ok, error (unknown), refused (an error code:
+//	                nothing written), or pending (as in attempts, matched by client:
+//	                a consumer learns its member ID with the answer); "group" if
+//	                not run.json's
 //
 // All times are wall-clock times of one machine: check 1's attempt part,
 // check 5 and check 8 compare times logged by different processes. Run on

@@ -147,6 +147,11 @@ const (
 	OutcomeOK    = "ok"    // the resource or the coordinator accepted it
 	OutcomeStale = "stale" // rejected for a stale token: nothing written
 	OutcomeError = "error" // unknown: it may or may not have taken effect
+	// OutcomePending is a commit's line written before it is sent (T0
+	// only), so that a writer killed before it logs the outcome leaves a
+	// trace: a pending commit with no line of the same (writer, offset,
+	// partition, T0) that ends it is of unknown outcome.
+	OutcomePending = "pending"
 )
 
 // The resources of an Attempt and a Row.
@@ -219,6 +224,9 @@ const (
 	OffsetOK      = "ok"      // committed, or fetched Offset
 	OffsetError   = "error"   // unknown outcome (a timeout, a dropped connection)
 	OffsetRefused = "refused" // the coordinator answered an error code: nothing written
+	// OffsetPending is a commit's line written before it is sent, as
+	// OutcomePending is an Attempt's.
+	OffsetPending = "pending"
 )
 
 // OffsetOp is one commit or fetch of one partition's offset by a stock

@@ -104,12 +104,36 @@ func mayHaveLanded(err string) bool {
 func registerOps(run *Run, attempts []Attempt, offsets []OffsetOp) (map[groupPart][]regOp, int) {
 	out := make(map[groupPart][]regOp)
 	asUnknown := 0
+	// A pending commit line is ended by a line of the same commit (same
+	// writer, group, partition, offset and T0) with its outcome; one left
+	// pending (its writer was killed first) may have landed.
+	type commitKey struct {
+		writer, group string
+		partition     int32
+		offset, t0    int64
+	}
+	ended := make(map[commitKey]bool)
+	for _, a := range attempts {
+		if a.Op == OpCommit && a.Outcome != OutcomePending {
+			ended[commitKey{a.Worker + "/" + a.Member, run.Group, a.Partition, a.Offset, a.T0.UnixNano()}] = true
+		}
+	}
+	// A consumer learns its member ID with the answer: its lines are
+	// matched by client.
+	for _, o := range offsets {
+		if o.Kind == KindCommit && o.Outcome != OffsetPending {
+			ended[commitKey{o.Client, o.Group, o.Partition, o.Offset, o.T0.UnixNano()}] = true
+		}
+	}
 	for _, a := range attempts {
 		var op regOp
 		switch {
 		case a.Op == OpCommit && a.Outcome == OutcomeOK:
 			op = regOp{write: true}
 		case a.Op == OpCommit && a.Outcome == OutcomeError:
+			op = regOp{write: true, unknown: true}
+		case a.Op == OpCommit && a.Outcome == OutcomePending &&
+			!ended[commitKey{a.Worker + "/" + a.Member, run.Group, a.Partition, a.Offset, a.T0.UnixNano()}]:
 			op = regOp{write: true, unknown: true}
 		case a.Op == OpFetch && a.Outcome == OutcomeOK:
 			op = regOp{}
@@ -127,6 +151,9 @@ func registerOps(run *Run, attempts []Attempt, offsets []OffsetOp) (map[groupPar
 		case o.Kind == KindCommit && o.Outcome == OffsetOK:
 			op = regOp{write: true}
 		case o.Kind == KindCommit && o.Outcome == OffsetError:
+			op = regOp{write: true, unknown: true}
+		case o.Kind == KindCommit && o.Outcome == OffsetPending &&
+			!ended[commitKey{o.Client, o.Group, o.Partition, o.Offset, o.T0.UnixNano()}]:
 			op = regOp{write: true, unknown: true}
 		case o.Kind == KindCommit && o.Outcome == OffsetRefused && mayHaveLanded(o.Err):
 			op = regOp{write: true, unknown: true}

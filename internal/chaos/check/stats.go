@@ -44,6 +44,9 @@ func countStats(in *Input, st *Stats) {
 				rs.AdmitsStale++
 			}
 		case OpCommit:
+			if a.Outcome == OutcomePending {
+				continue // the line that ends it counts, or nothing
+			}
 			workers.Commits++
 			switch a.Outcome {
 			case OutcomeOK:
@@ -71,6 +74,9 @@ func countStats(in *Input, st *Stats) {
 	for _, o := range in.Offsets {
 		switch o.Kind {
 		case KindCommit:
+			if o.Outcome == OffsetPending {
+				continue
+			}
 			consumers.Commits++
 			switch o.Outcome {
 			case OffsetOK:
