@@ -24,6 +24,7 @@ func WriteTable(w io.Writer, results []*Result) error {
 		recoveries     []time.Duration
 		faultsByKind   = map[string]int{}
 		violationsKind = map[string]int{}
+		lin            = map[string]int{} // porcupine's results over the fenced runs
 		controlKind    = map[string]int{}
 	)
 	for _, r := range results {
@@ -91,6 +92,9 @@ func WriteTable(w io.Writer, results []*Result) error {
 			continue
 		}
 		tot.runs++
+		for _, l := range st.Linearizability {
+			lin[l.Result]++
+		}
 		if r.Report.OK() {
 			tot.passed++
 		}
@@ -107,6 +111,7 @@ func WriteTable(w io.Writer, results []*Result) error {
 	fmt.Fprintf(w, "  appends %d: accepted %d, rejected as stale %d, unknown outcome %d\n",
 		tot.appends, tot.accepted, tot.stale, tot.unknown)
 	fmt.Fprintf(w, "  commits accepted %d, refused %d; partition-seconds without an owner %.1f\n", tot.commitsOK, tot.refused, tot.unowned.Seconds())
+	fmt.Fprintf(w, "  offsets histories checked linearizable %d, undecided within the search bound %d, not linearizable %d\n", lin["Ok"], lin["Unknown"], lin["Illegal"])
 	if len(recoveries) > 0 {
 		slices.Sort(recoveries)
 		q := func(f float64) time.Duration { return recoveries[int(f*float64(len(recoveries)-1))] }

@@ -5,8 +5,11 @@ package chaos
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
+	"net"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -247,6 +250,9 @@ func (c *committer) commit(ctx context.Context, offsets map[int32]kgo.EpochOffse
 		op := check.OffsetOp{Member: member, Kind: check.KindCommit, Partition: p, Offset: offsets[p].Offset, T0: t0, T1: t1}
 		code, answered := codes[p]
 		switch {
+		case reqErr != nil && notSent(reqErr):
+			// Nothing went out: as good as refused.
+			op.Outcome, op.Err = check.OffsetRefused, "not sent: "+reqErr.Error()
 		case reqErr != nil || !answered:
 			op.Outcome = check.OffsetError
 			if reqErr != nil {
@@ -315,4 +321,19 @@ func (k kzapLogger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
 	default:
 		k.l.Debug(msg, fields...)
 	}
+}
+
+// notSent reports whether a request failed before it was written: the
+// dial failed, or the connection was closed while the client negotiated
+// its API versions on it. Anything later (a reset, EOF, a timeout) may
+// have delivered it.
+func notSent(err error) bool {
+	if oe, ok := errors.AsType[*net.OpError](err); ok && oe.Op == "dial" {
+		return true
+	}
+	if fe, ok := errors.AsType[*kgo.ErrFirstReadEOF](err); ok {
+		msg := fe.Error()
+		return strings.Contains(msg, "immediately after a dial") || strings.Contains(msg, "during api versions")
+	}
+	return false
 }
