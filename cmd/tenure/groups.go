@@ -13,11 +13,9 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // groupsCommand is `tenure groups`: group administration over the Kafka
@@ -43,8 +41,7 @@ Flags may come before or after the subcommand. Tables are sorted.`,
 }
 
 func setupGroups(fs *flag.FlagSet) func(ctx context.Context, args []string) error {
-	brokers := fs.String("brokers", "127.0.0.1:9092", "comma-separated `host:port` list of the coordinator (or Kafka brokers)")
-	timeout := fs.Duration("timeout", 10*time.Second, "give up on the cluster after this long")
+	admin := addAdminFlags(fs)
 	return func(ctx context.Context, args []string) error {
 		// Flags after the subcommand (tenure groups describe g --brokers
 		// x) are parsed here; the command line still wins over the
@@ -72,21 +69,12 @@ func setupGroups(fs *flag.FlagSet) func(ctx context.Context, args []string) erro
 			}
 			return usagef("%s takes one GROUP, got %q", sub, args)
 		}
-		seeds := splitList(*brokers)
-		if len(seeds) == 0 {
-			return usagef("--brokers is empty")
-		}
-		if *timeout <= 0 {
-			return usagef("--timeout must be positive")
-		}
-		cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
+		adm, ctx, done, err := admin.connect(ctx)
 		if err != nil {
 			return err
 		}
-		defer cl.Close()
-		ctx, cancel := context.WithTimeout(ctx, *timeout)
-		defer cancel()
-		return runGroups(ctx, kadm.NewClient(cl), os.Stdout, sub, args)
+		defer done()
+		return runGroups(ctx, adm, os.Stdout, sub, args)
 	}
 }
 

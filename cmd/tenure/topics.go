@@ -12,11 +12,9 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // topicsCommand is `tenure topics`: the coordinator's topics over the
@@ -39,8 +37,7 @@ that exist from start-up. Flags may come before or after the subcommand.`,
 }
 
 func setupTopics(fs *flag.FlagSet) func(ctx context.Context, args []string) error {
-	brokers := fs.String("brokers", "127.0.0.1:9092", "comma-separated `host:port` list of the coordinator (or Kafka brokers)")
-	timeout := fs.Duration("timeout", 10*time.Second, "give up on the cluster after this long")
+	admin := addAdminFlags(fs)
 	return func(ctx context.Context, args []string) error {
 		args, err := parseInterleaved(fs, args)
 		if err != nil {
@@ -70,21 +67,11 @@ func setupTopics(fs *flag.FlagSet) func(ctx context.Context, args []string) erro
 		default:
 			return usagef("unknown subcommand %q: list or create", sub)
 		}
-		seeds := splitList(*brokers)
-		if len(seeds) == 0 {
-			return usagef("--brokers is empty")
-		}
-		if *timeout <= 0 {
-			return usagef("--timeout must be positive")
-		}
-		cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
+		adm, ctx, done, err := admin.connect(ctx)
 		if err != nil {
 			return err
 		}
-		defer cl.Close()
-		ctx, cancel := context.WithTimeout(ctx, *timeout)
-		defer cancel()
-		adm := kadm.NewClient(cl)
+		defer done()
 		if sub == "list" {
 			return listTopics(ctx, adm, os.Stdout)
 		}

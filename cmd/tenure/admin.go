@@ -1,0 +1,42 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// adminFlags are the flags of the commands that administer a cluster over
+// the Kafka protocol (tenure groups, tenure topics).
+type adminFlags struct {
+	brokers *string
+	timeout *time.Duration
+}
+
+func addAdminFlags(fs *flag.FlagSet) adminFlags {
+	return adminFlags{
+		brokers: fs.String("brokers", "127.0.0.1:9092", "comma-separated `host:port` list of the coordinator (or Kafka brokers)"),
+		timeout: fs.Duration("timeout", 10*time.Second, "give up on the cluster after this long"),
+	}
+}
+
+// connect checks the flags and returns an admin client and a context
+// bounded by --timeout; done releases both.
+func (a adminFlags) connect(ctx context.Context) (adm *kadm.Client, actx context.Context, done func(), err error) {
+	seeds := splitList(*a.brokers)
+	if len(seeds) == 0 {
+		return nil, nil, nil, usagef("--brokers is empty")
+	}
+	if *a.timeout <= 0 {
+		return nil, nil, nil, usagef("--timeout must be positive")
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	actx, cancel := context.WithTimeout(ctx, *a.timeout)
+	return kadm.NewClient(cl), actx, func() { cancel(); cl.Close() }, nil
+}
