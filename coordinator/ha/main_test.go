@@ -1,13 +1,10 @@
 package ha_test
 
 import (
-	"fmt"
 	"os"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -35,24 +32,11 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
-	var err error
-	etcd, err = testenv.StartEtcd()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "ha: starting embedded etcd:", err)
-		return 1
-	}
-	code := m.Run()
-	etcd.Stop()
-	return testenv.CheckLeaks(code)
+	return testenv.RunWithEtcd(m, "ha", func(e *testenv.Etcd) { etcd = e })
 }
-
-var prefixSeq atomic.Int64
 
 // uniquePrefix returns a key prefix no other test in this run uses.
-func uniquePrefix(t testing.TB) string {
-	name := strings.NewReplacer("/", "_", "#", "_").Replace(t.Name())
-	return "/test/" + name + "/" + strconv.FormatInt(prefixSeq.Add(1), 10) + "/"
-}
+func uniquePrefix(t testing.TB) string { return testenv.UniquePrefix(t) }
 
 // join joins a node with the test TTL, closed when t ends.
 func join(t *testing.T, cli *clientv3.Client, prefix, addr string, opts ...ha.Opt) *ha.Node {

@@ -1,7 +1,6 @@
 package etcdfence_test
 
 import (
-	"fmt"
 	"os"
 	"strconv"
 	"sync/atomic"
@@ -25,16 +24,9 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
-	var err error
-	etcd, err = testenv.StartEtcd()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "etcdfence: starting embedded etcd:", err)
-		return 1
-	}
-	endpoints = etcd.Endpoints
-	code := m.Run()
-	etcd.Stop()
-	return testenv.CheckLeaks(code)
+	return testenv.RunWithEtcd(m, "etcdfence", func(e *testenv.Etcd) {
+		etcd, endpoints = e, e.Endpoints
+	})
 }
 
 var prefixSeq atomic.Int64

@@ -6,7 +6,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -29,24 +28,11 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
-	var err error
-	etcd, err = testenv.StartEtcd()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "etcdstore: starting embedded etcd:", err)
-		return 1
-	}
-	code := m.Run()
-	etcd.Stop()
-	return testenv.CheckLeaks(code)
+	return testenv.RunWithEtcd(m, "etcdstore", func(e *testenv.Etcd) { etcd = e })
 }
-
-var prefixSeq atomic.Int64
 
 // uniquePrefix returns a key prefix no other test in this run uses.
-func uniquePrefix(t testing.TB) string {
-	name := strings.NewReplacer("/", "_", "#", "_").Replace(t.Name())
-	return "/test/" + name + "/" + strconv.FormatInt(prefixSeq.Add(1), 10) + "/"
-}
+func uniquePrefix(t testing.TB) string { return testenv.UniquePrefix(t) }
 
 // open opens a store on the shared server under a new prefix, closed when
 // t ends.
