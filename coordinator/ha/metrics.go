@@ -1,6 +1,10 @@
 package ha
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tenure-dev/tenure/internal/promreg"
+)
 
 // endReason is why a term ended: the reason label of
 // tenure_leader_lost_total, and what the logs say.
@@ -26,17 +30,16 @@ var allReasons = []endReason{reasonInDoubt, reasonLeaseLost, reasonDeposed, reas
 // metrics are the node's Prometheus metrics; nil fields when no
 // Registerer was given.
 type metrics struct {
-	reg        prometheus.Registerer
 	leader     prometheus.Gauge
 	terms      prometheus.Counter
 	lost       *prometheus.CounterVec
 	kaFailures prometheus.Counter
 	nodes      prometheus.Gauge
-	collectors []prometheus.Collector
+	set        *promreg.Set // nil without a Registerer
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
-	m := &metrics{reg: reg}
+	m := &metrics{}
 	if reg == nil {
 		return m, nil
 	}
@@ -63,22 +66,15 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		Name: "tenure_ha_nodes",
 		Help: "Live nodes of the HA set, as this node's watch sees them.",
 	})
-	for _, c := range []prometheus.Collector{m.leader, m.terms, m.lost, m.kaFailures, m.nodes} {
-		if err := reg.Register(c); err != nil {
-			m.unregister()
-			return nil, err
-		}
-		m.collectors = append(m.collectors, c)
+	set, err := promreg.Register(reg, m.leader, m.terms, m.lost, m.kaFailures, m.nodes)
+	if err != nil {
+		return nil, err
 	}
+	m.set = set
 	return m, nil
 }
 
-func (m *metrics) unregister() {
-	for _, c := range m.collectors {
-		m.reg.Unregister(c)
-	}
-	m.collectors = nil
-}
+func (m *metrics) unregister() { m.set.Unregister() }
 
 func (m *metrics) termStarted() {
 	if m.leader == nil {

@@ -1,16 +1,19 @@
 package etcdstore
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tenure-dev/tenure/internal/promreg"
+)
 
 // metrics are the store's Prometheus metrics; nil fields when no
 // Registerer was given.
 type metrics struct {
-	reg          prometheus.Registerer
 	writeSeconds prometheus.Histogram
 	txnRecords   prometheus.Histogram
 	txnBytes     prometheus.Histogram
 	errs         *prometheus.CounterVec
-	collectors   []prometheus.Collector
+	set          *promreg.Set // nil without a Registerer
 }
 
 // The op label of tenure_store_errors_total.
@@ -22,7 +25,7 @@ const (
 )
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
-	m := &metrics{reg: reg}
+	m := &metrics{}
 	if reg == nil {
 		return m, nil
 	}
@@ -48,22 +51,15 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	for _, op := range []string{opPersist, opLoad, opLoadGroup, opFence} {
 		m.errs.WithLabelValues(op)
 	}
-	for _, c := range []prometheus.Collector{m.writeSeconds, m.txnRecords, m.txnBytes, m.errs} {
-		if err := reg.Register(c); err != nil {
-			m.unregister()
-			return nil, err
-		}
-		m.collectors = append(m.collectors, c)
+	set, err := promreg.Register(reg, m.writeSeconds, m.txnRecords, m.txnBytes, m.errs)
+	if err != nil {
+		return nil, err
 	}
+	m.set = set
 	return m, nil
 }
 
-func (m *metrics) unregister() {
-	for _, c := range m.collectors {
-		m.reg.Unregister(c)
-	}
-	m.collectors = nil
-}
+func (m *metrics) unregister() { m.set.Unregister() }
 
 func (m *metrics) txn(seconds float64, records, bytes int) {
 	if m.writeSeconds == nil {
