@@ -125,6 +125,9 @@ type classicState struct {
 	// syncDeadline removes the members that did not send SyncGroup within
 	// the rebalance timeout after the join phase ended.
 	syncDeadline time.Time
+	// logEpoch is the generation whose log entry waits for the leader's
+	// plan.
+	logEpoch int32
 }
 
 // classicMember is one member of a classic group.

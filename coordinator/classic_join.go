@@ -332,6 +332,7 @@ func (g *Group) classicReplaceStatic(now time.Time, req Request, m *kmsg.JoinGro
 // whether its join phase is over.
 func (g *Group) classicMaybeRebalance(now time.Time, reason string) {
 	if g.classic.phase == classicPreparing {
+		g.log.reasons = append(g.log.reasons, reason)
 		g.classicMaybeCompleteJoin(now)
 		return
 	}
@@ -356,6 +357,7 @@ func (g *Group) classicPrepareRebalance(now time.Time, reason string) {
 		}
 	}
 	c.syncDeadline = time.Time{}
+	g.log.reasons = append(g.log.reasons, reason)
 	initial := c.phase == classicEmpty
 	c.phase = classicPreparing
 	// A restored group must know it was rebalancing: its members then
@@ -442,6 +444,7 @@ func (g *Group) classicCompleteJoin(now time.Time) {
 		c.phase = classicEmpty
 		c.protocolType, c.protocol, c.leader = "", "", ""
 		g.persistGroup()
+		g.classicGeneration(now)
 		g.classicEvent(EventRebalanceCompleted, "", "")
 		return
 	}
@@ -457,6 +460,7 @@ func (g *Group) classicCompleteJoin(now time.Time) {
 		c.leader = best.id
 	}
 	g.persistGroup()
+	g.classicGeneration(now)
 
 	ms := c.sortedMembers()
 	for _, mem := range ms {

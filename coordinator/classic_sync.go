@@ -113,6 +113,14 @@ func (g *Group) classicCompleteSync(now time.Time, plan []kmsg.SyncGroupRequestG
 		if consumer {
 			owned[i] = decodeConsumerAssignment(raw)
 		}
+	}
+	if consumer {
+		g.classicPlanMoves(now, ms, owned, same)
+	}
+	for i, mem := range ms {
+		if same[i] {
+			continue
+		}
 		for _, tp := range mem.owned {
 			if _, ok := slices.BinarySearchFunc(owned[i], tp, compareTP); !ok {
 				g.owners.release(tp, mem.id)
@@ -145,6 +153,9 @@ func (g *Group) classicCompleteSync(now time.Time, plan []kmsg.SyncGroupRequestG
 		if changed {
 			g.persistClassicAssignment(mem)
 		}
+	}
+	if consumer {
+		g.classicPlanApplied(now)
 	}
 	c.phase = classicStable
 	g.persistGroup()

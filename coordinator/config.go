@@ -54,6 +54,10 @@ type Config struct {
 	// longer ones are answered OFFSET_METADATA_TOO_LARGE. Kafka:
 	// offset.metadata.max.bytes (4096).
 	MaxMetadataBytes int
+
+	// GenerationLogRetention is how many generation log entries a group
+	// keeps (genlog.go); zero means DefaultGenerationLogRetention.
+	GenerationLogRetention int
 }
 
 // DefaultConfig returns tenure's defaults.
@@ -126,6 +130,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxMetadataBytes < 0 {
 		bad("max metadata bytes %d is negative", c.MaxMetadataBytes)
+	}
+	if c.GenerationLogRetention < 0 {
+		bad("generation log retention %d is negative", c.GenerationLogRetention)
 	}
 	return errors.Join(errs...)
 }

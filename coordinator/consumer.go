@@ -151,6 +151,12 @@ type consumerMember struct {
 	// countedAt is the target epoch at which the member was counted as
 	// reconciled in consumerState.reconciled (0: not counted).
 	countedAt int32
+
+	// drained is set by an admin's Drain: the member stays but is
+	// assigned nothing; removeWhenDrained removes it once it holds
+	// nothing.
+	drained           bool
+	removeWhenDrained bool
 }
 
 // consumerState is the KIP-848 part of a Group.
@@ -197,6 +203,16 @@ type consumerState struct {
 	// (persistTargets).
 	targetDirty []*consumerMember
 
+	// targetMoves collects the partitions whose target owner changed
+	// since the last generation log entry (noteTargetChange).
+	targetMoves map[TopicPartition]string
+	// drained counts the members drained by an admin (Group.Drain).
+	drained int
+	// targetSizes counts the members by the size of their target (those
+	// with an empty one are not counted), for the generation log's
+	// minimum moves.
+	targetSizes map[int]int
+
 	// scratch buffers reused by heartbeats.
 	reported []TopicPartition
 }
@@ -215,6 +231,18 @@ func (c *consumerState) init() {
 	c.regexMembers = make(map[*consumerMember]struct{})
 	c.topics = make(map[string]resolvedTopic)
 	c.topicIDs = make(map[TopicID]string)
+	c.targetSizes = make(map[int]int)
+}
+
+// countTarget adds (delta 1) or removes (-1) a target of n partitions in
+// targetSizes.
+func (c *consumerState) countTarget(n, delta int) {
+	if n == 0 {
+		return
+	}
+	if c.targetSizes[n] += delta; c.targetSizes[n] <= 0 {
+		delete(c.targetSizes, n)
+	}
 }
 
 func (c *consumerState) empty() bool { return len(c.members) == 0 }

@@ -34,6 +34,9 @@ func (g *Group) consumerHeartbeat(now time.Time, req Request, m *kmsg.ConsumerGr
 		g.consumerLeave(now, m, resp)
 	default:
 		g.consumerBeat(now, req, m, resp)
+		if mem := g.consumer.members[m.MemberID]; mem != nil && resp.ErrorCode == 0 {
+			g.removeIfDrained(mem)
+		}
 	}
 	g.consumerCheckStable()
 	g.reply(req, resp)
@@ -289,6 +292,10 @@ func (g *Group) insertMember(mem *consumerMember) {
 	}
 	c.subscribe(mem)
 	c.lowerDeadline(mem.deadline)
+	c.countTarget(len(mem.target), 1)
+	if mem.drained {
+		c.drained++
+	}
 }
 
 // replaceStatic lets a new incarnation of a static member, which left with
@@ -555,6 +562,10 @@ func (g *Group) dropMember(mem *consumerMember) {
 	c := &g.consumer
 	delete(c.members, mem.id)
 	c.unsubscribe(mem)
+	c.countTarget(len(mem.target), -1)
+	if mem.drained {
+		c.drained--
+	}
 	if mem.instanceID != "" && c.static[mem.instanceID] == mem.id {
 		delete(c.static, mem.instanceID)
 	}
@@ -616,17 +627,19 @@ func (g *Group) topicID(name string) (TopicID, bool) {
 // persistMember writes mem's MemberRecord.
 func (g *Group) persistMember(mem *consumerMember) {
 	g.persist(&MemberRecord{
-		Group:            g.name,
-		MemberID:         mem.id,
-		InstanceID:       mem.instanceID,
-		ClientID:         mem.clientID,
-		ClientHost:       mem.clientHost,
-		RackID:           mem.rack,
-		SessionTimeout:   g.cfg.ConsumerSessionTimeout,
-		RebalanceTimeout: mem.rebalanceTimeout,
-		Topics:           slices.Clone(mem.topics),
-		TopicRegex:       mem.regex,
-		ServerAssignor:   mem.serverAssignor,
+		Group:             g.name,
+		MemberID:          mem.id,
+		InstanceID:        mem.instanceID,
+		ClientID:          mem.clientID,
+		ClientHost:        mem.clientHost,
+		RackID:            mem.rack,
+		SessionTimeout:    g.cfg.ConsumerSessionTimeout,
+		RebalanceTimeout:  mem.rebalanceTimeout,
+		Topics:            slices.Clone(mem.topics),
+		TopicRegex:        mem.regex,
+		ServerAssignor:    mem.serverAssignor,
+		Drained:           mem.drained,
+		RemoveWhenDrained: mem.removeWhenDrained,
 	})
 }
 

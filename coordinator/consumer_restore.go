@@ -22,17 +22,19 @@ func (g *Group) restoreConsumer(now time.Time, gr *GroupRecord, rg *recordGroup)
 	for _, id := range slices.Sorted(maps.Keys(rg.members)) {
 		r := rg.members[id]
 		mem := &consumerMember{
-			id:               id,
-			instanceID:       r.InstanceID,
-			rack:             r.RackID,
-			clientID:         r.ClientID,
-			clientHost:       r.ClientHost,
-			rebalanceTimeout: r.RebalanceTimeout,
-			serverAssignor:   r.ServerAssignor,
-			topics:           normalizeNames(slices.Clone(r.Topics)),
-			regex:            r.TopicRegex,
-			state:            memberStable,
-			deadline:         now.Add(g.cfg.ConsumerSessionTimeout),
+			id:                id,
+			instanceID:        r.InstanceID,
+			rack:              r.RackID,
+			clientID:          r.ClientID,
+			clientHost:        r.ClientHost,
+			rebalanceTimeout:  r.RebalanceTimeout,
+			serverAssignor:    r.ServerAssignor,
+			topics:            normalizeNames(slices.Clone(r.Topics)),
+			regex:             r.TopicRegex,
+			drained:           r.Drained,
+			removeWhenDrained: r.RemoveWhenDrained,
+			state:             memberStable,
+			deadline:          now.Add(g.cfg.ConsumerSessionTimeout),
 			// The member may not have heard its latest assignment
 			// before the restart: send it whole next time.
 			assignmentChanged: true,

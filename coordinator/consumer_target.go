@@ -21,10 +21,14 @@ func (g *Group) bumpEpoch(reason string, recompute bool) {
 		c.assignor = c.preferredAssignor(g.cfg)
 	}
 	g.persistGroup()
+	least := 0
 	if recompute {
+		g.resolveTopics()
+		least = g.consumerMinMoves()
 		g.computeTarget()
 	}
 	g.event(Event{Kind: EventRebalanceStarted, Reason: reason, Members: len(c.members)})
+	g.consumerGeneration(reason, least)
 }
 
 // preferredAssignor is the server assignor most members name (ties go to
@@ -59,7 +63,7 @@ func (g *Group) computeTarget() {
 	}
 	for _, m := range c.members {
 		am := assignor.Member{ID: m.id, InstanceID: m.instanceID, Rack: m.rack, Topics: m.resolved}
-		if am.Topics == nil {
+		if am.Topics == nil || m.drained {
 			am.Topics = noTopics // nil would mean every topic
 		}
 		if len(m.target) > 0 {
@@ -88,12 +92,30 @@ func (g *Group) computeTarget() {
 			}
 			slices.SortFunc(target, compareTP)
 		}
-		if !slices.Equal(target, m.target) && !m.targetDirty {
-			m.targetDirty = true
-			c.targetDirty = append(c.targetDirty, m)
-		}
-		m.target = target
+		g.setTarget(m, target)
 	}
+}
+
+// setTarget makes target (sorted) m's part of the target assignment. Every
+// change of a member's target goes through it: it marks the member's
+// AssignmentRecord as owed and notes the partitions that change target
+// owner for the generation log.
+func (g *Group) setTarget(m *consumerMember, target []TopicPartition) {
+	c := &g.consumer
+	if slices.Equal(target, m.target) {
+		m.target = target
+		return
+	}
+	if !m.targetDirty {
+		m.targetDirty = true
+		c.targetDirty = append(c.targetDirty, m)
+	}
+	c.noteTargetChange(m.id, m.target, target)
+	if c.members[m.id] == m {
+		c.countTarget(len(m.target), -1)
+		c.countTarget(len(target), 1)
+	}
+	m.target = target
 }
 
 // noTopics is the subscription of a member that subscribes to nothing (a

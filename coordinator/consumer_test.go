@@ -48,6 +48,10 @@ import (
 //	    Calls Delete.
 //	describe
 //	    Prints DescribeConsumer.
+//	drain member=L [remove]
+//	    Calls Drain (an admin drain; remove: remove once empty).
+//	undrain member=L
+//	    Calls Undrain.
 func init() {
 	testCommands["hb"] = cmdHeartbeat
 	testCommands["leave"] = cmdLeave
@@ -57,6 +61,18 @@ func init() {
 	testCommands["delete-group"] = cmdDeleteGroup
 	testCommands["round"] = cmdRound
 	testCommands["run"] = cmdRun
+	testCommands["drain"] = func(e *testEnv, a *testArgs) string {
+		if err := e.g.Drain(e.now, a.str("member", ""), a.has("remove")); err != nil {
+			return "error: " + err.Error()
+		}
+		return e.drain()
+	}
+	testCommands["undrain"] = func(e *testEnv, a *testArgs) string {
+		if err := e.g.Undrain(e.now, a.str("member", "")); err != nil {
+			return "error: " + err.Error()
+		}
+		return e.drain()
+	}
 	testCommands["describe"] = func(e *testEnv, a *testArgs) string {
 		return renderDescribe(e.g.DescribeConsumer())
 	}

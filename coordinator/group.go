@@ -78,6 +78,10 @@ type Group struct {
 
 	owners  ownership
 	offsets offsetTable
+	log     genLog
+	// now is the time of the Step, Tick or TopicsChanged running, for the
+	// callbacks that do not take it (ownership changes).
+	now time.Time
 
 	classic  classicState
 	consumer consumerState
@@ -96,7 +100,9 @@ type Group struct {
 func NewGroup(name string, cfg *Config, rng *rand.Rand) *Group {
 	g := &Group{name: name, cfg: cfg, rng: rng, typ: Classic}
 	g.owners.init()
+	g.owners.changed = g.ownerChanged
 	g.offsets.init()
+	g.log.init()
 	g.classic.init()
 	g.consumer.init()
 	return g
@@ -116,6 +122,7 @@ func (g *Group) Epoch() int32 { return g.epoch }
 // later Step or Tick completes it. The caller must not route other request
 // kinds here: doing so is a programming error and panics.
 func (g *Group) Step(now time.Time, req Request) {
+	g.now = now
 	switch m := req.Msg.(type) {
 	case *kmsg.JoinGroupRequest:
 		g.classicJoin(now, req, m)
@@ -140,6 +147,7 @@ func (g *Group) Step(now time.Time, req Request) {
 // Tick fires the timers that are due at now: session expiry, rebalance and
 // revocation timeouts, the initial rebalance delay.
 func (g *Group) Tick(now time.Time) {
+	g.now = now
 	switch g.typ {
 	case Classic:
 		g.classicTick(now)
@@ -152,6 +160,7 @@ func (g *Group) Tick(now time.Time) {
 // TopicsChanged tells the group that topics were created, so a KIP-848
 // group recomputes its target assignment for subscriptions that now match.
 func (g *Group) TopicsChanged(now time.Time) {
+	g.now = now
 	if g.typ == Consumer {
 		g.consumerTopicsChanged(now)
 	}
@@ -255,6 +264,12 @@ func (g *Group) persistGroup() {
 }
 
 func (g *Group) event(e Event) {
+	switch e.Kind {
+	case EventMemberJoined:
+		g.log.noteMember(e.MemberID, true)
+	case EventMemberLeft, EventMemberExpired, EventMemberRemoved:
+		g.log.noteMember(e.MemberID, false)
+	}
 	e.Group = g.name
 	e.Epoch = g.epoch
 	g.ready.Events = append(g.ready.Events, e)

@@ -284,8 +284,45 @@ func renderRecord(r Record) string {
 			by = "admin"
 		}
 		return fmt.Sprintf("offset %s[%d]=%d token=%v by %s", r.Topic, r.Partition, r.Offset, r.Token, by)
+	case *GenerationRecord:
+		return renderGeneration(r)
 	}
 	return fmt.Sprintf("%T", r)
+}
+
+// renderGeneration renders a generation log entry on one line: its
+// moves as partition:from->to@token, "-" for nobody.
+func renderGeneration(r *GenerationRecord) string {
+	s := fmt.Sprintf("generation %s epoch=%d %s reason=%s members=%d", r.Group, r.Epoch, rel(r.Time), r.Reason, r.Members)
+	if len(r.Joined) > 0 {
+		s += " joined=" + strings.Join(r.Joined, ",")
+	}
+	if len(r.Left) > 0 {
+		s += " left=" + strings.Join(r.Left, ",")
+	}
+	if !r.Assigned {
+		return s + " moves=pending"
+	}
+	who := func(m string) string {
+		if m == "" {
+			return "-"
+		}
+		return m
+	}
+	mv := make([]string, len(r.Moves))
+	for i, m := range r.Moves {
+		mv[i] = fmt.Sprintf("%s[%d]:%s@%v->%s@%v", m.Topic, m.Partition, who(m.From), m.OldToken, who(m.To), m.NewToken)
+	}
+	s += fmt.Sprintf(" moves={%s} min=%d", strings.Join(mv, " "), r.MinMoves)
+	h := r.Handoff
+	if !h.Done {
+		return s + " handoff=open"
+	}
+	s += fmt.Sprintf(" handoff=done@%s granted=%d superseded=%d unowned=%v max=%v", rel(h.Completed), h.Granted, h.Superseded, h.Unowned, h.MaxUnowned)
+	if !r.AfterFailover.IsZero() {
+		s += " after-restore=" + rel(r.AfterFailover)
+	}
+	return s
 }
 
 func renderEvent(ev Event) string {
@@ -296,8 +333,11 @@ func renderEvent(ev Event) string {
 	if ev.Kind == EventRebalanceCompleted {
 		s += fmt.Sprintf(" moves=%d", ev.Moves)
 	}
-	if ev.Kind == EventCommitRejected {
+	if ev.Kind == EventCommitRejected || ev.Kind == EventPartitionHandedOff {
 		s += fmt.Sprintf(" partition=%s[%d]", ev.Partition.Topic, ev.Partition.Partition)
+	}
+	if ev.Kind == EventPartitionHandedOff {
+		s += fmt.Sprintf(" unowned=%v", ev.Duration)
 	}
 	if ev.Reason != "" {
 		s += " reason=" + ev.Reason

@@ -107,7 +107,12 @@ type MemberRecord struct {
 	// Protocols are the classic member's protocols with their metadata,
 	// in its order of preference.
 	Protocols []Protocol
-	Deleted   bool
+	// Drained is set on a KIP-848 member an admin drained (Group.Drain):
+	// it is assigned nothing; RemoveWhenDrained removes it once it holds
+	// nothing.
+	Drained           bool
+	RemoveWhenDrained bool
+	Deleted           bool
 }
 
 // Protocol is one classic protocol a member supports.
@@ -232,6 +237,12 @@ const (
 	// EventCommitRejected: a commit was refused because the committer did
 	// not own the partition at a current token (Reason says why).
 	EventCommitRejected
+	// EventNewGeneration: the group's epoch changed and its generation
+	// log has a new entry (Reason says why).
+	EventNewGeneration
+	// EventPartitionHandedOff: a partition moved by a rebalance was
+	// granted to its new owner (MemberID) after Duration without one.
+	EventPartitionHandedOff
 )
 
 var eventKindNames = [...]string{
@@ -242,6 +253,8 @@ var eventKindNames = [...]string{
 	EventRebalanceStarted:   "rebalance-started",
 	EventRebalanceCompleted: "rebalance-completed",
 	EventCommitRejected:     "commit-rejected",
+	EventNewGeneration:      "new-generation",
+	EventPartitionHandedOff: "partition-handed-off",
 }
 
 func (k EventKind) String() string {
@@ -263,6 +276,10 @@ type Event struct {
 	Members int
 	// Moves counts partitions whose owner changed (RebalanceCompleted).
 	Moves int
-	// Partition is set for EventCommitRejected.
+	// Partition is set for EventCommitRejected and
+	// EventPartitionHandedOff.
 	Partition TopicPartition
+	// Duration is how long the partition of EventPartitionHandedOff went
+	// without an owner.
+	Duration time.Duration
 }

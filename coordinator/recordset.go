@@ -33,6 +33,9 @@ type recordGroup struct {
 	members     map[string]*MemberRecord
 	assignments map[string]*AssignmentRecord
 	offsets     map[TopicPartition]*OffsetRecord
+	// log is the generation log, by epoch; it is not part of the state
+	// Group and Records return.
+	log []*GenerationRecord
 }
 
 // NewRecordSet returns an empty RecordSet.
@@ -89,6 +92,18 @@ func (s *RecordSet) Apply(r Record) error {
 			return nil
 		}
 		s.topics[r.Name] = r
+	case *GenerationRecord:
+		g := s.group(r.Group)
+		i, found := slices.BinarySearchFunc(g.log, r.Epoch, func(e *GenerationRecord, ep int32) int { return int(e.Epoch - ep) })
+		if found {
+			g.log[i] = r
+		} else {
+			g.log = slices.Insert(g.log, i, r)
+		}
+		if r.Trim > 0 {
+			n, _ := slices.BinarySearchFunc(g.log, r.Trim+1, func(e *GenerationRecord, ep int32) int { return int(e.Epoch - ep) })
+			g.log = slices.Delete(g.log, 0, n)
+		}
 	default:
 		return fmt.Errorf("coordinator: unknown record type %T", r)
 	}
@@ -121,6 +136,16 @@ func (g *recordGroup) appendTo(out []Record) []Record {
 		out = append(out, g.offsets[tp])
 	}
 	return out
+}
+
+// Log returns the generation log of the named group, oldest first: the
+// newest record of each epoch its retention keeps. The log outlives a
+// deletion of the group (it is history, not state).
+func (s *RecordSet) Log(group string) []*GenerationRecord {
+	if g := s.groups[group]; g != nil {
+		return slices.Clone(g.log)
+	}
+	return nil
 }
 
 // Records returns every record in load order: the TopicRecords by name,
@@ -159,6 +184,8 @@ func GroupOf(r Record) (group string, ok bool) {
 	case *AssignmentRecord:
 		return r.Group, true
 	case *OffsetRecord:
+		return r.Group, true
+	case *GenerationRecord:
 		return r.Group, true
 	}
 	return "", false

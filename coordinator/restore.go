@@ -72,6 +72,7 @@ func Restore(name string, cfg *Config, rng *rand.Rand, now time.Time, recs []Rec
 	}
 	g.typ = gr.Type
 	g.epoch = restoredEpoch(gr, rg)
+	g.log.restoredAt = now
 	g.tombstone = gr.Deleted
 	for id, a := range rg.assignments {
 		if _, ok := rg.members[id]; !ok {

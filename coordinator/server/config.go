@@ -30,6 +30,11 @@ type Config struct {
 	// implement store.TopicStore. Every node of an HA set shares one.
 	TopicStore store.TopicStore
 
+	// LogStore reads the groups' generation logs (which the group store
+	// writes). Default: Store, if it implements store.LogStore. Every
+	// node of an HA set may read it.
+	LogStore store.LogStore
+
 	// Cluster, if set, makes the server a node of an HA set: it
 	// coordinates groups only during the terms it wins, and otherwise
 	// answers group requests NOT_COORDINATOR and names the leader in

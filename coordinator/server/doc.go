@@ -117,7 +117,9 @@
 //
 //	tenure_requests_total{api,error}          counter
 //	tenure_heartbeat_duration_seconds{api}    histogram (Heartbeat, ConsumerGroupHeartbeat)
-//	tenure_rebalances_total{type}             counter (classic, consumer)
+//	tenure_rebalances_total{type,reason}      counter (new generations: classic, consumer; why)
+//	tenure_handoff_unowned_seconds            histogram (per moved partition: release to grant)
+//	tenure_unowned_partitions                 gauge (summed over groups, read at scrape)
 //	tenure_group_generation{group}            gauge
 //	tenure_group_members{group}               gauge
 //	tenure_group_unowned_partitions{group}    gauge

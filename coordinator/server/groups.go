@@ -373,8 +373,13 @@ func (s *Server) observe(e *groupEntry, ev *coordinator.Event) {
 		e.members.Set(float64(ev.Members))
 	}
 	switch ev.Kind {
+	case coordinator.EventNewGeneration:
+		s.m.rebalances.WithLabelValues(e.g.Type().String(), ev.Reason).Inc()
+		s.log.Debug("new generation",
+			zap.String("group", ev.Group), zap.Int32("epoch", ev.Epoch), zap.Int("members", ev.Members), zap.String("reason", ev.Reason))
+	case coordinator.EventPartitionHandedOff:
+		s.m.handoff.Observe(ev.Duration.Seconds())
 	case coordinator.EventRebalanceCompleted:
-		s.m.rebalances.WithLabelValues(e.g.Type().String()).Inc()
 		s.log.Info("rebalance completed",
 			zap.String("group", ev.Group), zap.String("type", e.g.Type().String()),
 			zap.Int32("epoch", ev.Epoch), zap.Int("members", ev.Members),

@@ -14,6 +14,7 @@ type metrics struct {
 	requests        *prometheus.CounterVec
 	heartbeat       *prometheus.HistogramVec
 	rebalances      *prometheus.CounterVec
+	handoff         prometheus.Histogram
 	generation      *prometheus.GaugeVec
 	members         *prometheus.GaugeVec
 	unowned         *prometheus.GaugeVec
@@ -55,8 +56,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"api"}),
 		rebalances: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tenure_rebalances_total",
-			Help: "Completed rebalances (a new classic generation synced, or a new KIP-848 target assignment), by group type.",
-		}, []string{"type"}),
+			Help: "New generations (classic) and group epochs (KIP-848), by group type and reason (member-joined, member-left, member-expired, drain, ...; several joined by commas), as the generation log records them.",
+		}, []string{"type", "reason"}),
+		handoff: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "tenure_handoff_unowned_seconds",
+			Help:    "For each partition a rebalance moved, how long it had no owner: from its release by the old owner (or the rebalance, if it had none) to its grant to the new owner.",
+			Buckets: []float64{0, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 45, 90},
+		}),
 		generation: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "tenure_group_generation",
 			Help: "Current generation (classic) or group epoch (KIP-848) per group; only with per-group metrics on.",
@@ -140,7 +146,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m.hbConsumer = m.heartbeat.WithLabelValues(kmsg.NameForKey(68))
 	if reg != nil {
 		for _, c := range []prometheus.Collector{
-			m.requests, m.heartbeat, m.rebalances, m.generation, m.members, m.unowned,
+			m.requests, m.heartbeat, m.rebalances, m.handoff, m.generation, m.members, m.unowned,
 			m.commitsRejected, m.connections, m.connClosed, m.limits, m.groups, m.topics,
 			m.storeFailures, m.persistSeconds, m.batchRecords, m.batchWrites, m.groupsOffline,
 			m.groupLoads, m.corePanics, m.leading, m.terms,

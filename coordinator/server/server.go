@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/prometheus/client_golang/prometheus"
 	"net"
 	"strconv"
 	"sync"
@@ -26,6 +27,7 @@ type Server struct {
 	m          *metrics
 	topics     *topicRegistry
 	topicStore store.TopicStore
+	logStore   store.LogStore
 
 	// lead is the term during which this node coordinates groups: for a
 	// single node, from the load at start-up to shutdown; in an HA set,
@@ -81,10 +83,37 @@ func New(cfg Config) (*Server, error) {
 	s.core = cfg.Core
 	s.core.Topics = s.topics
 	s.topicStore = cfg.TopicStore
+	s.logStore = cfg.LogStore
+	if ls, ok := cfg.Store.(store.LogStore); ok && s.logStore == nil {
+		s.logStore = ls
+	}
 	if s.topicStore == nil {
 		s.topicStore = cfg.Store.(store.TopicStore) // Validate checked
 	}
+	if cfg.Registerer != nil {
+		cfg.Registerer.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "tenure_unowned_partitions",
+			Help: "Partitions of the groups this node coordinates that their members subscribe to and nobody owns, summed over the groups, read at scrape time: during hand-offs, and after a crash until the session expires.",
+		}, s.unownedPartitions))
+	}
 	return s, nil
+}
+
+// unownedPartitions sums the unowned partitions of every loaded group.
+func (s *Server) unownedPartitions() float64 {
+	tm := s.leading(time.Now())
+	if tm == nil {
+		return 0
+	}
+	n := 0
+	for _, e := range tm.groups.snapshot() {
+		e.mu.Lock()
+		if e.g != nil && !e.gone {
+			n += e.g.Stats().Unowned
+		}
+		e.mu.Unlock()
+	}
+	return float64(n)
 }
 
 // ErrServing is returned by Serve when the Server is already serving or

@@ -67,6 +67,29 @@ func (m *Memory) LoadGroup(_ context.Context, group string) ([]coordinator.Recor
 	return m.set.Group(group), nil
 }
 
+// LoadLog implements LogStore.
+func (m *Memory) LoadLog(_ context.Context, group string, before int32, limit int) ([]*coordinator.GenerationRecord, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil, ErrClosed
+	}
+	return NewestFirst(m.set.Log(group), before, limit), nil
+}
+
+// NewestFirst returns the entries of log (oldest first) below epoch
+// before (if before > 0), newest first, at most limit of them (if
+// limit > 0).
+func NewestFirst(log []*coordinator.GenerationRecord, before int32, limit int) []*coordinator.GenerationRecord {
+	var out []*coordinator.GenerationRecord
+	for i := len(log) - 1; i >= 0 && (limit <= 0 || len(out) < limit); i-- {
+		if before <= 0 || log[i].Epoch < before {
+			out = append(out, log[i])
+		}
+	}
+	return out
+}
+
 // CreateTopic implements TopicStore.
 func (m *Memory) CreateTopic(_ context.Context, rec *coordinator.TopicRecord) (*coordinator.TopicRecord, error) {
 	m.mu.Lock()

@@ -67,6 +67,17 @@ type TopicStore interface {
 	LoadTopics(ctx context.Context) ([]*coordinator.TopicRecord, error)
 }
 
+// LogStore keeps the groups' generation logs: the GenerationRecords that
+// Persist writes, which Load and LoadGroup leave out (they are history,
+// not state, and a group restores without them). Both stores implement
+// it; any node of an HA set may read it.
+type LogStore interface {
+	// LoadLog returns the newest limit entries (all, if limit <= 0) of the
+	// group's generation log, newest first; an entry with an epoch of
+	// before or more is left out when before > 0.
+	LoadLog(ctx context.Context, group string, before int32, limit int) ([]*coordinator.GenerationRecord, error)
+}
+
 // ErrClosed is returned by Persist and the loads after Close.
 var ErrClosed = errors.New("store: closed")
 
@@ -80,7 +91,7 @@ func Check(recs []coordinator.Record) error {
 	for _, r := range recs {
 		switch r.(type) {
 		case *coordinator.GroupRecord, *coordinator.MemberRecord, *coordinator.AssignmentRecord,
-			*coordinator.OffsetRecord, *coordinator.TopicRecord:
+			*coordinator.OffsetRecord, *coordinator.TopicRecord, *coordinator.GenerationRecord:
 		default:
 			return unknownRecord(r)
 		}

@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,7 +14,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tenure-dev/tenure/coordinator"
+	"github.com/tenure-dev/tenure/coordinator/store"
 	"github.com/tenure-dev/tenure/coordinator/store/etcdstore"
+	"github.com/tenure-dev/tenure/internal/testenv"
 )
 
 // TestCoreRestoresFromStore drives the real core with random requests
@@ -41,7 +45,7 @@ func TestCoreRestoresFromStore(t *testing.T) {
 				}
 			}
 			r.check()
-			t.Logf("%d persists, %d restarts, %d deletions, %d checks; replies: %v", r.persists, r.restarts, r.deletions, r.checks, r.replies)
+			t.Logf("%d persists, %d restarts, %d deletions, %d checks, %d log entries compared; replies: %v", r.persists, r.restarts, r.deletions, r.checks, r.logEntries, r.replies)
 		})
 	}
 }
@@ -59,8 +63,12 @@ type coreRun struct {
 	s       *etcdstore.Store
 	groups  map[string]*coordinator.Group
 	clients []*coreClient
+	// ref applies every persisted record: the reference the stored
+	// generation logs are checked against.
+	ref *coordinator.RecordSet
 
 	persists, restarts, deletions, checks int
+	logEntries                            int
 	replies                               map[string]int
 }
 
@@ -87,7 +95,9 @@ type coreRef struct {
 
 func newCoreRun(t *testing.T, seed uint64) *coreRun {
 	r := &coreRun{t: t, rng: rand.New(rand.NewPCG(seed, 5)), now: coreEpoch, groups: map[string]*coordinator.Group{}, replies: map[string]int{}}
+	r.ref = coordinator.NewRecordSet()
 	r.cfg = coordinator.DefaultConfig()
+	r.cfg.GenerationLogRetention = 10 // so that the logs are trimmed
 	r.topics = coordinator.NewStaticTopics()
 	r.topics.Add("t", coordinator.TopicID{15: 1}, corePartitions)
 	r.cfg.Topics = r.topics
@@ -160,6 +170,11 @@ func (r *coreRun) drain(g *coordinator.Group) {
 		if len(rd.Persist) > 0 {
 			persist(r.t, r.s, rd.Persist...)
 			r.persists++
+			for _, rec := range rd.Persist {
+				if err := r.ref.Apply(rec); err != nil {
+					r.t.Fatal(err)
+				}
+			}
 		}
 		for _, rep := range rd.Replies {
 			r.deliver(rep.Ref.(coreRef), rep.Msg)
@@ -466,7 +481,41 @@ func (r *coreRun) check() {
 		if got, want := render(loadGroup(r.t, r.s, name), true), render(byGroup[name], true); got != want {
 			r.t.Fatalf("LoadGroup(%q) differs from Load:\n%swant:\n%s", name, got, want)
 		}
+		r.checkLog(name)
 	}
+}
+
+// checkLog compares the group's stored generation log with the
+// reference's: the newest entries alike, and the trimming lagging the
+// retention by at most one trim interval.
+func (r *coreRun) checkLog(name string) {
+	r.t.Helper()
+	want := store.NewestFirst(r.ref.Log(name), 0, 0)
+	r.logEntries += len(want)
+	all, err := r.s.LoadLog(testenv.Context(r.t), name, 0, 0)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	if len(all) < len(want) || len(all) > r.cfg.GenerationLogRetention+32 {
+		r.t.Fatalf("group %q: %d log entries stored, the reference keeps %d (retention %d)", name, len(all), len(want), r.cfg.GenerationLogRetention)
+	}
+	if len(want) > 0 && !reflect.DeepEqual(all[:len(want)], want) {
+		r.t.Fatalf("group %q: stored log differs:\n%s\nwant:\n%s", name, renderLog(all[:len(want)]), renderLog(want))
+	}
+	if len(want) > 1 {
+		mid, err := r.s.LoadLog(testenv.Context(r.t), name, want[0].Epoch, 1)
+		if err != nil || len(mid) != 1 || mid[0].Epoch != want[1].Epoch {
+			r.t.Fatalf("group %q: the entry before epoch %d: %v %v", name, want[0].Epoch, mid, err)
+		}
+	}
+}
+
+func renderLog(log []*coordinator.GenerationRecord) string {
+	var b strings.Builder
+	for _, e := range log {
+		fmt.Fprintf(&b, "%+v\n", *e)
+	}
+	return b.String()
 }
 
 // compare restores the group from recs into a fresh core and compares

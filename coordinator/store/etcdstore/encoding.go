@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 	"unicode/utf8"
 
@@ -26,7 +27,10 @@ import (
 // omitted while a pointer to "" is written as "". JSON strings must be
 // UTF-8, and Kafka strings need not be: a record with any string that is
 // not valid UTF-8 has "x":true and every string of it in base64.
-const valueVersion = 1
+const valueVersion = 2
+
+// Version 2 added the members' drained flags (written with "v":2 only when
+// set) and the generation log's values.
 
 type groupValue struct {
 	V            int    `json:"v,omitzero"`
@@ -53,6 +57,41 @@ type memberValue struct {
 	TopicRegex       string          `json:"re,omitzero"`
 	ServerAssignor   string          `json:"sa,omitzero"`
 	Protocols        []protocolValue `json:"ps,omitzero"`
+	Drained          bool            `json:"dr,omitzero"` // v2
+	RemoveDrained    bool            `json:"rd,omitzero"` // v2
+}
+
+// generationValue is a generation log entry (v2). Moves are in the
+// record's order; times are Unix nanoseconds.
+type generationValue struct {
+	V             int         `json:"v,omitzero"`
+	X             bool        `json:"x,omitzero"`
+	Type          uint8       `json:"t,omitzero"`
+	Time          int64       `json:"at,omitzero"`
+	Reason        string      `json:"r,omitzero"`
+	Members       int         `json:"n,omitzero"`
+	Joined        []string    `json:"j,omitzero"`
+	Left          []string    `json:"l,omitzero"`
+	Moves         []moveValue `json:"m,omitzero"`
+	MinMoves      int         `json:"mm,omitzero"`
+	Assigned      bool        `json:"a,omitzero"`
+	Done          bool        `json:"hd,omitzero"`
+	Completed     int64       `json:"hc,omitzero"`
+	Granted       int         `json:"hg,omitzero"`
+	Superseded    int         `json:"hs,omitzero"`
+	Unowned       int64       `json:"hu,omitzero"`
+	MaxUnowned    int64       `json:"hm,omitzero"`
+	AfterFailover int64       `json:"af,omitzero"`
+	Trim          int32       `json:"tr,omitzero"`
+}
+
+type moveValue struct {
+	Topic     string `json:"t"`
+	Partition int32  `json:"p,omitzero"`
+	From      string `json:"f,omitzero"`
+	OldToken  int64  `json:"fk,omitzero"`
+	To        string `json:"to,omitzero"`
+	NewToken  int64  `json:"tk,omitzero"`
 }
 
 type protocolValue struct {
@@ -138,6 +177,35 @@ func (v *offsetValue) strs() []*string {
 
 func (v *topicValue) strs() []*string { return nil }
 
+func (v *generationValue) strs() []*string {
+	s := []*string{&v.Reason}
+	for i := range v.Joined {
+		s = append(s, &v.Joined[i])
+	}
+	for i := range v.Left {
+		s = append(s, &v.Left[i])
+	}
+	for i := range v.Moves {
+		s = append(s, &v.Moves[i].Topic, &v.Moves[i].From, &v.Moves[i].To)
+	}
+	return s
+}
+
+// unixNano is t in Unix nanoseconds, 0 for the zero time.
+func unixNano(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
+}
+
+func fromUnixNano(n int64) time.Time {
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n).UTC()
+}
+
 // value is what every value type has.
 type value interface {
 	strs() []*string
@@ -149,6 +217,7 @@ func (v *memberValue) header() (*int, *bool)     { return &v.V, &v.X }
 func (v *assignmentValue) header() (*int, *bool) { return &v.V, &v.X }
 func (v *offsetValue) header() (*int, *bool)     { return &v.V, &v.X }
 func (v *topicValue) header() (*int, *bool)      { return &v.V, &v.X }
+func (v *generationValue) header() (*int, *bool) { return &v.V, &v.X }
 
 // encodeValue returns the value of the key a record writes; deletions
 // (other than a group's tombstone) have none and are not given here.
@@ -164,6 +233,10 @@ func encodeValue(r coordinator.Record) []byte {
 			InstanceID: r.InstanceID, ClientID: r.ClientID, ClientHost: r.ClientHost, RackID: r.RackID,
 			SessionTimeout: int64(r.SessionTimeout), RebalanceTimeout: int64(r.RebalanceTimeout),
 			TopicRegex: r.TopicRegex, ServerAssignor: r.ServerAssignor,
+			Drained: r.Drained, RemoveDrained: r.RemoveWhenDrained,
+		}
+		if v.Drained || v.RemoveDrained {
+			v.V = 2
 		}
 		if r.Topics != nil {
 			v.Topics = append(make([]string, 0, len(r.Topics)), r.Topics...)
@@ -198,6 +271,22 @@ func encodeValue(r coordinator.Record) []byte {
 		v := &topicValue{Partitions: r.Partitions}
 		if r.ID != (coordinator.TopicID{}) {
 			v.ID = base64.RawURLEncoding.EncodeToString(r.ID[:])
+		}
+		return marshal(v)
+	case *coordinator.GenerationRecord:
+		h := &r.Handoff
+		v := &generationValue{
+			V: 2, Type: uint8(r.Type), Time: unixNano(r.Time), Reason: r.Reason, Members: r.Members,
+			Joined: slices.Clone(r.Joined), Left: slices.Clone(r.Left), MinMoves: r.MinMoves, Assigned: r.Assigned,
+			Done: h.Done, Completed: unixNano(h.Completed), Granted: h.Granted, Superseded: h.Superseded,
+			Unowned: int64(h.Unowned), MaxUnowned: int64(h.MaxUnowned), AfterFailover: unixNano(r.AfterFailover),
+			Trim: r.Trim,
+		}
+		if r.Moves != nil {
+			v.Moves = make([]moveValue, len(r.Moves))
+			for i, m := range r.Moves {
+				v.Moves[i] = moveValue{Topic: m.Topic, Partition: m.Partition, From: m.From, OldToken: int64(m.OldToken), To: m.To, NewToken: int64(m.NewToken)}
+			}
 		}
 		return marshal(v)
 	}
@@ -338,7 +427,7 @@ func decodeValue(pk parsedKey, data []byte) (coordinator.Record, error) {
 			Group: pk.group, MemberID: pk.name, InstanceID: v.InstanceID, ClientID: v.ClientID,
 			ClientHost: v.ClientHost, RackID: v.RackID, SessionTimeout: time.Duration(v.SessionTimeout),
 			RebalanceTimeout: time.Duration(v.RebalanceTimeout), Topics: v.Topics, TopicRegex: v.TopicRegex,
-			ServerAssignor: v.ServerAssignor,
+			ServerAssignor: v.ServerAssignor, Drained: v.Drained, RemoveWhenDrained: v.RemoveDrained,
 		}
 		if v.Protocols != nil {
 			r.Protocols = make([]coordinator.Protocol, len(v.Protocols))
@@ -402,6 +491,32 @@ func decodeValue(pk parsedKey, data []byte) (coordinator.Record, error) {
 			copy(r.ID[:], id)
 		}
 		return r, nil
+	case kindLog:
+		return decodeGeneration(pk, data)
 	}
 	return nil, errBadKey
+}
+
+func decodeGeneration(pk parsedKey, data []byte) (*coordinator.GenerationRecord, error) {
+	var v generationValue
+	if err := unmarshal(data, &v); err != nil {
+		return nil, err
+	}
+	r := &coordinator.GenerationRecord{
+		Group: pk.group, Epoch: pk.partition, Type: coordinator.GroupType(v.Type), Time: fromUnixNano(v.Time),
+		Reason: v.Reason, Members: v.Members, Joined: v.Joined, Left: v.Left, MinMoves: v.MinMoves,
+		Assigned: v.Assigned, AfterFailover: fromUnixNano(v.AfterFailover), Trim: v.Trim,
+		Handoff: coordinator.Handoff{
+			Done: v.Done, Completed: fromUnixNano(v.Completed), Granted: v.Granted, Superseded: v.Superseded,
+			Unowned: time.Duration(v.Unowned), MaxUnowned: time.Duration(v.MaxUnowned),
+		},
+	}
+	if v.Moves != nil {
+		r.Moves = make([]coordinator.Move, len(v.Moves))
+		for i, m := range v.Moves {
+			r.Moves[i] = coordinator.Move{Topic: m.Topic, Partition: m.Partition, From: m.From,
+				OldToken: epoch.Token(m.OldToken), To: m.To, NewToken: epoch.Token(m.NewToken)}
+		}
+	}
+	return r, nil
 }

@@ -2,6 +2,7 @@ package etcdstore
 
 import (
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 )
@@ -15,6 +16,7 @@ import (
 //	p groups/<g>/members/<member>         MemberRecord
 //	p groups/<g>/assignments/<member>     AssignmentRecord
 //	p groups/<g>/offsets/<topic>/<part>   OffsetRecord
+//	p log/<g>/<epoch>                     GenerationRecord (10 digits)
 //
 // Names are escaped (escape) so that no component holds a '/': a group's
 // keys are exactly those with its directory as prefix. Partitions are
@@ -30,6 +32,7 @@ const (
 	membersDir = "members/"
 	assignDir  = "assignments/"
 	offsetsDir = "offsets/"
+	logDir     = "log/"
 )
 
 // keys builds and parses the keys of one prefix.
@@ -51,6 +54,17 @@ func (k keys) assignment(g, id string) string { return k.groupDir(g) + assignDir
 
 func (k keys) offset(g, topic string, partition int32) string {
 	return k.groupDir(g) + offsetsDir + escape(topic) + "/" + strconv.FormatInt(int64(partition), 10)
+}
+
+// logDir is the directory of group g's generation log. It is apart from
+// the group's directory: the log outlives a deletion of the group, and
+// Load skips it.
+func (k keys) logDir(g string) string { return k.prefix + logDir + escape(g) + "/" }
+
+// logEntry is the key of the entry for epoch in group g's log; epochs are
+// zero-padded so that keys sort as epochs do.
+func (k keys) logEntry(g string, epoch int32) string {
+	return k.logDir(g) + fmt.Sprintf("%010d", epoch)
 }
 
 // groupRest returns the ranges that hold every key of group g except its
@@ -86,6 +100,7 @@ const (
 	kindMember
 	kindAssignment
 	kindOffset
+	kindLog
 )
 
 // parsedKey is a key taken apart.
@@ -110,6 +125,15 @@ func (k keys) parse(key string) (parsedKey, error) {
 	if name, ok := strings.CutPrefix(rest, topicsDir); ok {
 		n, err := unescape(name)
 		return parsedKey{kind: kindTopic, name: n}, err
+	}
+	if entry, ok := strings.CutPrefix(rest, logDir); ok {
+		eg, ep, ok := strings.Cut(entry, "/")
+		n, perr := strconv.ParseInt(ep, 10, 32)
+		if !ok || perr != nil || len(ep) != 10 || n < 0 {
+			return parsedKey{}, errBadKey
+		}
+		g, err := unescape(eg)
+		return parsedKey{kind: kindLog, group: g, partition: int32(n)}, err
 	}
 	rest, ok = strings.CutPrefix(rest, groupsDir)
 	if !ok {

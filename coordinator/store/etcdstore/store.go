@@ -21,8 +21,11 @@ import (
 )
 
 // formatVersion is the version of the key layout and value encoding that
-// this package writes, kept in <prefix>meta/format.
-const formatVersion = 1
+// this package writes, kept in <prefix>meta/format. Version 2 added the
+// generation log (log/) and drained members; a version 1 prefix is raised
+// to 2 when opened, so that an older tenure refuses it rather than fail on
+// keys it does not know.
+const formatVersion = 2
 
 // ErrNewerFormat is returned by New for a prefix that a newer tenure has
 // written in a format this one does not know.
@@ -124,6 +127,18 @@ func (s *Store) checkFormat(ctx context.Context) error {
 		return fmt.Errorf("etcdstore: key %q holds %q, not a format version", key, resp.Kvs[0].Value)
 	case v > formatVersion:
 		return fmt.Errorf("%w: prefix %q has format %d, this tenure knows up to %d", ErrNewerFormat, s.cfg.prefix, v, formatVersion)
+	case v < formatVersion:
+		// Every older format is a subset of this one: raising the
+		// version is the whole upgrade.
+		cmps := append(slices.Clip(s.cfg.guard), clientv3.Compare(clientv3.ModRevision(key), "=", resp.Kvs[0].ModRevision))
+		tr, err := s.cli.Txn(ctx).If(cmps...).Then(clientv3.OpPut(key, strconv.Itoa(formatVersion))).Commit()
+		if err != nil {
+			return fmt.Errorf("etcdstore: upgrading %q: %w", key, err)
+		}
+		if !tr.Succeeded {
+			return s.checkFormat(ctx) // another node upgraded it, or the guard moved
+		}
+		s.cfg.log.Info("etcd store: format upgraded", zap.String("prefix", s.cfg.prefix), zap.Int("from", v), zap.Int("to", formatVersion))
 	}
 	return nil
 }
@@ -298,7 +313,18 @@ func (s *Store) load(ctx context.Context, dir, group string, oneGroup bool) ([]c
 	}
 	for attempt := 1; ; attempt++ {
 		c := newCollected()
-		err := s.scan(ctx, dir, c)
+		var err error
+		if oneGroup {
+			_, err = s.scan(ctx, dir, prefixEnd(dir), 0, c)
+		} else {
+			// Everything but the generation logs, which are history
+			// (LoadLog), not state; both ranges at one revision.
+			logs := dir + logDir
+			var rev int64
+			if rev, err = s.scan(ctx, dir, logs, 0, c); err == nil {
+				_, err = s.scan(ctx, prefixEnd(logs), prefixEnd(dir), rev, c)
+			}
+		}
 		if errors.Is(err, rpctypes.ErrCompacted) && attempt < maxLoadAttempts {
 			s.cfg.log.Warn("etcd store: load outran compaction; starting again", zap.String("dir", dir), zap.Error(err))
 			continue
@@ -316,12 +342,12 @@ func (s *Store) load(ctx context.Context, dir, group string, oneGroup bool) ([]c
 	}
 }
 
-// scan reads every key under dir in pages, all at the first page's
-// revision, so that the result is one consistent state.
-func (s *Store) scan(ctx context.Context, dir string, c *collected) error {
-	end := prefixEnd(dir)
-	key := dir
-	var rev int64
+// scan reads every key in [start, end) in pages, all at revision rev
+// (0: the first page's), so that the result is one consistent state; it
+// returns the revision read.
+func (s *Store) scan(ctx context.Context, start, end string, rev int64, c *collected) (int64, error) {
+	dir := start
+	key := start
 	for {
 		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(int64(s.cfg.pageSize))}
 		if rev != 0 {
@@ -329,18 +355,18 @@ func (s *Store) scan(ctx context.Context, dir string, c *collected) error {
 		}
 		resp, err := s.cli.Get(ctx, key, opts...)
 		if err != nil {
-			return fmt.Errorf("etcdstore: reading %q: %w", dir, err)
+			return rev, fmt.Errorf("etcdstore: reading %q: %w", dir, err)
 		}
 		if rev == 0 {
 			rev = resp.Header.Revision
 		}
 		for _, kv := range resp.Kvs {
 			if err := c.add(s.keys, string(kv.Key), kv.Value); err != nil {
-				return fmt.Errorf("etcdstore: key %q: %w", kv.Key, err)
+				return rev, fmt.Errorf("etcdstore: key %q: %w", kv.Key, err)
 			}
 		}
 		if !resp.More || len(resp.Kvs) == 0 {
-			return nil
+			return rev, nil
 		}
 		key = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
 	}
@@ -366,8 +392,8 @@ func (c *collected) add(k keys, key string, val []byte) error {
 	if err != nil {
 		return err
 	}
-	if pk.kind == kindMeta {
-		return nil
+	if pk.kind == kindMeta || pk.kind == kindLog {
+		return nil // not state
 	}
 	r, err := decodeValue(pk, val)
 	if err != nil {

@@ -401,7 +401,7 @@ func TestFormat(t *testing.T) {
 		value string
 		want  error
 	}{
-		{"2", etcdstore.ErrNewerFormat},
+		{"3", etcdstore.ErrNewerFormat},
 		{"x", nil},
 		{"0", nil},
 	} {
@@ -420,11 +420,29 @@ func TestFormat(t *testing.T) {
 	}
 	s, _, prefix := open(t)
 	resp, err := cli.Get(ctx, prefix+"meta/format")
-	if err != nil || len(resp.Kvs) != 1 || string(resp.Kvs[0].Value) != "1" {
+	if err != nil || len(resp.Kvs) != 1 || string(resp.Kvs[0].Value) != "2" {
 		t.Fatalf("a new prefix's format key: %v %v", resp, err)
 	}
 	s.Close()
 	openOn(t, cli, etcdstore.Prefix(prefix)) // the same format opens
+
+	// A format 1 prefix (before the generation log) is raised to 2, and
+	// its state loads as it was.
+	old := uniquePrefix(t)
+	if _, err := cli.Put(ctx, old+"meta/format", "1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Put(ctx, old+"groups/g/group", `{"t":2,"e":7}`); err != nil {
+		t.Fatal(err)
+	}
+	up := openOn(t, cli, etcdstore.Prefix(old))
+	recs, err := up.Load(ctx)
+	if err != nil || len(recs) != 1 || recs[0].(*coordinator.GroupRecord).Epoch != 7 {
+		t.Fatalf("format 1 state after the upgrade: %v %v", recs, err)
+	}
+	if resp, err := cli.Get(ctx, old+"meta/format"); err != nil || string(resp.Kvs[0].Value) != "2" {
+		t.Fatalf("format key after the upgrade: %v %v", resp, err)
+	}
 }
 
 func TestDecodeErrorsNameTheKey(t *testing.T) {

@@ -117,6 +117,9 @@ func (t *plannedTxn) clientOps() []clientv3.Op {
 	return out
 }
 
+// trimEvery is how often (in epochs) a group's generation log is trimmed.
+const trimEvery = 32
+
 // recordOps returns the operations that apply r, in RecordSet's terms.
 func (k keys) recordOps(r coordinator.Record) []writeOp {
 	put := func(key string) writeOp { return writeOp{key: key, val: encodeValue(r), put: true} }
@@ -150,6 +153,15 @@ func (k keys) recordOps(r coordinator.Record) []writeOp {
 			return []writeOp{del(k.topic(r.Name))}
 		}
 		return []writeOp{put(k.topic(r.Name))}
+	case *coordinator.GenerationRecord:
+		ops := []writeOp{put(k.logEntry(r.Group, r.Epoch))}
+		// Retention: trim once every trimEvery entries (a range deletion
+		// per write would cost etcd an index walk for nothing), so a log
+		// holds at most retention + trimEvery entries.
+		if r.Trim > 0 && r.Epoch%trimEvery == 0 {
+			ops = append(ops, writeOp{key: k.logDir(r.Group), end: k.logEntry(r.Group, r.Trim+1)})
+		}
+		return ops
 	}
 	return nil // store.Check admitted only the types above
 }
