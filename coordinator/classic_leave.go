@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -33,11 +34,14 @@ func (g *Group) classicLeave(now time.Time, req Request, m *kmsg.LeaveGroupReque
 		g.reply(req, resp)
 		return
 	}
-	removed := false
+	removed, reason := false, "member-left"
 	resp.Members = make([]kmsg.LeaveGroupResponseMember, len(m.Members))
 	for i, lm := range m.Members {
 		code, left := g.classicLeaveOne(lm)
 		removed = removed || left
+		if left && lm.Reason != nil && strings.Contains(*lm.Reason, adminRemovalReason) {
+			reason = "admin-removal"
+		}
 		r := kmsg.NewLeaveGroupResponseMember()
 		r.MemberID = lm.MemberID
 		r.InstanceID = lm.InstanceID
@@ -45,12 +49,17 @@ func (g *Group) classicLeave(now time.Time, req Request, m *kmsg.LeaveGroupReque
 		resp.Members[i] = r
 	}
 	if removed {
-		g.classicAfterRemoval(now, "member-left")
+		g.classicAfterRemoval(now, reason)
 	} else {
 		g.classicMaybeCompleteJoin(now)
 	}
 	g.reply(req, resp)
 }
+
+// adminRemovalReason is what Kafka's admin client puts in the reason of a
+// LeaveGroup that removes members (KIP-800), and `tenure groups drain
+// --remove` too: the generation log then says "admin-removal".
+const adminRemovalReason = "removed by an admin"
 
 // classicLeaveOne removes one member; left reports whether a member (not
 // merely a pending one) was removed.

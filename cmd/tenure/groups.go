@@ -16,6 +16,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/tenure-dev/tenure/internal/adminapi"
 )
 
 // groupsCommand is `tenure groups`: group administration over the Kafka
@@ -34,14 +36,37 @@ func groupsCommand() *command {
                     DescribeGroups)
   offsets GROUP     the committed offset of each partition
   delete GROUP      delete a group that has no members, with its offsets
+  explain GROUP     the generation log: why each new epoch happened, who
+                    came and went, each partition moved with its old and
+                    new token, the fewest moves the change needed, and how
+                    long the moved partitions had no owner (--limit
+                    entries, or --epoch N with every move); admin API
+  drain GROUP MEMBER
+                    move a KIP-848 member's partitions to the others,
+                    revoking before assigning, with fresh tokens; the
+                    member stays with nothing (--undo reverses it) or,
+                    with --remove, is removed once it holds nothing. A
+                    classic member can only be removed (--remove, with
+                    LeaveGroup). Waits for the hand-off and prints it.
+                    MEMBER is a member ID or an instance ID; admin API
 
-Flags may come before or after the subcommand. Tables are sorted.`,
+explain and drain use the admin API on the coordinator's --http listener
+(--admin); the others, the Kafka protocol (--brokers). Flags may come
+before or after the subcommand. Tables are sorted.`,
 		setup: setupGroups,
 	}
 }
 
 func setupGroups(fs *flag.FlagSet) func(ctx context.Context, args []string) error {
 	admin := addAdminFlags(fs)
+	var (
+		adminURL = fs.String("admin", "http://127.0.0.1:8092", "`URL` of the coordinator's --http listener, for explain and drain")
+		epochN   = fs.Int("epoch", 0, "explain: the log entry of this epoch, with every move")
+		limit    = fs.Int("limit", 10, "explain: how many of the newest log entries")
+		remove   = fs.Bool("remove", false, "drain: remove the member once it holds nothing (classic: remove it at once, with LeaveGroup)")
+		undo     = fs.Bool("undo", false, "drain: let a drained member be assigned partitions again")
+		wait     = fs.Bool("wait", true, "drain: wait for the hand-off to finish (bounded by --timeout) and print it")
+	)
 	return func(ctx context.Context, args []string) error {
 		// Flags after the subcommand (tenure groups describe g --brokers
 		// x) are parsed here; the command line still wins over the
@@ -55,25 +80,42 @@ func setupGroups(fs *flag.FlagSet) func(ctx context.Context, args []string) erro
 		}
 		sub, args := args[0], args[1:]
 		want := 1
-		if sub == "list" {
-			want = 0
-		}
 		switch sub {
-		case "list", "describe", "offsets", "delete":
+		case "list":
+			want = 0
+		case "describe", "offsets", "delete", "explain":
+		case "drain":
+			want = 2
 		default:
-			return usagef("unknown subcommand %q: list, describe, offsets or delete", sub)
+			return usagef("unknown subcommand %q: list, describe, offsets, delete, explain or drain", sub)
 		}
 		if len(args) != want {
-			if want == 0 {
+			switch want {
+			case 0:
 				return usagef("list takes no argument, got %q", args)
+			case 2:
+				return usagef("drain takes GROUP MEMBER, got %q", args)
 			}
 			return usagef("%s takes one GROUP, got %q", sub, args)
+		}
+		if *epochN < 0 || *limit <= 0 {
+			return usagef("--epoch must not be negative and --limit must be positive")
+		}
+		api := &adminapi.Client{Base: *adminURL}
+		if sub == "explain" {
+			ctx, cancel := context.WithTimeout(ctx, *admin.timeout)
+			defer cancel()
+			return explainGroup(ctx, api, os.Stdout, args[0], int32(*epochN), *limit)
 		}
 		adm, ctx, done, err := admin.connect(ctx)
 		if err != nil {
 			return err
 		}
 		defer done()
+		if sub == "drain" {
+			return drainMember(ctx, adm, api, os.Stdout, args[0], args[1],
+				drainOpts{remove: *remove, undo: *undo, wait: *wait, brokers: splitList(*admin.brokers)})
+		}
 		return runGroups(ctx, adm, os.Stdout, sub, args)
 	}
 }

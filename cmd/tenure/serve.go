@@ -190,6 +190,7 @@ func setupServe(fs *flag.FlagSet) func(ctx context.Context, args []string) error
 			defer cluster.close()
 			cfg.Cluster = cluster
 			cfg.TopicStore = etcdstore.NewTopics(be.cli, etcdstore.Prefix(storeFlags.prefix))
+			cfg.LogStore = etcdstore.NewLogs(be.cli, etcdstore.Prefix(storeFlags.prefix))
 		}
 		if err := cfg.Validate(); err != nil {
 			ln.Close()

@@ -7,6 +7,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/tenure-dev/tenure/coordinator"
+	"github.com/tenure-dev/tenure/coordinator/store"
 )
 
 // LoadLog implements store.LogStore: one range read of the group's log
@@ -52,4 +53,28 @@ func loadLog(ctx context.Context, cli *clientv3.Client, k keys, group string, be
 		out = append(out, r)
 	}
 	return out, nil
+}
+
+// Logs reads the generation logs under a prefix with a plain client: what
+// an HA node that does not lead (and so has no Store) answers with.
+type Logs struct {
+	cli  *clientv3.Client
+	keys keys
+}
+
+var _ store.LogStore = (*Logs)(nil)
+
+// NewLogs returns the log reader of the prefix of opts (Prefix; the others
+// are ignored). cli stays the caller's.
+func NewLogs(cli *clientv3.Client, opts ...Opt) *Logs {
+	c := defaultCfg()
+	for _, o := range opts {
+		o.apply(&c)
+	}
+	return &Logs{cli: cli, keys: keys{c.prefix}}
+}
+
+// LoadLog implements store.LogStore.
+func (l *Logs) LoadLog(ctx context.Context, group string, before int32, limit int) ([]*coordinator.GenerationRecord, error) {
+	return loadLog(ctx, l.cli, l.keys, group, before, limit)
 }
