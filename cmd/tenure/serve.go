@@ -201,7 +201,7 @@ func setupServe(fs *flag.FlagSet) func(ctx context.Context, args []string) error
 			ln.Close()
 			return err
 		}
-		stopMetrics, err := serveMetrics(*metricsListen, reg, log)
+		stopMetrics, err := serveMetrics(*metricsListen, reg, be.metrics, log)
 		if err != nil {
 			ln.Close()
 			return err
@@ -224,9 +224,9 @@ func newLogger(w io.Writer, level string) (*zap.Logger, error) {
 	return zap.New(core), nil
 }
 
-// serveMetrics serves /metrics on addr until the returned function is
-// called; an empty addr serves nothing.
-func serveMetrics(addr string, reg *prometheus.Registry, log *zap.Logger) (stop func(), err error) {
+// serveMetrics serves /metrics on addr, reg's metrics followed by more's,
+// until the returned function is called; an empty addr serves nothing.
+func serveMetrics(addr string, reg *prometheus.Registry, more prometheus.Gatherers, log *zap.Logger) (stop func(), err error) {
 	if addr == "" {
 		return func() {}, nil
 	}
@@ -235,7 +235,7 @@ func serveMetrics(addr string, reg *prometheus.Registry, log *zap.Logger) (stop 
 		return nil, fmt.Errorf("metrics listen: %w", err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.Handle("/metrics", promhttp.HandlerFor(append(prometheus.Gatherers{reg}, more...), promhttp.HandlerOpts{Registry: reg}))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	done := make(chan struct{})
 	go func() {
@@ -364,7 +364,10 @@ type backend struct {
 	memory    *store.Memory
 	cli       *clientv3.Client
 	storeOpts []etcdstore.Opt
-	close     func()
+	// metrics are the embedded etcd's own (etcd_server_has_leader, ...),
+	// served beside tenure's; an external etcd serves its own.
+	metrics prometheus.Gatherers
+	close   func()
 }
 
 // open starts or reaches what the flags chose. The etcd store's options
@@ -389,6 +392,7 @@ func (f *storeFlags) open(ctx context.Context, log *zap.Logger, reg prometheus.R
 		}
 		closers = append(closers, func() { e.Close() })
 		b.cli = e.Client()
+		b.metrics = prometheus.Gatherers{e.Metrics()}
 		opts = append(opts, e.StoreOpts()...)
 	} else {
 		cli, err := f.client(log)

@@ -189,16 +189,16 @@ func TestServeStartsAndStops(t *testing.T) {
 		t.Fatalf("create topic: %v; %+v", err, created["work"])
 	}
 
-	resp, err := http.Get(metricsURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	body := scrape(t, stderr.String())
 	for _, want := range []string{`tenure_requests_total{api="CreateTopics",error="NONE"}`, "tenure_topics 1", "go_goroutines"} {
-		if !strings.Contains(string(body), want) {
+		if !strings.Contains(body, want) {
 			t.Errorf("metrics lack %q", want)
 		}
+	}
+	// etcd's metrics, registered process-wide, are a running embedded
+	// etcd's to serve; here they would say it has no leader.
+	if strings.Contains(body, "etcd_server_has_leader") {
+		t.Errorf("metrics of an etcd that does not run, with the memory store")
 	}
 
 	cancel()
@@ -210,6 +210,25 @@ func TestServeStartsAndStops(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("serve did not stop within 10s of cancellation")
 	}
+}
+
+// scrape returns the body of the /metrics that logs say serve serves.
+func scrape(t *testing.T, logs string) string {
+	t.Helper()
+	m := metricsRe.FindStringSubmatch(logs)
+	if m == nil {
+		t.Fatalf("serve logged no metrics address:\n%s", logs)
+	}
+	resp, err := http.Get(m[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(body)
 }
 
 // serveUntil runs `tenure serve` with args until the returned stop is
@@ -295,16 +314,23 @@ func storedOffset(recs []coordinator.Record) (int64, bool) {
 }
 
 // TestServeEmbeddedEtcd runs `tenure serve` with its default store, an
-// embedded etcd in --data-dir, commits an offset, stops it, and finds the
-// offset in the data directory.
+// embedded etcd in --data-dir, finds the etcd's own metrics beside
+// tenure's, commits an offset, stops it, and finds the offset in the data
+// directory.
 func TestServeEmbeddedEtcd(t *testing.T) {
 	dir := t.TempDir() + "/data"
-	addr, logs, stop := serveUntil(t, "--data-dir", dir)
+	addr, logs, stop := serveUntil(t, "--data-dir", dir, "--metrics-listen", "127.0.0.1:0")
 	if !strings.Contains(logs.String(), dir) {
 		t.Errorf("the logs do not say where the data lives (%s):\n%s", dir, logs.String())
 	}
 	if strings.Contains(logs.String(), "in memory only") {
 		t.Errorf("the memory store's warning with the etcd store")
+	}
+	body := scrape(t, logs.String())
+	for _, want := range []string{"\netcd_server_has_leader 1\n", "\ntenure_coordinating 1\n"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("metrics lack %q", strings.TrimSpace(want))
+		}
 	}
 	commitOffset(t, addr)
 	if code := stop(); code != 0 {
