@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -17,7 +16,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -26,6 +24,7 @@ import (
 	"github.com/tenure-dev/tenure/coordinator/server"
 	"github.com/tenure-dev/tenure/coordinator/store"
 	"github.com/tenure-dev/tenure/coordinator/store/etcdstore"
+	"github.com/tenure-dev/tenure/coordinator/web"
 	"github.com/tenure-dev/tenure/epoch"
 )
 
@@ -50,7 +49,8 @@ func setupServe(fs *flag.FlagSet) func(ctx context.Context, args []string) error
 		advertise     = fs.String("advertise", "", "`host:port` clients are told to connect to, in Metadata and FindCoordinator (default: the address bound by --listen)")
 		partitions    = fs.Int("partitions", int(def.DefaultPartitions), "partitions of a topic created by Metadata auto-creation or by CreateTopics with -1")
 		autoCreate    = fs.Bool("auto-create-topics", def.AutoCreateTopics, "create an unknown topic when a client asks for it in Metadata")
-		metricsListen = fs.String("metrics-listen", "", "`host:port` to serve Prometheus metrics on at /metrics, e.g. 127.0.0.1:9644 (default: off)")
+		httpListen    = fs.String("http", "", "`host:port` to serve the status page on (groups, partition owners and tokens, members, live) and Prometheus metrics at /metrics, e.g. 127.0.0.1:9644 (default: off). Unauthenticated and read-only: keep it on a private network")
+		metricsListen = fs.String("metrics-listen", "", "deprecated: the old name of --http, which serves /metrics too")
 		minSession    = fs.Duration("min-session-timeout", def.Core.MinSessionTimeout, "smallest session timeout a classic member may ask for (Kafka group.min.session.timeout.ms)")
 		maxSession    = fs.Duration("max-session-timeout", def.Core.MaxSessionTimeout, "largest session timeout a classic member may ask for (Kafka group.max.session.timeout.ms)")
 		cSession      = fs.Duration("consumer-session-timeout", def.Core.ConsumerSessionTimeout, "session timeout of KIP-848 members (Kafka group.consumer.session.timeout.ms)")
@@ -117,6 +117,14 @@ func setupServe(fs *flag.FlagSet) func(ctx context.Context, args []string) error
 		}
 		if err := storeFlags.validate(); err != nil {
 			return err
+		}
+		httpAddr := *httpListen
+		if *metricsListen != "" {
+			if httpAddr != "" && httpAddr != *metricsListen {
+				return usagef("--metrics-listen is the deprecated name of --http: give --http only")
+			}
+			httpAddr = *metricsListen
+			log.Warn("--metrics-listen (TENURE_METRICS_LISTEN) is deprecated: use --http (TENURE_HTTP), which serves /metrics and the status page")
 		}
 		// Everything but the store is checked before the store opens: an
 		// embedded etcd takes a second to start and creates its data
@@ -201,12 +209,12 @@ func setupServe(fs *flag.FlagSet) func(ctx context.Context, args []string) error
 			ln.Close()
 			return err
 		}
-		stopMetrics, err := serveMetrics(*metricsListen, reg, be.metrics, log)
+		stopHTTP, err := serveHTTP(httpAddr, reg, be.metrics, web.ServerSource{Server: srv}, log)
 		if err != nil {
 			ln.Close()
 			return err
 		}
-		defer stopMetrics()
+		defer stopHTTP()
 		return srv.Serve(ctx, ln)
 	}
 }
@@ -222,35 +230,6 @@ func newLogger(w io.Writer, level string) (*zap.Logger, error) {
 	enc.EncodeDuration = zapcore.StringDurationEncoder
 	core := zapcore.NewCore(zapcore.NewConsoleEncoder(enc), zapcore.Lock(zapcore.AddSync(w)), lvl)
 	return zap.New(core), nil
-}
-
-// serveMetrics serves /metrics on addr, reg's metrics followed by more's,
-// until the returned function is called; an empty addr serves nothing.
-func serveMetrics(addr string, reg *prometheus.Registry, more prometheus.Gatherers, log *zap.Logger) (stop func(), err error) {
-	if addr == "" {
-		return func() {}, nil
-	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("metrics listen: %w", err)
-	}
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(append(prometheus.Gatherers{reg}, more...), promhttp.HandlerOpts{Registry: reg}))
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Error("metrics server failed", zap.Error(err))
-		}
-	}()
-	log.Info("serving metrics", zap.String("metrics", "http://"+ln.Addr().String()+"/metrics"))
-	return func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		srv.Shutdown(ctx)
-		<-done
-	}, nil
 }
 
 // storeFlags choose the store and how to reach it.

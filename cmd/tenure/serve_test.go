@@ -56,7 +56,7 @@ func TestServeHelp(t *testing.T) {
 	help := stdout.String()
 	for _, want := range []string{
 		"--listen", "TENURE_LISTEN", "--advertise", "--partitions", "TENURE_AUTO_CREATE_TOPICS",
-		"--metrics-listen", "--min-session-timeout", "--max-session-timeout", "--consumer-session-timeout",
+		"--http", "TENURE_HTTP", "--metrics-listen", "--min-session-timeout", "--max-session-timeout", "--consumer-session-timeout",
 		"--consumer-heartbeat-interval", "--initial-rebalance-delay", "--assignors", "--max-group-size",
 		"--max-partitions", "--max-topics", "--max-groups", "--max-connections", "--max-frame-size",
 		"--idle-timeout", "--write-timeout", "--store", "--log-level", "commit offsets explicitly",
@@ -109,6 +109,8 @@ func TestServeRejectsBadSettings(t *testing.T) {
 		{name: "bad cluster state", args: []string{"--etcd-initial-cluster", three, "--etcd-name", "n1", "--etcd-initial-cluster-state", "old"},
 			want: "neither new nor existing"},
 		{name: "client listen on a name", args: []string{"--etcd-client-listen", "localhost.example:2379"}, want: "must be an IP address or localhost"},
+		{name: "http and its deprecated name disagree", args: []string{"--http", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:1"},
+			want: "--metrics-listen is the deprecated name of --http"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for k, v := range tc.env {
@@ -139,9 +141,17 @@ var (
 )
 
 // TestServeStartsAndStops runs `tenure serve` on a free port, talks to it
-// with a stock kgo client, scrapes its metrics, and stops it by cancelling
-// the context, as SIGINT does.
+// with a stock kgo client, scrapes its metrics, reads its status page, and
+// stops it by cancelling the context, as SIGINT does. The HTTP listener is
+// given by --http, or by its deprecated name --metrics-listen, which
+// warns.
 func TestServeStartsAndStops(t *testing.T) {
+	for _, flag := range []string{"--http", "--metrics-listen"} {
+		t.Run(flag, func(t *testing.T) { testServeStartsAndStops(t, flag) })
+	}
+}
+
+func testServeStartsAndStops(t *testing.T, httpFlag string) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	t.Setenv("TENURE_PARTITIONS", "12") // the environment binding, end to end
 
@@ -150,7 +160,7 @@ func TestServeStartsAndStops(t *testing.T) {
 	stderr := &syncBuffer{}
 	exited := make(chan int, 1)
 	go func() {
-		exited <- run(ctx, []string{"serve", "--store", "memory", "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"}, io.Discard, stderr)
+		exited <- run(ctx, []string{"serve", "--store", "memory", "--listen", "127.0.0.1:0", httpFlag, "127.0.0.1:0"}, io.Discard, stderr)
 	}()
 
 	var addr, metricsURL string
@@ -199,6 +209,27 @@ func TestServeStartsAndStops(t *testing.T) {
 	// etcd's to serve; here they would say it has no leader.
 	if strings.Contains(body, "etcd_server_has_leader") {
 		t.Errorf("metrics of an etcd that does not run, with the memory store")
+	}
+	if deprecated := strings.Contains(stderr.String(), "--metrics-listen (TENURE_METRICS_LISTEN) is deprecated"); deprecated != (httpFlag == "--metrics-listen") {
+		t.Errorf("%s: deprecation warning logged: %v", httpFlag, deprecated)
+	}
+
+	// The status page and its API, on the same listener.
+	base := strings.TrimSuffix(metricsURL, "/metrics")
+	for path, want := range map[string]string{
+		"/":            `<script src="/static/app.js"`,
+		"/api/groups":  `"leading":true`,
+		"/api/groups/": "no such endpoint",
+	} {
+		resp, err := http.Get(base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !strings.Contains(string(body), want) {
+			t.Errorf("GET %s: %s, lacks %q", path, body, want)
+		}
 	}
 
 	cancel()

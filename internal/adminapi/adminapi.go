@@ -4,14 +4,14 @@
 // status page; the client side is what `tenure groups explain | drain`
 // use.
 //
-//	GET  /api/groups/{group}/log[?limit=N][&before=EPOCH]   entries, newest first
+//	GET  /api/groups/{group}/log[?limit=N][&before=EPOCH]   entries, newest first (package web)
 //	POST /api/groups/{group}/members/{member}/drain[?remove=true]
 //	POST /api/groups/{group}/members/{member}/undrain
 //
-// Errors are JSON objects {"error": message, "code": kind} with kind one
-// of bad_request, unknown_group, unknown_member, not_drainable,
+// Errors are JSON objects {"error": message}; the drain routes add "code":
+// bad_request, unknown_group, unknown_member, not_drainable,
 // not_coordinator (with "leader": the coordinating node's Kafka address,
-// if one is known), unavailable and internal.
+// if one is known) or unavailable.
 package adminapi
 
 import (

@@ -91,7 +91,7 @@ func (c *Client) do(ctx context.Context, method, path string, out any) error {
 	}
 	if resp.StatusCode != http.StatusOK {
 		var e apiError
-		if json.Unmarshal(body, &e) != nil || e.Code == "" {
+		if json.Unmarshal(body, &e) != nil || e.Error == "" {
 			return &Error{Status: resp.StatusCode, Code: "http", Msg: fmt.Sprintf("%s %s: %s", method, path, resp.Status)}
 		}
 		return &Error{Status: resp.StatusCode, Code: e.Code, Msg: e.Error, Leader: e.Leader}

@@ -1,7 +1,6 @@
 package adminapi
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -13,46 +12,13 @@ import (
 
 // Source is what the handler serves: *server.Server.
 type Source interface {
-	GenerationLog(ctx context.Context, group string, before int32, limit int) ([]*coordinator.GenerationRecord, error)
 	Drain(group, member string, remove bool) error
 	Undrain(group, member string) error
 }
 
-// MaxLogLimit bounds the entries one log request returns.
-const MaxLogLimit = 1000
-
-// Register adds the API's routes to mux.
+// Register adds the drain routes to mux. The log is the status page's
+// (package web serves GET /api/groups/{group}/log with LogEntry).
 func Register(mux *http.ServeMux, src Source) {
-	mux.HandleFunc("GET /api/groups/{group}/log", func(w http.ResponseWriter, r *http.Request) {
-		limit, before := 100, int32(0)
-		q := r.URL.Query()
-		if v := q.Get("limit"); v != "" {
-			n, err := strconv.Atoi(v)
-			if err != nil || n <= 0 || n > MaxLogLimit {
-				writeError(w, http.StatusBadRequest, "bad_request", "limit must be 1 to "+strconv.Itoa(MaxLogLimit), "")
-				return
-			}
-			limit = n
-		}
-		if v := q.Get("before"); v != "" {
-			n, err := strconv.ParseInt(v, 10, 32)
-			if err != nil || n <= 0 {
-				writeError(w, http.StatusBadRequest, "bad_request", "before must be a positive epoch", "")
-				return
-			}
-			before = int32(n)
-		}
-		recs, err := src.GenerationLog(r.Context(), r.PathValue("group"), before, limit)
-		if err != nil {
-			writeErr(w, err)
-			return
-		}
-		out := make([]LogEntry, len(recs))
-		for i, rec := range recs {
-			out[i] = FromRecord(rec)
-		}
-		writeJSON(w, http.StatusOK, out)
-	})
 	mux.HandleFunc("POST /api/groups/{group}/members/{member}/drain", func(w http.ResponseWriter, r *http.Request) {
 		remove := false
 		if v := r.URL.Query().Get("remove"); v != "" {
@@ -100,8 +66,6 @@ func writeErr(w http.ResponseWriter, err error) {
 		writeError(w, http.StatusNotFound, "unknown_member", err.Error(), "")
 	case errors.Is(err, coordinator.ErrNotDrainable), errors.Is(err, coordinator.ErrGroupIsDeleted):
 		writeError(w, http.StatusConflict, "not_drainable", err.Error(), "")
-	case errors.Is(err, server.ErrNoLog):
-		writeError(w, http.StatusNotImplemented, "unavailable", err.Error(), "")
 	default:
 		writeError(w, http.StatusServiceUnavailable, "unavailable", err.Error(), "")
 	}

@@ -1,0 +1,74 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.uber.org/zap"
+
+	"github.com/tenure-dev/tenure/coordinator/web"
+	"github.com/tenure-dev/tenure/internal/adminapi"
+)
+
+// serveHTTP serves the status page (package web), the admin API's drain
+// (package adminapi) and the Prometheus metrics at /metrics, reg's then
+// more's, on addr until the returned function is called; an empty addr
+// serves nothing.
+func serveHTTP(addr string, reg *prometheus.Registry, more prometheus.Gatherers, src web.ServerSource, log *zap.Logger) (stop func(), err error) {
+	if addr == "" {
+		return func() {}, nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("http listen: %w", err)
+	}
+	hlog := log.Named("http")
+	// The http package logs what a client got wrong (a bad TLS hello, a
+	// malformed request): worth a warning, not more.
+	errLog, err := zap.NewStdLogAt(hlog, zap.WarnLevel)
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
+	page := web.New(src, web.Logger(hlog))
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(append(prometheus.Gatherers{reg}, more...), promhttp.HandlerOpts{Registry: reg}))
+	adminapi.Register(mux, src.Server)
+	mux.Handle("/", page)
+	srv := &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		// No WriteTimeout: event streams are long; each write of one
+		// has its own deadline (package web).
+		IdleTimeout:    2 * time.Minute,
+		MaxHeaderBytes: 64 << 10,
+		ErrorLog:       errLog,
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("http server failed", zap.Error(err))
+		}
+	}()
+	base := "http://" + ln.Addr().String()
+	log.Info("serving http", zap.String("status", base+"/"), zap.String("metrics", base+"/metrics"))
+	return func() {
+		// Event streams never go idle: end them, or Shutdown would wait
+		// out its timeout.
+		page.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(ctx); err != nil {
+			srv.Close()
+		}
+		<-done
+	}, nil
+}

@@ -1,0 +1,119 @@
+package server
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/tenure-dev/tenure/coordinator"
+)
+
+// Read-only views of the groups for people (the status page of `tenure
+// serve --http`). Each group is read while the server owns it, like a
+// describe request, and what is shown is durable: a view waits for the
+// group's writes in flight, so it never shows a decision the store may
+// not hold.
+
+// Errors of the views, for the caller to tell apart with errors.Is.
+var (
+	// ErrNotLeading: this node does not coordinate groups now; Leadership
+	// says which node does.
+	ErrNotLeading = errors.New("server: this node does not lead")
+	// ErrGroupNotFound: no group of that name.
+	ErrGroupNotFound = errors.New("server: group not found")
+	// ErrGroupUnavailable: the group is offline (a store write failed
+	// and it has not been reloaded yet) or went offline while the view
+	// waited for its writes.
+	ErrGroupUnavailable = errors.New("server: group unavailable")
+)
+
+// Leadership says whether this node coordinates groups and, if not,
+// which node does.
+type Leadership struct {
+	// Self is this node as clients reach it.
+	Self Node
+	// Leading is set while this node coordinates the groups.
+	Leading bool
+	// Leader is the node to go to when this one does not lead;
+	// LeaderKnown is false when no node leads (an election is under way)
+	// or this node cannot tell.
+	Leader      Node
+	LeaderKnown bool
+}
+
+// Leadership reports whether this node coordinates groups now, and which
+// node does if it does not. Call it once Serve has started.
+func (s *Server) Leadership() Leadership {
+	now := time.Now()
+	l := Leadership{Self: s.self(), Leading: s.leading(now) != nil}
+	l.Leader, l.LeaderKnown = s.coordinatorNode(now)
+	return l
+}
+
+// Groups returns every group, sorted by name, as the group list of the
+// status page shows them. A group that is offline, or whose writes in
+// flight fail, is left out. On a node that does not lead it returns
+// ErrNotLeading.
+func (s *Server) Groups() ([]coordinator.GroupSummary, error) {
+	tm := s.leading(time.Now())
+	if tm == nil {
+		return nil, ErrNotLeading
+	}
+	type read struct {
+		sum  coordinator.GroupSummary
+		wait <-chan error
+	}
+	var reads []read
+	for _, e := range tm.groups.snapshot() {
+		e.mu.Lock()
+		if e.gone || e.offline || e.g.Deleted() {
+			e.mu.Unlock()
+			continue
+		}
+		reads = append(reads, read{e.g.Summary(), s.waitDurable(e)})
+		e.mu.Unlock()
+	}
+	out := make([]coordinator.GroupSummary, 0, len(reads))
+	for _, r := range reads {
+		if r.wait != nil && <-r.wait != nil {
+			continue
+		}
+		out = append(out, r.sum)
+	}
+	if !tm.valid(time.Now()) {
+		return nil, ErrNotLeading // deposed while the reads waited
+	}
+	slices.SortFunc(out, func(a, b coordinator.GroupSummary) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
+}
+
+// GroupView returns the named group as the status page shows it
+// (coordinator.Group.View), or ErrNotLeading, ErrGroupNotFound or
+// ErrGroupUnavailable. An offline group is reloaded from the store first,
+// as a describe request would.
+func (s *Server) GroupView(name string) (coordinator.GroupView, error) {
+	var (
+		v     coordinator.GroupView
+		found bool
+	)
+	now := time.Now()
+	code := s.withGroup(name, now, func(g *coordinator.Group) {
+		if !g.Deleted() {
+			v, found = g.View(now), true
+		}
+	})
+	switch {
+	case code == kerr.GroupIDNotFound.Code:
+		return v, ErrGroupNotFound
+	case code == kerr.NotCoordinator.Code || code != 0 && s.leading(time.Now()) == nil:
+		return v, ErrNotLeading
+	case code != 0:
+		return v, ErrGroupUnavailable
+	case !found:
+		return v, ErrGroupNotFound
+	}
+	return v, nil
+}
