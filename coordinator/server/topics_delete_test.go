@@ -146,8 +146,7 @@ func groupEpoch(ctx context.Context, t *testing.T, adm *kadm.Client, group strin
 	return d[group].Epoch
 }
 
-// deleteTopicsRequest is a DeleteTopics of names at version, by name (v6:
-// a name "#" asks for the ID ids["#"...] instead).
+// deleteTopicsRequest is a DeleteTopics of names at version, by name.
 func deleteTopicsRequest(version int16, names ...string) *kmsg.DeleteTopicsRequest {
 	req := kmsg.NewPtrDeleteTopicsRequest()
 	req.Version = version
@@ -229,16 +228,14 @@ func TestDeleteTopicsBadInput(t *testing.T) {
 	}
 
 	v6 := deleteTopicsRequest(6, "c")
-	for _, rt := range []kmsg.DeleteTopicsRequestTopic{
+	v6.Topics = append(v6.Topics, []kmsg.DeleteTopicsRequestTopic{
 		{TopicID: ids["c"]},                             // c again, by ID
 		{Topic: kmsg.StringPtr("d"), TopicID: ids["d"]}, // both
 		{},                     // neither
 		{TopicID: [16]byte{9}}, // unknown ID
 		{TopicID: ids["a"]},    // a, by ID: deleted
 		{TopicID: ids["b"]},    // b was deleted
-	} {
-		v6.Topics = append(v6.Topics, rt)
-	}
+	}...)
 	check("v6", c.roundTrip(v6).(*kmsg.DeleteTopicsResponse), []answer{
 		{"c", ids["c"], kerr.InvalidRequest.Code},
 		{"c", ids["c"], kerr.InvalidRequest.Code},
