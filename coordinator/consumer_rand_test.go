@@ -21,7 +21,8 @@ import (
 // everything), pause (and get evicted), leave, restart as static members,
 // and commit: their own partitions, partitions they are handing off,
 // partitions they do not own, with current and old epochs, and as zombies
-// after a pause. Clients take tokens as tenure's member does: a partition
+// after a pause. Midway a topic is created, later deleted and created
+// again with a new ID. Clients take tokens as tenure's member does: a partition
 // new to the client takes the member epoch of the response that brought
 // it, and the next heartbeat reports it. After every step it checks:
 //
@@ -66,14 +67,14 @@ func consumerRandomized(t *testing.T, restarts bool) {
 			for step := range steps {
 				r.step(step)
 			}
-			t.Logf("epoch %d, %d commits accepted, %d rejected, %d evictions, %d releases seen, %d members, %d responses lost, %d tokens checked, %d given in a lost response, %d restarts",
+			t.Logf("epoch %d, %d commits accepted, %d rejected, %d evictions, %d releases seen, %d members, %d responses lost, %d tokens checked, %d given in a lost response, %d restarts, %d held when deleted",
 				r.env.g.epoch, r.accepted, r.rejected, r.evictions, r.model.releases, len(r.env.g.consumer.members),
-				r.lost, r.tokensChecked, r.lateTokens, r.restarts)
+				r.lost, r.tokensChecked, r.lateTokens, r.restarts, r.deletedHeld)
 			// Restarts resend whole assignments, which leaves fewer
 			// partitions first heard of late.
-			if r.accepted == 0 || r.rejected == 0 || r.evictions == 0 || (!restarts && r.lateTokens == 0) || (restarts && r.restarts == 0) {
-				t.Fatalf("run exercised too little: %d commits accepted, %d rejected, %d evictions, %d partitions given in a lost response, %d restarts",
-					r.accepted, r.rejected, r.evictions, r.lateTokens, r.restarts)
+			if r.accepted == 0 || r.rejected == 0 || r.evictions == 0 || (!restarts && r.lateTokens == 0) || (restarts && r.restarts == 0) || r.deletedHeld == 0 {
+				t.Fatalf("run exercised too little: %d commits accepted, %d rejected, %d evictions, %d partitions given in a lost response, %d restarts, %d held when deleted",
+					r.accepted, r.rejected, r.evictions, r.lateTokens, r.restarts, r.deletedHeld)
 			}
 		})
 	}
@@ -90,6 +91,10 @@ type randClient struct {
 	// held is what the client works on; revoking what it was told to
 	// give up and has not released yet.
 	held, revoking map[TopicPartition]bool
+	// deleted are the partitions of a deleted topic the client has not
+	// released yet: it reports them under the deleted topic's ID, and they
+	// are not the partitions of a topic created again under the name.
+	deleted map[TopicPartition]bool
 	// tokens are the tokens of held and revoking partitions; unreported
 	// the partitions no heartbeat has reported yet.
 	tokens      map[TopicPartition]epoch.Token
@@ -114,6 +119,9 @@ type randRun struct {
 	lastEpoch                     int32
 	accepted, rejected, evictions int
 	topicAdded                    bool
+	// deletedHeld counts the partitions clients held when their topic
+	// was deleted.
+	deletedHeld int
 	// lost counts lost responses; lateTokens the partitions a client first
 	// heard of at a later epoch than the lost response that gave them;
 	// tokensChecked the client tokens compared with g.owners.
@@ -148,7 +156,7 @@ func newRandRun(t *testing.T, seed uint64) *randRun {
 			c.topics = []string{"t", "u"}
 		}
 		c.id = fmt.Sprintf("%s.%d", c.label, c.gen)
-		c.held, c.revoking = map[TopicPartition]bool{}, map[TopicPartition]bool{}
+		c.held, c.revoking, c.deleted = map[TopicPartition]bool{}, map[TopicPartition]bool{}, map[TopicPartition]bool{}
 		c.tokens, c.unreported = map[TopicPartition]epoch.Token{}, map[TopicPartition]bool{}
 		c.given = map[TopicPartition]int32{}
 		r.clients = append(r.clients, c)
@@ -166,7 +174,21 @@ func (r *randRun) step(n int) {
 	}
 	if !r.topicAdded && n == 400 {
 		r.topicAdded = true
-		e.topics.Add("u", TopicID{15: 2}, 4)
+		e.topics.Add("u", deletedU, 4)
+		e.g.TopicsChanged(e.now)
+		r.drain(nil)
+	}
+	// u is deleted, then created again with a new ID and more partitions.
+	switch n {
+	case 650:
+		e.topics.Remove("u")
+		e.g.TopicsDeleted(e.now, []string{"u"})
+		r.drain(nil)
+		for _, c := range r.clients {
+			r.deletedHeld += c.deleteTopic("u")
+		}
+	case 800:
+		e.topics.Add("u", TopicID{15: 3}, 6)
 		e.g.TopicsChanged(e.now)
 		r.drain(nil)
 	}
@@ -231,6 +253,11 @@ func (r *randRun) heartbeat(c *randClient) {
 				delete(c.unreported, tp)
 			}
 		}
+		for _, tp := range slices.SortedFunc(maps.Keys(c.deleted), compareTP) {
+			if r.rng.IntN(3) == 0 {
+				delete(c.deleted, tp)
+			}
+		}
 		// A keepalive only when there is nothing new to report: tenure's
 		// member reports new partitions in its very next heartbeat.
 		if c.full || len(c.unreported) > 0 || r.rng.IntN(4) > 0 {
@@ -243,6 +270,13 @@ func (r *randRun) heartbeat(c *randClient) {
 			}
 			slices.SortFunc(owned, compareTP)
 			req.Topics = e.heartbeatTopics(owned)
+			if len(c.deleted) > 0 {
+				old := kmsg.ConsumerGroupHeartbeatRequestTopic{TopicID: deletedU}
+				for _, tp := range slices.SortedFunc(maps.Keys(c.deleted), compareTP) {
+					old.Partitions = append(old.Partitions, tp.Partition)
+				}
+				req.Topics = append(req.Topics, old)
+			}
 			if c.full || r.rng.IntN(5) == 0 {
 				req.RebalanceTimeoutMillis = 10000
 				req.SubscribedTopicNames = c.topics
@@ -311,6 +345,27 @@ func (r *randRun) heartbeat(c *randClient) {
 	}
 }
 
+// deletedU is the ID of the topic u the randomized runs delete.
+var deletedU = TopicID{15: 2}
+
+// deleteTopic makes what c holds or revokes of topic the partitions of a
+// deleted topic: it will release them, and reports them until then.
+// It returns how many there are.
+func (c *randClient) deleteTopic(topic string) int {
+	for _, set := range []map[TopicPartition]bool{c.held, c.revoking} {
+		for tp := range set {
+			if tp.Topic == topic {
+				c.deleted[tp] = true
+				delete(set, tp)
+				delete(c.tokens, tp)
+				delete(c.unreported, tp)
+				delete(c.given, tp)
+			}
+		}
+	}
+	return len(c.deleted)
+}
+
 // restart makes c a new incarnation: a new member ID, nothing held.
 func (r *randRun) restart(c *randClient) {
 	if r.rng.IntN(3) == 0 {
@@ -332,6 +387,7 @@ func (r *randRun) restart(c *randClient) {
 func (c *randClient) forget() {
 	clear(c.held)
 	clear(c.revoking)
+	clear(c.deleted)
 	clear(c.tokens)
 	clear(c.unreported)
 	clear(c.given)

@@ -154,10 +154,13 @@ func parseTPs(t *testing.T, specs []string) []TopicPartition {
 	return out
 }
 
-// topicIDOf returns the ID of a test topic (an unknown name gets an ID no
-// topic has).
+// topicIDOf returns the ID of a test topic, or of the deleted topic of the
+// name (an unknown name gets an ID no topic has).
 func (e *testEnv) topicIDOf(name string) TopicID {
 	if id, _, ok := e.topics.Lookup(name); ok {
+		return id
+	}
+	if id, ok := e.deletedIDs[name]; ok {
 		return id
 	}
 	var id TopicID

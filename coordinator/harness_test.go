@@ -141,6 +141,9 @@ type testEnv struct {
 	now    time.Time
 	// nextTopicID makes topic IDs deterministic: 00..01, 00..02, ...
 	nextTopicID byte
+	// deletedIDs are the IDs of deleted topics, by name: a client that
+	// still holds a partition of one reports it under that ID.
+	deletedIDs map[string]TopicID
 	// restore checks, after every Ready, that the group could be restored
 	// from what it persisted.
 	restore *restoreChecker

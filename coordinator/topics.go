@@ -47,6 +47,17 @@ func (t *StaticTopics) Add(name string, id TopicID, partitions int32) {
 	t.byID[id] = name
 }
 
+// Remove deletes a topic; an unknown name is ignored. Tell the groups
+// (Group.TopicsDeleted).
+func (t *StaticTopics) Remove(name string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if old, ok := t.byName[name]; ok {
+		delete(t.byID, old.id)
+		delete(t.byName, name)
+	}
+}
+
 // Lookup implements Topics.
 func (t *StaticTopics) Lookup(name string) (TopicID, int32, bool) {
 	t.mu.RLock()

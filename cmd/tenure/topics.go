@@ -18,20 +18,27 @@ import (
 )
 
 // topicsCommand is `tenure topics`: the coordinator's topics over the
-// Kafka protocol (Metadata, CreateTopics), as kadm does it.
+// Kafka protocol (Metadata, CreateTopics, DeleteTopics), as kadm does it.
 func topicsCommand() *command {
 	return &command{
 		name:    "topics",
-		summary: "list and create topics (Kafka protocol, as kadm)",
+		summary: "list, create and delete topics (Kafka protocol, as kadm)",
 		help: `Subcommands (tenure topics [flags] <subcommand> [NAME[:PARTITIONS]...]):
 
   list                          every topic, with its ID and partition count
   create NAME[:PARTITIONS]...   create topics; partitions default to the
                                 coordinator's (tenure serve --partitions)
+  delete NAME...                delete topics, at once and without asking:
+                                every group's committed offsets of them are
+                                deleted too, and KIP-848 members give up their
+                                partitions; prints each topic's result and
+                                exits non-zero if any deletion failed
 
 A topic's partition count never changes once it exists: each partition's
-tokens belong to it. tenure serve --topic NAME:PARTITIONS declares topics
-that exist from start-up. Flags may come before or after the subcommand.`,
+tokens belong to it. A topic deleted and created again is a new topic (a
+new ID, no offsets). tenure serve --topic NAME:PARTITIONS declares topics
+that exist from start-up (a declared topic that was deleted is created
+again at the next start). Flags may come before or after the subcommand.`,
 		setup: setupTopics,
 	}
 }
@@ -44,7 +51,7 @@ func setupTopics(fs *flag.FlagSet) func(ctx context.Context, args []string) erro
 			return err
 		}
 		if len(args) == 0 {
-			return usagef("missing subcommand: list or create")
+			return usagef("missing subcommand: list, create or delete")
 		}
 		sub, args := args[0], args[1:]
 		var specs []topicArg
@@ -64,16 +71,28 @@ func setupTopics(fs *flag.FlagSet) func(ctx context.Context, args []string) erro
 				}
 				specs = append(specs, t)
 			}
+		case "delete":
+			if len(args) == 0 {
+				return usagef("delete takes one or more NAME")
+			}
+			for _, a := range args {
+				if a == "" {
+					return usagef("delete: empty topic name")
+				}
+			}
 		default:
-			return usagef("unknown subcommand %q: list or create", sub)
+			return usagef("unknown subcommand %q: list, create or delete", sub)
 		}
 		adm, ctx, done, err := admin.connect(ctx)
 		if err != nil {
 			return err
 		}
 		defer done()
-		if sub == "list" {
+		switch sub {
+		case "list":
 			return listTopics(ctx, adm, os.Stdout)
+		case "delete":
+			return deleteTopics(ctx, adm, os.Stdout, args)
 		}
 		return createTopics(ctx, adm, os.Stdout, specs)
 	}
@@ -143,6 +162,43 @@ func createTopics(ctx context.Context, adm *kadm.Client, w io.Writer, specs []to
 		default:
 			fmt.Fprintf(tw, "%s\t%d\tcreated\n", t.name, resp.NumPartitions)
 		}
+	}
+	return errors.Join(append(errs, tw.Flush())...)
+}
+
+// deleteTopics deletes the named topics in one request (a name given
+// twice is asked for once) and prints each one's result, in the order
+// given; it returns an error naming every topic that was not deleted.
+func deleteTopics(ctx context.Context, adm *kadm.Client, w io.Writer, names []string) error {
+	var uniq []string
+	for _, n := range names {
+		if !slices.Contains(uniq, n) {
+			uniq = append(uniq, n)
+		}
+	}
+	resps, err := adm.DeleteTopics(ctx, uniq...)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TOPIC\tRESULT")
+	for _, name := range uniq {
+		r, ok := resps[name]
+		switch {
+		case !ok:
+			err = errors.New("not in the response")
+		case r.Err != nil && r.ErrMessage != "":
+			err = fmt.Errorf("%w: %s", r.Err, r.ErrMessage)
+		default:
+			err = r.Err
+		}
+		if err != nil {
+			fmt.Fprintf(tw, "%s\t%v\n", name, err)
+			errs = append(errs, fmt.Errorf("topic %q: %w", name, err))
+			continue
+		}
+		fmt.Fprintf(tw, "%s\tdeleted\n", name)
 	}
 	return errors.Join(append(errs, tw.Flush())...)
 }

@@ -251,3 +251,141 @@ func TestTopicCreatedOnAnotherNode(t *testing.T) {
 		t.Fatalf("commit on the leader right after the creation on a: error %d", r.Topics[0].Partitions[0].ErrorCode)
 	}
 }
+
+// TestTopicDeletedOnAnotherNode: only the leader deletes topics (another
+// node answers NOT_CONTROLLER, which clients retry on the controller that
+// Metadata names); the leader forgets the topic at once, every other node
+// at its next refresh, after which Metadata calls it unknown there too. A
+// topic deleted and created again between two refreshes is seen with its
+// new ID.
+func TestTopicDeletedOnAnotherNode(t *testing.T) {
+	set := &fakeSet{leader: -1, shared: store.NewMemory(), nodes: []Node{{ID: 0}, {ID: 1}}}
+	na, nb := set.node(0), set.node(1)
+	a := startSetServer(t, set, na)
+	b := startSetServer(t, set, nb)
+	set.mu.Lock()
+	set.nodes[0].Addr, set.nodes[1].Addr = a.addr, b.addr
+	set.mu.Unlock()
+	set.setLeader(1)
+	nb.terms <- newFakeTerm(set.shared)
+	eventually(t, 5*time.Second, "b to lead", func() bool { return b.lead.Load() != nil })
+
+	ca, cb := dial(t, a.addr), dial(t, b.addr)
+	md := metadataRequest(12, "jobs")
+	md.AllowAutoTopicCreation = false
+	topicOn := func(c *rawClient) kmsg.MetadataResponseTopic {
+		t.Helper()
+		return c.roundTrip(md).(*kmsg.MetadataResponse).Topics[0]
+	}
+	create := kmsg.NewPtrCreateTopicsRequest()
+	create.Version = 7
+	ct := kmsg.NewCreateTopicsRequestTopic()
+	ct.Topic, ct.NumPartitions, ct.ReplicationFactor = "jobs", 4, 1
+	create.Topics = append(create.Topics, ct)
+	if r := ca.roundTrip(create).(*kmsg.CreateTopicsResponse); r.Topics[0].ErrorCode != 0 {
+		t.Fatalf("create on a: error %d", r.Topics[0].ErrorCode)
+	}
+	first := topicOn(cb).TopicID
+	if topicOn(ca).TopicID != first {
+		t.Fatal("the nodes disagree on the topic's ID")
+	}
+
+	if r := ca.roundTrip(deleteTopicsRequest(6, "jobs", "nowhere")).(*kmsg.DeleteTopicsResponse); len(r.Topics) != 2 ||
+		r.Topics[0].ErrorCode != kerr.NotController.Code || r.Topics[1].ErrorCode != kerr.NotController.Code {
+		t.Fatalf("DeleteTopics on a node that does not lead: %+v", r.Topics)
+	}
+	if c := ca.roundTrip(md).(*kmsg.MetadataResponse).ControllerID; c != 1 {
+		t.Fatalf("a names controller %d, want the leader 1", c)
+	}
+	if r := cb.roundTrip(deleteTopicsRequest(6, "jobs")).(*kmsg.DeleteTopicsResponse); r.Topics[0].ErrorCode != 0 {
+		t.Fatalf("DeleteTopics on the leader: error %d", r.Topics[0].ErrorCode)
+	}
+	if code := topicOn(cb).ErrorCode; code != kerr.UnknownTopicOrPartition.Code {
+		t.Fatalf("Metadata on the leader right after the deletion: error %d", code)
+	}
+	eventually(t, 5*time.Second, "a to forget the topic", func() bool {
+		return topicOn(ca).ErrorCode == kerr.UnknownTopicOrPartition.Code
+	})
+	if n := a.metric(t, "tenure_topics"); n != 0 {
+		t.Fatalf("topics gauge on a %v, want 0", n)
+	}
+
+	// Deleted and created again while a's view is stale: a ends up with
+	// the new ID.
+	if r := ca.roundTrip(create).(*kmsg.CreateTopicsResponse); r.Topics[0].ErrorCode != 0 {
+		t.Fatalf("create again on a: error %d", r.Topics[0].ErrorCode)
+	}
+	second := topicOn(cb).TopicID
+	if r := cb.roundTrip(deleteTopicsRequest(6, "jobs")).(*kmsg.DeleteTopicsResponse); r.Topics[0].ErrorCode != 0 {
+		t.Fatalf("DeleteTopics on the leader: error %d", r.Topics[0].ErrorCode)
+	}
+	if r := cb.roundTrip(create).(*kmsg.CreateTopicsResponse); r.Topics[0].ErrorCode != 0 {
+		t.Fatalf("create on b: error %d", r.Topics[0].ErrorCode)
+	}
+	third := topicOn(cb).TopicID
+	if second == first || third == second || third == first {
+		t.Fatalf("IDs %x, %x, %x: each creation must have its own", first, second, third)
+	}
+	eventually(t, 5*time.Second, "a to see the new topic", func() bool { return topicOn(ca).TopicID == third })
+}
+
+// TestTopicDeletedBehindTheLeader: a leader that learns of a deletion from
+// the topic store (its refresh), not from a DeleteTopics it served, tells
+// its groups all the same: their offsets of the topic are deleted and a
+// KIP-848 member loses its partitions of it at a new epoch.
+func TestTopicDeletedBehindTheLeader(t *testing.T) {
+	set := &fakeSet{leader: -1, shared: store.NewMemory(), nodes: []Node{{ID: 0}}}
+	na := set.node(0)
+	a := startSetServer(t, set, na)
+	set.mu.Lock()
+	set.nodes[0].Addr = a.addr
+	set.mu.Unlock()
+	set.setLeader(0)
+	na.terms <- newFakeTerm(set.shared)
+	eventually(t, 5*time.Second, "a to lead", func() bool { return a.lead.Load() != nil })
+	c := dial(t, a.addr)
+	c.roundTrip(metadataRequest(12, "jobs"))
+	const m = "member-a-000000000000000"
+	r := c.roundTrip(cgHeartbeat("g", m, 0)).(*kmsg.ConsumerGroupHeartbeatResponse)
+	if r.ErrorCode != 0 || r.Assignment == nil || len(r.Assignment.Topics) != 1 {
+		t.Fatalf("join: error %d, assignment %+v", r.ErrorCode, r.Assignment)
+	}
+	owned := []kmsg.ConsumerGroupHeartbeatRequestTopic{{TopicID: r.Assignment.Topics[0].TopicID, Partitions: r.Assignment.Topics[0].Partitions}}
+	commit := kmsg.NewPtrOffsetCommitRequest()
+	commit.Version = 9
+	commit.Group, commit.MemberID, commit.Generation = "g", m, r.MemberEpoch
+	oc := kmsg.NewOffsetCommitRequestTopic()
+	oc.Topic = "jobs"
+	oc.Partitions = []kmsg.OffsetCommitRequestTopicPartition{{Partition: 0, Offset: 42, LeaderEpoch: -1}}
+	commit.Topics = append(commit.Topics, oc)
+	if r := c.roundTrip(commit).(*kmsg.OffsetCommitResponse); r.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("commit: error %d", r.Topics[0].Partitions[0].ErrorCode)
+	}
+
+	id, parts, _ := a.topics.Lookup("jobs")
+	if ok, err := set.shared.DeleteTopic(context.Background(), &coordinator.TopicRecord{Name: "jobs", ID: id, Partitions: parts}); !ok || err != nil {
+		t.Fatalf("DeleteTopic in the store: %v %v", ok, err)
+	}
+	eventually(t, 5*time.Second, "the leader to drop the topic", func() bool {
+		_, _, ok := a.topics.Lookup("jobs")
+		return !ok
+	})
+	hb := cgHeartbeat("g", m, r.MemberEpoch)
+	hb.Topics = owned
+	if got := c.roundTrip(hb).(*kmsg.ConsumerGroupHeartbeatResponse); got.ErrorCode != 0 || got.Assignment == nil || len(got.Assignment.Topics) != 0 {
+		t.Fatalf("heartbeat after the deletion: error %d, assignment %+v; want an empty one", got.ErrorCode, got.Assignment)
+	}
+	hb = cgHeartbeat("g", m, r.MemberEpoch)
+	hb.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+	if got := c.roundTrip(hb).(*kmsg.ConsumerGroupHeartbeatResponse); got.ErrorCode != 0 || got.MemberEpoch <= r.MemberEpoch {
+		t.Fatalf("heartbeat once released: error %d, epoch %d; want above %d", got.ErrorCode, got.MemberEpoch, r.MemberEpoch)
+	}
+	fetch := kmsg.NewPtrOffsetFetchRequest()
+	fetch.Version = 8
+	fg := kmsg.NewOffsetFetchRequestGroup()
+	fg.Group = "g"
+	fetch.Groups = append(fetch.Groups, fg)
+	if got := c.roundTrip(fetch).(*kmsg.OffsetFetchResponse); got.Groups[0].ErrorCode != 0 || len(got.Groups[0].Topics) != 0 {
+		t.Fatalf("offsets after the deletion: %+v", got.Groups[0])
+	}
+}

@@ -10,8 +10,10 @@
 // Topics are virtual work shards: they hold no records. A topic is created
 // with DefaultPartitions (64) the first time a client asks for it in
 // Metadata (unless AutoCreateTopics is off), or explicitly with
-// CreateTopics; its partition count and ID never change. Fetch answers are
-// empty, held for the request's MaxWaitMillis; ListOffsets answers 0.
+// CreateTopics; its partition count and ID never change. DeleteTopics
+// deletes it with every group's offsets of it (a topic created again
+// under the name is a new one). Fetch answers are empty, held for the
+// request's MaxWaitMillis; ListOffsets answers 0.
 //
 // The group requests (JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
 // ConsumerGroupHeartbeat, OffsetCommit, OffsetDelete) go to the group's
@@ -81,7 +83,8 @@
 // answered NOT_COORDINATOR (COORDINATOR_NOT_AVAILABLE while no node
 // leads), and a term in doubt stops answering them, and its replies, at
 // once. Topics are shared through a TopicStore that any node may create
-// in.
+// in; only the leader deletes (the others answer NOT_CONTROLLER), and the
+// other nodes drop a deleted topic at their next refresh (TopicRefresh).
 //
 // Responses on one connection always leave in request order, even when an
 // earlier request is parked (a JoinGroup waiting for its rebalance, a

@@ -216,7 +216,7 @@ func (s *Server) reload(e *groupEntry, now time.Time) bool {
 	recs, err := e.tm.store.LoadGroup(ctx, e.name)
 	var g *coordinator.Group
 	if err == nil {
-		g, err = coordinator.Restore(e.name, &s.core, newGroupRand(), now, recs)
+		g, err = s.restoreGroup(e.name, now, recs)
 	}
 	if err != nil {
 		e.offlineAt = time.Now()

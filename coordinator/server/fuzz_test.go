@@ -70,6 +70,11 @@ func sampleRequest(key, version int16) kmsg.Request {
 		rt := kmsg.NewCreateTopicsRequestTopic()
 		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "created", 4, 1
 		r.Topics = append(r.Topics, rt)
+	case *kmsg.DeleteTopicsRequest:
+		r.TopicNames = []string{topic}
+		rt := kmsg.NewDeleteTopicsRequestTopic()
+		rt.Topic = kmsg.StringPtr(topic)
+		r.Topics = append(r.Topics, rt)
 	case *kmsg.DescribeGroupsRequest:
 		r.Groups = []string{"g"}
 	case *kmsg.DeleteGroupsRequest:

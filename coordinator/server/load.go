@@ -51,7 +51,7 @@ func (s *Server) load(ctx context.Context, tm *term) error {
 		if gr, ok := grecs[0].(*coordinator.GroupRecord); ok && gr.Deleted {
 			continue
 		}
-		g, err := coordinator.Restore(name, &s.core, newGroupRand(), now, grecs)
+		g, err := s.restoreGroup(name, now, grecs)
 		tm.groups.mu.Lock()
 		e := tm.groups.add(name, g)
 		tm.groups.mu.Unlock()
@@ -75,26 +75,47 @@ func (s *Server) load(ctx context.Context, tm *term) error {
 	return nil
 }
 
-// refreshTopics adds the topics of the topic store this node does not
-// hold yet (in an HA set, any node may create one) and reports whether
-// there were any.
+// refreshTopics makes this node's topics the topic store's (in an HA set,
+// any node may create one, and the leader deletes them): it drops the
+// topics the store no longer holds, or holds with another ID (deleted and
+// created again), telling the groups this node coordinates that they were
+// deleted (forgetTopics), then adds the topics it does not hold yet, and
+// reports whether there were any.
 func (s *Server) refreshTopics(ctx context.Context) (bool, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.StoreTimeout)
-	defer cancel()
-	recs, err := s.topicStore.LoadTopics(ctx)
+	r := s.topics
+	r.changeMu.Lock()
+	defer r.changeMu.Unlock()
+	lctx, cancel := context.WithTimeout(ctx, s.cfg.StoreTimeout)
+	recs, err := s.topicStore.LoadTopics(lctx)
+	cancel()
 	if err != nil {
 		return false, fmt.Errorf("server: loading topics: %w", err)
 	}
+	if gone := r.stale(recs); len(gone) > 0 {
+		r.hide(gone)
+		s.m.topics.Set(float64(r.Len()))
+		for _, t := range gone {
+			s.log.Info("topic deleted on another node", zap.String("topic", t.name), zap.String("topic_id", topicIDString(t.id)))
+		}
+		now := time.Now()
+		if tm := s.leading(now); tm != nil {
+			if _, err := s.forgetTopics(tm, now, gone)(); err != nil {
+				// The groups that could not write it forget the topics
+				// when they are loaded again (restoreGroup).
+				s.log.Warn("a deleted topic's offsets could not be deleted in every group", zap.Error(err))
+			}
+		}
+	}
 	added := false
 	for _, rec := range recs {
-		isNew, err := s.topics.restore(rec)
+		isNew, err := r.restore(rec)
 		if err != nil {
 			return added, fmt.Errorf("server: topic %q: %w", rec.Name, err)
 		}
 		added = added || isNew
 	}
 	if added {
-		s.m.topics.Set(float64(s.topics.Len()))
+		s.m.topics.Set(float64(r.Len()))
 	}
 	return added, nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -28,8 +29,11 @@ type topicRegistry struct {
 	maxTopics     int
 	maxPartitions int32
 
-	// createMu serializes creations, which wait for the store.
-	createMu sync.Mutex
+	// changeMu serializes the changes of the set of topics, which wait
+	// for the store: creations, deletions and refreshes. A refresh that
+	// read the store before a creation or deletion landed must not undo
+	// it, nor a creation bring back a topic being deleted.
+	changeMu sync.Mutex
 	mu       sync.RWMutex
 	byName   map[string]*topic
 	byID     map[coordinator.TopicID]*topic
@@ -149,8 +153,8 @@ func (r *topicRegistry) create(name string, partitions int32, persist func(*topi
 	if err := r.check(name, partitions); err != nil {
 		return nil, err
 	}
-	r.createMu.Lock()
-	defer r.createMu.Unlock()
+	r.changeMu.Lock()
+	defer r.changeMu.Unlock()
 	r.mu.RLock()
 	existing, n := r.byName[name], len(r.byName)
 	r.mu.RUnlock()
@@ -204,6 +208,7 @@ func (r *topicRegistry) check(name string, partitions int32) error {
 
 // restore adds a topic loaded from the store, with its ID; a topic it
 // already holds is left as it is. It reports whether the topic is new.
+// r.changeMu must be held.
 func (r *topicRegistry) restore(rec *coordinator.TopicRecord) (bool, error) {
 	if !validTopicName(rec.Name) || rec.Partitions <= 0 || rec.ID == (coordinator.TopicID{}) {
 		return false, fmt.Errorf("invalid topic record: %d partitions, ID %x", rec.Partitions, rec.ID)
@@ -224,6 +229,51 @@ func (r *topicRegistry) restore(rec *coordinator.TopicRecord) (bool, error) {
 	r.byName[t.name] = t
 	r.byID[t.id] = t
 	return true, nil
+}
+
+// hide removes ts: lookups no longer find them. r.changeMu must be held.
+func (r *topicRegistry) hide(ts []*topic) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, t := range ts {
+		if r.byName[t.name] == t {
+			delete(r.byName, t.name)
+			delete(r.byID, t.id)
+		}
+	}
+}
+
+// unhide puts back topics hide removed, unless their name or ID has been
+// taken meanwhile. r.changeMu must be held.
+func (r *topicRegistry) unhide(ts []*topic) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, t := range ts {
+		if r.byName[t.name] == nil && r.byID[t.id] == nil {
+			r.byName[t.name] = t
+			r.byID[t.id] = t
+		}
+	}
+}
+
+// stale returns the topics held that recs, every topic of the store, no
+// longer hold: deleted, or deleted and created again with another ID.
+// r.changeMu must be held.
+func (r *topicRegistry) stale(recs []*coordinator.TopicRecord) []*topic {
+	stored := make(map[string]coordinator.TopicID, len(recs))
+	for _, rec := range recs {
+		stored[rec.Name] = rec.ID
+	}
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	var out []*topic
+	for name, t := range r.byName {
+		if id, ok := stored[name]; !ok || id != t.id {
+			out = append(out, t)
+		}
+	}
+	slices.SortFunc(out, func(a, b *topic) int { return strings.Compare(a.name, b.name) })
+	return out
 }
 
 // record is t's durable form.

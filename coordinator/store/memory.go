@@ -106,6 +106,22 @@ func (m *Memory) CreateTopic(_ context.Context, rec *coordinator.TopicRecord) (*
 	return rec, nil
 }
 
+// DeleteTopic implements TopicStore.
+func (m *Memory) DeleteTopic(_ context.Context, rec *coordinator.TopicRecord) (bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return false, ErrClosed
+	}
+	if t := m.set.Topic(rec.Name); t == nil || t.ID != rec.ID {
+		return false, nil
+	}
+	if err := m.set.Apply(&coordinator.TopicRecord{Name: rec.Name, Deleted: true}); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
 // LoadTopics implements TopicStore.
 func (m *Memory) LoadTopics(context.Context) ([]*coordinator.TopicRecord, error) {
 	m.mu.Lock()

@@ -117,6 +117,48 @@ func TestMemoryClosed(t *testing.T) {
 	}
 }
 
+// TestMemoryDeleteTopic: a deletion names the topic by name and ID, and
+// deletes nothing of a topic created again under the name.
+func TestMemoryDeleteTopic(t *testing.T) {
+	ctx := context.Background()
+	m := store.NewMemory()
+	old := &coordinator.TopicRecord{Name: "jobs", ID: coordinator.TopicID{1}, Partitions: 8}
+	again := &coordinator.TopicRecord{Name: "jobs", ID: coordinator.TopicID{2}, Partitions: 4}
+	for _, step := range []struct {
+		what    string
+		create  *coordinator.TopicRecord
+		delete  *coordinator.TopicRecord
+		deleted bool
+		want    []*coordinator.TopicRecord
+	}{
+		{what: "create", create: old, want: []*coordinator.TopicRecord{old}},
+		{what: "another ID deletes nothing", delete: again, want: []*coordinator.TopicRecord{old}},
+		{what: "its own ID deletes it", delete: old, deleted: true},
+		{what: "a second deletion finds nothing", delete: old},
+		{what: "create again", create: again, want: []*coordinator.TopicRecord{again}},
+		{what: "the old topic's deletion deletes nothing", delete: old, want: []*coordinator.TopicRecord{again}},
+	} {
+		if step.create != nil {
+			if got, err := m.CreateTopic(ctx, step.create); err != nil || got != step.create {
+				t.Fatalf("%s: CreateTopic %v, %v", step.what, got, err)
+			}
+		}
+		if step.delete != nil {
+			if deleted, err := m.DeleteTopic(ctx, step.delete); err != nil || deleted != step.deleted {
+				t.Fatalf("%s: DeleteTopic %v, %v; want %v", step.what, deleted, err, step.deleted)
+			}
+		}
+		got, err := m.LoadTopics(ctx)
+		if err != nil || len(got) != len(step.want) || len(got) == 1 && got[0] != step.want[0] {
+			t.Fatalf("%s: LoadTopics %v, %v; want %v", step.what, got, err, step.want)
+		}
+	}
+	m.Close()
+	if _, err := m.DeleteTopic(ctx, again); !errors.Is(err, store.ErrClosed) {
+		t.Fatalf("DeleteTopic after Close: %v", err)
+	}
+}
+
 // A server persists each Ready's records before sending its replies; at
 // start-up it loads them back.
 func ExampleMemory() {

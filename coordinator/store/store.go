@@ -57,12 +57,18 @@ type Store interface {
 // an ID by which KIP-848 members name its partitions. A topic, once
 // created, never changes, and every node of an HA set may create one, so
 // creation is create-if-absent: two creators of one name agree on the
-// first one's ID. Both stores implement it; an HA set shares one
-// (etcdstore.Topics) apart from the leader's guarded group store.
+// first one's ID. Deletion is delete-if-same: it names the topic by name
+// and ID, so that it never deletes a topic created again under the name.
+// Both stores implement it; an HA set shares one (etcdstore.Topics) apart
+// from the leader's guarded group store.
 type TopicStore interface {
 	// CreateTopic stores rec unless a topic of its name exists, and
 	// returns the stored topic: rec, or the existing one.
 	CreateTopic(ctx context.Context, rec *coordinator.TopicRecord) (*coordinator.TopicRecord, error)
+	// DeleteTopic deletes the topic of rec's name if it is stored with
+	// rec's ID, and reports whether it did; a topic of the name with
+	// another ID, or none, is left as it is.
+	DeleteTopic(ctx context.Context, rec *coordinator.TopicRecord) (bool, error)
 	// LoadTopics returns every topic, sorted by name.
 	LoadTopics(ctx context.Context) ([]*coordinator.TopicRecord, error)
 }

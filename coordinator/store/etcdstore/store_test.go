@@ -515,6 +515,67 @@ func TestTopicsCreateIfAbsent(t *testing.T) {
 	}
 }
 
+// TestTopicsDeleteIfSame: a deletion names the topic by name and ID; it
+// deletes it through the store or through another node's Topics, the
+// deletion holds for a store opened afterwards (a restart), and a
+// deletion naming an ID the name no longer has (the topic was deleted and
+// created again) deletes nothing.
+func TestTopicsDeleteIfSame(t *testing.T) {
+	s, cli, prefix := open(t)
+	ctx := testenv.Context(t)
+	jobs := &coordinator.TopicRecord{Name: "jobs", ID: coordinator.TopicID{1}, Partitions: 8}
+	audit := &coordinator.TopicRecord{Name: "audit", ID: coordinator.TopicID{2}, Partitions: 1}
+	again := &coordinator.TopicRecord{Name: "jobs", ID: coordinator.TopicID{3}, Partitions: 4}
+	for _, r := range []*coordinator.TopicRecord{jobs, audit} {
+		if _, err := s.CreateTopic(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	other := etcdstore.NewTopics(cli, etcdstore.Prefix(prefix))
+	deleteTopic := func(ts store.TopicStore, r *coordinator.TopicRecord, want bool) {
+		t.Helper()
+		if deleted, err := ts.DeleteTopic(ctx, r); err != nil || deleted != want {
+			t.Fatalf("DeleteTopic(%s %x): %v, %v; want %v", r.Name, r.ID, deleted, err, want)
+		}
+	}
+	topics := func(ts store.TopicStore, want ...*coordinator.TopicRecord) {
+		t.Helper()
+		got, err := ts.LoadTopics(ctx)
+		if err != nil || len(got) != len(want) {
+			t.Fatalf("LoadTopics: %v, %v; want %v", got, err, want)
+		}
+		for i := range got {
+			if *got[i] != *want[i] {
+				t.Fatalf("LoadTopics: %v; want %v", got, want)
+			}
+		}
+	}
+	deleteTopic(other, &coordinator.TopicRecord{Name: "jobs", ID: again.ID}, false)
+	deleteTopic(other, jobs, true)
+	deleteTopic(s, jobs, false)
+	deleteTopic(s, &coordinator.TopicRecord{Name: "nowhere", ID: jobs.ID}, false)
+	topics(s, audit)
+	if _, err := other.CreateTopic(ctx, again); err != nil {
+		t.Fatal(err)
+	}
+	deleteTopic(s, jobs, false)
+	s.Close()
+	if _, err := s.DeleteTopic(ctx, again); !errors.Is(err, store.ErrClosed) {
+		t.Fatalf("DeleteTopic after Close: %v", err)
+	}
+
+	// A restart: a store opened afterwards on the prefix.
+	s = openOn(t, cli, etcdstore.Prefix(prefix))
+	topics(s, audit, again)
+	deleteTopic(s, again, true)
+	s.Close()
+	s = openOn(t, cli, etcdstore.Prefix(prefix))
+	topics(s, audit)
+	if recs := load(t, s); len(recs) != 1 || *recs[0].(*coordinator.TopicRecord) != *audit {
+		t.Fatalf("Load after the deletions: %v", recs)
+	}
+}
+
 // TestDecode: what Persist wrote decodes back, key by key, as Load reads
 // it; meta keys hold no record.
 func TestDecode(t *testing.T) {

@@ -15,9 +15,11 @@ import (
 // Topics is the topic registry in etcd that every node of an HA set shares
 // (store.TopicStore): any node, leading or not, may create a topic, with
 // one create-if-absent transaction, so two nodes creating one name agree
-// on its ID; and any node reads them, to answer Metadata. It takes no
-// fence and no guard: a topic does not depend on who leads, and a topic
-// once created never changes.
+// on its ID; and any node reads them, to answer Metadata. A deletion is
+// delete-if-same (the name's key still holds the topic's ID), so it never
+// deletes a topic created again under the name. It takes no fence and no
+// guard: a topic does not depend on who leads, and a topic once created
+// never changes.
 type Topics struct {
 	cli  *clientv3.Client
 	keys keys
@@ -57,6 +59,39 @@ func (t *Topics) CreateTopic(ctx context.Context, rec *coordinator.TopicRecord) 
 		return nil, err
 	}
 	return got, nil
+}
+
+// DeleteTopic implements store.TopicStore: it reads the topic and deletes
+// it only if it has rec's ID and its key has not changed since the read
+// (a topic deleted and created again in between is read anew).
+func (t *Topics) DeleteTopic(ctx context.Context, rec *coordinator.TopicRecord) (bool, error) {
+	key := t.keys.topic(rec.Name)
+	for {
+		resp, err := t.cli.Get(ctx, key)
+		if err != nil {
+			return false, fmt.Errorf("etcdstore: deleting topic %q: %w", rec.Name, err)
+		}
+		if len(resp.Kvs) == 0 {
+			return false, nil
+		}
+		kv := resp.Kvs[0]
+		got, err := t.decode(kv.Key, kv.Value)
+		if err != nil {
+			return false, err
+		}
+		if got.ID != rec.ID {
+			return false, nil
+		}
+		tr, err := t.cli.Txn(ctx).
+			If(clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision)).
+			Then(clientv3.OpDelete(key)).Commit()
+		if err != nil {
+			return false, fmt.Errorf("etcdstore: deleting topic %q: %w", rec.Name, err)
+		}
+		if tr.Succeeded {
+			return true, nil
+		}
+	}
 }
 
 // LoadTopics implements store.TopicStore.
@@ -103,6 +138,17 @@ func (s *Store) CreateTopic(ctx context.Context, rec *coordinator.TopicRecord) (
 	}
 	defer end()
 	return (&Topics{cli: s.cli, keys: s.keys}).CreateTopic(ctx, rec)
+}
+
+// DeleteTopic implements store.TopicStore, as Topics does, on the store's
+// prefix, bypassing the fence and the guard like CreateTopic.
+func (s *Store) DeleteTopic(ctx context.Context, rec *coordinator.TopicRecord) (bool, error) {
+	ctx, end, err := s.begin(ctx)
+	if err != nil {
+		return false, err
+	}
+	defer end()
+	return (&Topics{cli: s.cli, keys: s.keys}).DeleteTopic(ctx, rec)
 }
 
 // LoadTopics implements store.TopicStore.
