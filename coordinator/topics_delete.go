@@ -36,6 +36,7 @@ import (
 // runs nothing, releases them at once. Topics the group holds nothing of
 // change nothing.
 func (g *Group) TopicsDeleted(now time.Time, names []string) {
+	g.now = now
 	if g.deleted || len(names) == 0 {
 		return
 	}
@@ -52,6 +53,11 @@ func (g *Group) TopicsDeleted(now time.Time, names []string) {
 		g.consumerTopicsDeleted(now, gone)
 	}
 	g.owners.forgetLast(gone)
+	for tp := range g.log.released {
+		if _, ok := gone[tp.Topic]; ok {
+			delete(g.log.released, tp)
+		}
+	}
 	g.persistTargets()
 }
 
