@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -144,6 +145,39 @@ func TestTuneSmallSearch(t *testing.T) {
 		if b, err := os.ReadFile(f); err != nil || len(b) == 0 {
 			t.Fatalf("%s: %v", f, err)
 		}
+	}
+}
+
+// runTime matches the line that says how long a search took.
+var runTime = regexp.MustCompile(`\d+ runs in \d`)
+
+// TestTuneReportIsReproducible runs one search twice, with different
+// parallelism: the reports must be identical, byte for byte, for a report
+// to be comparable with another (the README shows one), and the time the
+// search took goes to stderr.
+func TestTuneReportIsReproducible(t *testing.T) {
+	out := captureReports(t)
+	var reports []string
+	for _, parallel := range []string{"1", "3"} {
+		out.Reset()
+		var stdout, stderr bytes.Buffer
+		code := run(context.Background(), []string{"tune", "--scenarios", "crash,gc-pauses", "--duration", "2m",
+			"--set", "members.n=4", "--set", "topic.partitions=8",
+			"--heartbeats", "500ms,1s", "--sessions", "3s,10s", "--rebalances", "30s", "--margins", "200ms", "--static", "false",
+			"--seeds", "2", "--finalists", "2", "--plot", "", "--progress=false", "--parallel", parallel}, &stdout, &stderr)
+		if code != 0 {
+			t.Fatalf("--parallel %s: exit %d: %s", parallel, code, stderr.String())
+		}
+		if !runTime.MatchString(stderr.String()) {
+			t.Fatalf("--parallel %s: no run time on stderr: %q", parallel, stderr.String())
+		}
+		reports = append(reports, out.String())
+	}
+	if reports[0] != reports[1] {
+		t.Fatalf("the report depends on --parallel:\n--parallel 1:\n%s\n--parallel 3:\n%s", reports[0], reports[1])
+	}
+	if runTime.MatchString(reports[0]) {
+		t.Fatalf("the report holds the run time:\n%s", reports[0])
 	}
 }
 
