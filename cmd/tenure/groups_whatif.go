@@ -179,8 +179,10 @@ type whatIfAssignor struct {
 	GroupAssignor string `json:"group_assignor"`
 	// Same says whether Name is the group's own assignor rather than its
 	// closest counterpart.
-	Same bool   `json:"same"`
-	Note string `json:"note"`
+	Same bool `json:"same"`
+	// Note says how Name stands for the group's assignor; null if it is
+	// the group's server-side assignor.
+	Note *string `json:"note"`
 }
 
 type partitionMove struct {
@@ -201,8 +203,8 @@ type balanceOf struct {
 
 // memberChange is one member before and after the change.
 type memberChange struct {
-	MemberID   string `json:"member_id"`
-	InstanceID string `json:"instance_id"`
+	MemberID   string  `json:"member_id"`
+	InstanceID *string `json:"instance_id"`
 	// Status is "stays", "removed" or "added".
 	Status     string            `json:"status"`
 	Before     int               `json:"before"`
@@ -269,8 +271,8 @@ func (f *whatIfFlags) run(ctx context.Context, cl groupsClient, args []string) (
 		Change: whatIfChange{Kind: kind, Remove: []string{}}, Assignor: asg,
 		Partitions: st.partitions(), Assumptions: []string{},
 	}
-	if asg.Note != "" {
-		w.assume("assignor: %s", asg.Note)
+	if asg.Note != nil {
+		w.assume("assignor: %s", *asg.Note)
 	}
 	if len(st.Missing) > 0 {
 		w.assume("subscribed topics that do not exist are left out: %s", strings.Join(st.Missing, ", "))
@@ -413,10 +415,10 @@ func (w *whatIf) simulate(ctx context.Context, st *groupState, assignorName stri
 		}
 		if len(matched) > 0 {
 			seeds = matched
-			w.assume("seeds: %s, the first of the %d tried from %d in which the simulated members that leave (the newest: %s) hold %d partitions, as the live ones do",
+			w.assume("seeds: %s, those of the %d tried from %d on in which the simulated members that leave (the newest: %s) hold %d partitions, as the live ones do",
 				joinSeeds(seeds), tried, *f.seed, strings.Join(newest, ", "), live)
 		} else {
-			w.assume("seeds: in none of %d seeds from %d do the simulated members that leave (the newest: %s) hold %d partitions, as the live ones do; the figures are for what they hold (affected partitions)",
+			w.assume("seeds: in none of the %d tried from %d on do the simulated members that leave (the newest: %s) hold %d partitions, as the live ones do; the figures are for what they hold (affected partitions)",
 				tried, *f.seed, strings.Join(newest, ", "), live)
 		}
 		if static {
@@ -483,22 +485,22 @@ func groupAssignor(st *groupState, override string) (assignor.Assignor, whatIfAs
 		if !ok {
 			return nil, whatIfAssignor{}, usagef("--assignor %q: want one of %s", override, strings.Join(assignor.Names(), ", "))
 		}
-		return a, whatIfAssignor{Name: a.Name(), GroupAssignor: own, Same: own == override, Note: "tenure's " + override + ", as --assignor asks"}, nil
+		return a, whatIfAssignor{Name: a.Name(), GroupAssignor: own, Same: own == override, Note: ptr("tenure's " + override + ", as --assignor asks")}, nil
 	}
 	if a, ok := assignor.ByName(own); ok {
-		note := ""
+		var note *string
 		if st.Described.Type == "classic" {
-			note = "tenure's " + own + ", the protocol the group's leader chose"
+			note = ptr("tenure's " + own + ", the protocol the group's leader chose")
 		}
 		return a, whatIfAssignor{Name: own, GroupAssignor: own, Same: true, Note: note}, nil
 	}
 	switch own {
 	case "cooperative-sticky", "sticky":
-		return assignor.Uniform(), whatIfAssignor{Name: assignor.UniformName, GroupAssignor: own, Note: "tenure's uniform, the closest to the client's " + own +
-			": both are sticky and balanced within one and move the fewest partitions balance allows when members subscribe alike; which partitions move may differ"}, nil
+		return assignor.Uniform(), whatIfAssignor{Name: assignor.UniformName, GroupAssignor: own, Note: ptr("tenure's uniform, the closest to the client's " + own +
+			": both are sticky and balanced within one and move the fewest partitions balance allows when members subscribe alike; which partitions move may differ")}, nil
 	case "roundrobin":
-		return assignor.Uniform(), whatIfAssignor{Name: assignor.UniformName, GroupAssignor: own, Note: "tenure's uniform, balanced within one as roundrobin is; " +
-			"roundrobin is not sticky and deals every partition afresh, so the client moves more partitions than shown"}, nil
+		return assignor.Uniform(), whatIfAssignor{Name: assignor.UniformName, GroupAssignor: own, Note: ptr("tenure's uniform, balanced within one as roundrobin is; " +
+			"roundrobin is not sticky and deals every partition afresh, so the client moves more partitions than shown")}, nil
 	case "":
 		return nil, whatIfAssignor{}, fmt.Errorf("group %q names no assignor yet (state %s): pass --assignor", st.Described.Group, st.Described.State)
 	}
@@ -658,7 +660,9 @@ func memberChanges(st *groupState, prev, next assignor.Assignment) []memberChang
 	for _, id := range ids {
 		c := memberChange{MemberID: id, Status: "stays", Before: len(prev[id]), After: len(next[id]), Partitions: []topicPartitions{}}
 		if i := slices.IndexFunc(st.Members, func(m stateMember) bool { return m.ID == id }); i >= 0 {
-			c.InstanceID = st.Members[i].InstanceID
+			if id := st.Members[i].InstanceID; id != "" {
+				c.InstanceID = &id
+			}
 		}
 		_, was := prev[id]
 		_, is := next[id]
@@ -685,6 +689,8 @@ func topicList(ts []assignor.Topic) string {
 	}
 	return strings.Join(s, ", ")
 }
+
+func ptr[T any](v T) *T { return &v }
 
 func joinSeeds(seeds []uint64) string {
 	s := make([]string, len(seeds))
@@ -747,7 +753,7 @@ func (w *whatIf) writeTable(out io.Writer) {
 		p("")
 		p("MEMBER\tINSTANCE\tSTATUS\tBEFORE\tAFTER\tPARTITIONS AFTER")
 		for _, m := range w.Members {
-			p("%s\t%s\t%s\t%d\t%d\t%s", m.MemberID, dash(m.InstanceID), m.Status, m.Before, m.After, formatPartitions(m.Partitions))
+			p("%s\t%s\t%s\t%d\t%d\t%s", m.MemberID, dash(deref(m.InstanceID)), m.Status, m.Before, m.After, formatPartitions(m.Partitions))
 		}
 	}
 

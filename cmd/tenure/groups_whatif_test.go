@@ -31,14 +31,14 @@ var (
 	whatIfShape = obj{
 		"group": str, "type": str, "state": str, "epoch": orNull{num},
 		"change":         obj{"kind": str, "remove": arrayOf{str}, "add": num},
-		"assignor":       obj{"name": str, "group_assignor": str, "same": boolean, "note": str},
+		"assignor":       obj{"name": str, "group_assignor": str, "same": boolean, "note": orNull{str}},
 		"members_before": num, "members_after": num, "partitions": num,
 		"moves":      arrayOf{obj{"topic": str, "partition": num, "from": str, "to": str}},
 		"move_count": num, "fewest_moves": orNull{num}, "moves_without_change": num,
 		"balance_before": obj{"members": num, "min": num, "max": num, "imbalance": num},
 		"balance_after":  obj{"members": num, "min": num, "max": num, "imbalance": num},
 		"members": arrayOf{obj{
-			"member_id": str, "instance_id": str, "status": str, "before": num, "after": num,
+			"member_id": str, "instance_id": orNull{str}, "status": str, "before": num, "after": num,
 			"partitions": arrayOf{topicPartitionsShape},
 		}},
 		"timing": obj{"current": timingShape, "current_from": str, "proposed": orNull{timingShape}},
