@@ -44,7 +44,9 @@ type groupsSubcommand struct {
 	// setup registers the subcommand's own flags, if any, on fs (the
 	// flag set of `tenure groups`, shared by every subcommand) and
 	// returns the function that runs it. Those flags are refused with
-	// any other subcommand.
+	// any other subcommand. A name two subcommands register makes the
+	// flag set panic: a flag that several share belongs with --brokers
+	// and --output, in newGroupsCLI.
 	setup func(fs *flag.FlagSet) groupsRun
 }
 

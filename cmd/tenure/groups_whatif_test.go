@@ -12,6 +12,7 @@ import (
 	"go.uber.org/goleak"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
+	"pgregory.net/rapid"
 
 	"github.com/tenure-dev/tenure/assignor"
 	"github.com/tenure-dev/tenure/internal/testenv"
@@ -320,4 +321,51 @@ func sameOutcome(a, b simOutcome) bool {
 	return a.Event == b.Event && a.Timing == b.Timing && slices.Equal(a.Actions, b.Actions) &&
 		a.UnownedPartitionSeconds == b.UnownedPartitionSeconds && a.AffectedPartitions == b.AffectedPartitions &&
 		a.Moves == b.Moves && same(a.ReassignSeconds, b.ReassignSeconds)
+}
+
+// TestFewestMoves holds fewestMoves to Uniform, which moves the fewest
+// partitions balance allows when members subscribe alike, and movesBetween
+// to assignor.Moves, on random holdings (some partitions held by nobody)
+// and random removals and additions.
+func TestFewestMoves(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		parts := rapid.Int32Range(1, 64).Draw(t, "partitions")
+		n := rapid.IntRange(1, 8).Draw(t, "members")
+		in := assignor.Input{Topics: []assignor.Topic{{Name: "jobs", Partitions: parts}}}
+		prev := assignor.Assignment{}
+		for i := range n {
+			id := "m" + strconv.Itoa(i)
+			in.Members = append(in.Members, assignor.Member{ID: id, Topics: []string{"jobs"}})
+			prev[id] = []assignor.TopicPartition{}
+		}
+		for p := range parts {
+			if o := rapid.IntRange(-1, n-1).Draw(t, "owner"); o >= 0 {
+				tp := assignor.TopicPartition{Topic: "jobs", Partition: p}
+				in.Members[o].Owned = append(in.Members[o].Owned, tp)
+				prev[in.Members[o].ID] = append(prev[in.Members[o].ID], tp)
+			}
+		}
+		after := slices.Clone(in.Members)
+		if n > 1 && rapid.Bool().Draw(t, "remove") {
+			gone := rapid.SliceOfNDistinct(rapid.IntRange(0, n-1), 1, n-1, rapid.ID).Draw(t, "gone")
+			after = slices.DeleteFunc(after, func(m assignor.Member) bool {
+				return slices.ContainsFunc(gone, func(i int) bool { return in.Members[i].ID == m.ID })
+			})
+		} else {
+			for i := range rapid.IntRange(1, 3).Draw(t, "add") {
+				after = append(after, assignor.Member{ID: "new-" + strconv.Itoa(i), Topics: []string{"jobs"}})
+			}
+		}
+		next, err := assignor.Uniform().Assign(assignor.Input{Members: after, Topics: in.Topics})
+		if err != nil {
+			t.Fatal(err)
+		}
+		moves := assignor.Moves(prev, next)
+		if got := fewestMoves(prev, next, int(parts)); got != moves {
+			t.Fatalf("fewestMoves %d, Uniform moved %d: prev %v, next %v", got, moves, prev, next)
+		}
+		if got := movesBetween(prev, next); len(got) != moves {
+			t.Fatalf("movesBetween lists %d moves, assignor.Moves counts %d: %v", len(got), moves, got)
+		}
+	})
 }
