@@ -26,17 +26,28 @@ func addAdminFlags(fs *flag.FlagSet) adminFlags {
 // connect checks the flags and returns an admin client and a context
 // bounded by --timeout; done releases both.
 func (a adminFlags) connect(ctx context.Context) (adm *kadm.Client, actx context.Context, done func(), err error) {
-	seeds := splitList(*a.brokers)
-	if len(seeds) == 0 {
-		return nil, nil, nil, usagef("--brokers is empty")
-	}
-	if *a.timeout <= 0 {
-		return nil, nil, nil, usagef("--timeout must be positive")
-	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
+	adm, closeClient, err := a.client()
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	actx, cancel := context.WithTimeout(ctx, *a.timeout)
-	return kadm.NewClient(cl), actx, func() { cancel(); cl.Close() }, nil
+	return adm, actx, func() { cancel(); closeClient() }, nil
+}
+
+// client checks the flags and returns an admin client, for a command that
+// bounds each exchange with the cluster by --timeout itself; done closes
+// it. The client dials nothing until its first request.
+func (a adminFlags) client() (adm *kadm.Client, done func(), err error) {
+	seeds := splitList(*a.brokers)
+	if len(seeds) == 0 {
+		return nil, nil, usagef("--brokers is empty")
+	}
+	if *a.timeout <= 0 {
+		return nil, nil, usagef("--timeout must be positive")
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
+	if err != nil {
+		return nil, nil, err
+	}
+	return kadm.NewClient(cl), cl.Close, nil
 }

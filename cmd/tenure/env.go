@@ -14,13 +14,20 @@ func envName(flagName string) string {
 
 // applyEnv sets every flag that was not given on the command line from its
 // environment variable, if that is set. The command line wins over the
-// environment, and the environment over the default.
+// environment, and the environment over the default. A flag that is
+// another name of a flag (-o of --output) has no variable of its own, and
+// giving it counts as giving the flag it names.
 func applyEnv(fs *flag.FlagSet, lookup func(string) (string, bool)) error {
 	given := make(map[string]bool)
-	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	fs.Visit(func(f *flag.Flag) {
+		given[f.Name] = true
+		if a, ok := f.Value.(interface{ aliasOf() string }); ok {
+			given[a.aliasOf()] = true
+		}
+	})
 	var err error
 	fs.VisitAll(func(f *flag.Flag) {
-		if err != nil || given[f.Name] {
+		if _, alias := f.Value.(interface{ aliasOf() string }); err != nil || given[f.Name] || alias {
 			return
 		}
 		v, ok := lookup(envName(f.Name))

@@ -53,6 +53,9 @@ func isDuration(f *flag.Flag) bool {
 func closestFlag(fs *flag.FlagSet, name string) string {
 	best, bestD := "", 0
 	fs.VisitAll(func(f *flag.Flag) {
+		if _, alias := f.Value.(interface{ aliasOf() string }); alias {
+			return // -o is in every name; the flag it stands for is offered
+		}
 		d := editDistance(name, f.Name)
 		if strings.Contains(f.Name, name) || strings.Contains(name, f.Name) {
 			d = min(d, 1)

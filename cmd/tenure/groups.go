@@ -1,18 +1,16 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"maps"
 	"os"
 	"slices"
 	"strconv"
 	"strings"
-	"text/tabwriter"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -25,99 +23,202 @@ import (
 func groupsCommand() *command {
 	return &command{
 		name:    "groups",
-		summary: "administer groups: list, describe, offsets, delete (Kafka protocol, as kadm)",
-		help: `Subcommands (tenure groups [flags] <subcommand> [GROUP]):
-
-  list              every group, with its type (classic or consumer), state
-                    and protocol type
-  describe GROUP    state, epoch, assignor, and each member with its epoch
-                    and assigned partitions (KIP-848 groups through
-                    ConsumerGroupDescribe, classic groups through
-                    DescribeGroups)
-  offsets GROUP     the committed offset of each partition
-  delete GROUP      delete a group that has no members, with its offsets
-  explain GROUP     the generation log: why each new epoch happened, who
-                    came and went, each partition moved with its old and
-                    new token, the fewest moves the change needed, and how
-                    long the moved partitions had no owner (--limit
-                    entries, or --epoch N with every move); admin API
-  drain GROUP MEMBER
-                    move a KIP-848 member's partitions to the others,
-                    revoking before assigning, with fresh tokens; the
-                    member stays with nothing (--undo reverses it) or,
-                    with --remove, is removed once it holds nothing. A
-                    classic member can only be removed (--remove, with
-                    LeaveGroup). Waits for the hand-off and prints it.
-                    MEMBER is a member ID or an instance ID; admin API
-
-explain and drain use the admin API on the coordinator's --http listener
-(--admin); the others, the Kafka protocol (--brokers). Flags may come
-before or after the subcommand. Tables are sorted.`,
-		setup: setupGroups,
+		summary: "administer groups: list, describe, offsets, delete, explain, drain, what-if",
+		help:    groupsHelp(groupsSubcommands()),
+		setup:   setupGroups,
 	}
 }
 
-func setupGroups(fs *flag.FlagSet) func(ctx context.Context, args []string) error {
-	admin := addAdminFlags(fs)
-	var (
-		adminURL = fs.String("admin", "http://127.0.0.1:8092", "`URL` of the coordinator's --http listener, for explain and drain")
-		epochN   = fs.Int("epoch", 0, "explain: the log entry of this epoch, with every move")
-		limit    = fs.Int("limit", 10, "explain: how many of the newest log entries")
-		remove   = fs.Bool("remove", false, "drain: remove the member once it holds nothing (classic: remove it at once, with LeaveGroup)")
-		undo     = fs.Bool("undo", false, "drain: let a drained member be assigned partitions again")
-		wait     = fs.Bool("wait", true, "drain: wait for the hand-off to finish (bounded by --timeout) and print it")
-	)
-	return func(ctx context.Context, args []string) error {
-		// Flags after the subcommand (tenure groups describe g --brokers
-		// x) are parsed here; the command line still wins over the
-		// environment, which was applied to unset flags only.
-		args, err := parseInterleaved(fs, args)
-		if err != nil {
-			return err
-		}
-		if len(args) == 0 {
-			return usagef("missing subcommand: list, describe, offsets or delete")
-		}
-		sub, args := args[0], args[1:]
-		want := 1
-		switch sub {
-		case "list":
-			want = 0
-		case "describe", "offsets", "delete", "explain":
-		case "drain":
-			want = 2
-		default:
-			return usagef("unknown subcommand %q: list, describe, offsets, delete, explain or drain", sub)
-		}
-		if len(args) != want {
-			switch want {
-			case 0:
-				return usagef("list takes no argument, got %q", args)
-			case 2:
-				return usagef("drain takes GROUP MEMBER, got %q", args)
-			}
-			return usagef("%s takes one GROUP, got %q", sub, args)
-		}
-		if *epochN < 0 || *limit <= 0 {
-			return usagef("--epoch must not be negative and --limit must be positive")
-		}
-		api := &adminapi.Client{Base: *adminURL}
-		if sub == "explain" {
-			ctx, cancel := context.WithTimeout(ctx, *admin.timeout)
-			defer cancel()
-			return explainGroup(ctx, api, os.Stdout, args[0], int32(*epochN), *limit)
-		}
-		adm, ctx, done, err := admin.connect(ctx)
-		if err != nil {
-			return err
-		}
-		defer done()
-		if sub == "drain" {
-			return drainMember(ctx, adm, api, os.Stdout, args[0], args[1],
-				drainOpts{remove: *remove, undo: *undo, wait: *wait, brokers: splitList(*admin.brokers)})
-		}
-		return runGroups(ctx, adm, os.Stdout, sub, args)
+// groupsSubcommand is one subcommand of `tenure groups`.
+//
+// To add one: write a function that returns it, in a file of its own
+// (groups_NAME.go), and list it in groupsSubcommands. Its run function
+// returns a result (output.go), which prints as a table or, with -o json,
+// as JSON; document the JSON shape in docs/OPERATIONS.md.
+type groupsSubcommand struct {
+	name string
+	// args names the positional arguments ("GROUP"); the subcommand
+	// takes exactly that many, but for those in brackets ("[MEMBER]"),
+	// which may be left out.
+	args []string
+	// help is the subcommand's entry in `tenure groups --help`, one or
+	// more lines of at most 56 characters.
+	help string
+	// setup registers the subcommand's own flags, if any, on fs (the
+	// flag set of `tenure groups`, shared by every subcommand) and
+	// returns the function that runs it. Those flags are refused with
+	// any other subcommand. A name two subcommands register makes the
+	// flag set panic: a flag that several share belongs with --brokers
+	// and --output, in newGroupsCLI.
+	setup func(fs *flag.FlagSet) groupsRun
+}
+
+// groupsRun runs a subcommand on its positional arguments. ctx ends only
+// if the command is interrupted: bound each exchange with the cluster by
+// --timeout with cl.bound. A usage error (usagef) should come before any
+// request; cl dials nothing until the first.
+type groupsRun func(ctx context.Context, cl groupsClient, args []string) (result, error)
+
+// groupsClient is the cluster a subcommand works on.
+type groupsClient struct {
+	adm     *kadm.Client
+	timeout time.Duration
+	// brokers are --brokers, for a request kadm does not make.
+	brokers []string
+	// api is the admin API of the node at --admin (explain, drain).
+	api *adminapi.Client
+	// remove is --remove, which what-if and drain share.
+	remove []string
+}
+
+// bound returns ctx bounded by --timeout, for an exchange with the
+// cluster.
+func (c groupsClient) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, c.timeout)
+}
+
+// groupsSubcommands lists the subcommands in the order the help shows them.
+func groupsSubcommands() []groupsSubcommand {
+	return []groupsSubcommand{
+		groupsList(),
+		groupsDescribe(),
+		groupsOffsets(),
+		groupsDelete(),
+		groupsExplain(),
+		groupsDrain(),
+		groupsWhatIf(),
 	}
+}
+
+func groupsHelp(subs []groupsSubcommand) string {
+	var b strings.Builder
+	b.WriteString("Subcommands (tenure groups [flags] <subcommand> [GROUP]):\n\n")
+	for _, s := range subs {
+		usage := strings.Join(append([]string{s.name}, s.args...), " ")
+		for i, line := range strings.Split(s.help, "\n") {
+			if i > 0 {
+				usage = ""
+			}
+			fmt.Fprintf(&b, "  %s\n", strings.TrimRight(fmt.Sprintf("%-16s  %s", usage, line), " "))
+		}
+	}
+	b.WriteString(`
+Flags may come before or after the subcommand. Tables are sorted; -o json
+prints one JSON document instead, of the shape docs/OPERATIONS.md gives for
+each subcommand. Requests go to the group's coordinator, found through any
+node given in --brokers (any node of an HA set); explain and drain use the
+admin API on a node's --http listener (--admin): explain works on any node,
+drain on the coordinating one.`)
+	return b.String()
+}
+
+func setupGroups(fs *flag.FlagSet) func(ctx context.Context, args []string) error {
+	return newGroupsCLI(fs, groupsSubcommands(), os.Stdout).run
+}
+
+// groupsCLI is `tenure groups` once its flags are registered: the shared
+// flags, and each subcommand's run function and flags.
+type groupsCLI struct {
+	fs       *flag.FlagSet
+	admin    adminFlags
+	output   *outputFormat
+	adminURL *string
+	remove   listFlag
+	subs     []groupsSubcommand
+	runs     []groupsRun
+	// owner maps each subcommand's own flags to the subcommand.
+	owner map[string]string
+	out   io.Writer
+}
+
+func newGroupsCLI(fs *flag.FlagSet, subs []groupsSubcommand, out io.Writer) *groupsCLI {
+	c := &groupsCLI{fs: fs, admin: addAdminFlags(fs), output: addOutputFlag(fs), subs: subs, owner: map[string]string{}, out: out}
+	c.adminURL = fs.String("admin", "http://127.0.0.1:8092", "explain, drain: `URL` of a node's --http listener (its admin API)")
+	fs.Var(&c.remove, "remove", "what-if: a `member` (member or instance ID) leaves, or crashes; repeatable, or a comma-separated list. drain: drain this member, then remove it once it holds nothing")
+	for _, s := range subs {
+		known := map[string]bool{}
+		fs.VisitAll(func(f *flag.Flag) { known[f.Name] = true })
+		c.runs = append(c.runs, s.setup(fs))
+		fs.VisitAll(func(f *flag.Flag) {
+			if !known[f.Name] {
+				c.owner[f.Name] = s.name
+			}
+		})
+	}
+	return c
+}
+
+func (c *groupsCLI) run(ctx context.Context, args []string) error {
+	// Flags after the subcommand (tenure groups describe g --brokers x)
+	// are parsed here; the command line still wins over the environment,
+	// which was applied to unset flags only.
+	args, err := parseInterleaved(c.fs, args)
+	if err != nil {
+		return err
+	}
+	if len(args) == 0 {
+		return usagef("missing subcommand: %s", c.names())
+	}
+	name, args := args[0], args[1:]
+	i := slices.IndexFunc(c.subs, func(s groupsSubcommand) bool { return s.name == name })
+	if i < 0 {
+		return usagef("unknown subcommand %q: %s", name, c.names())
+	}
+	sub := c.subs[i]
+	required := 0
+	for _, a := range sub.args {
+		if !strings.HasPrefix(a, "[") {
+			required++
+		}
+	}
+	if len(args) < required || len(args) > len(sub.args) {
+		switch len(sub.args) {
+		case 0:
+			return usagef("%s takes no argument, got %q", name, args)
+		case 1:
+			return usagef("%s takes one %s, got %q", name, sub.args[0], args)
+		}
+		return usagef("%s takes %s, got %q", name, strings.Join(sub.args, " "), args)
+	}
+	if err := c.checkFlags(name); err != nil {
+		return err
+	}
+	adm, done, err := c.admin.client()
+	if err != nil {
+		return err
+	}
+	defer done()
+	r, err := c.runs[i](ctx, groupsClient{adm: adm, timeout: *c.admin.timeout, brokers: splitList(*c.admin.brokers),
+		api: &adminapi.Client{Base: *c.adminURL}, remove: c.remove}, args)
+	if err != nil {
+		return err
+	}
+	return writeResult(c.out, *c.output, r)
+}
+
+// checkFlags refuses a flag of another subcommand than sub. A flag whose
+// environment variable is set may have been set from it, for every
+// subcommand alike, and is let through.
+func (c *groupsCLI) checkFlags(sub string) error {
+	var err error
+	c.fs.Visit(func(f *flag.Flag) {
+		owner, ok := c.owner[f.Name]
+		if !ok || owner == sub || err != nil {
+			return
+		}
+		if _, env := os.LookupEnv(envName(f.Name)); !env {
+			err = usagef("--%s applies to %s only", f.Name, owner)
+		}
+	})
+	return err
+}
+
+func (c *groupsCLI) names() string {
+	var names []string
+	for _, s := range c.subs {
+		names = append(names, s.name)
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
 }
 
 // parseInterleaved parses flags found anywhere in args and returns the
@@ -139,191 +240,180 @@ func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
-// runGroups runs one subcommand (validated by the caller) and writes its
-// table to w.
-func runGroups(ctx context.Context, adm *kadm.Client, w io.Writer, sub string, args []string) error {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	var err error
-	switch sub {
-	case "list":
-		err = listGroups(ctx, adm, tw)
-	case "describe":
-		err = describeGroup(ctx, adm, tw, args[0])
-	case "offsets":
-		err = groupOffsets(ctx, adm, tw, args[0])
-	case "delete":
-		err = deleteGroup(ctx, adm, tw, args[0])
-	default:
-		return usagef("unknown subcommand %q", sub)
+func groupsList() groupsSubcommand {
+	return groupsSubcommand{
+		name: "list",
+		help: "every group, with its type (classic or consumer), state\nand protocol type",
+		setup: func(*flag.FlagSet) groupsRun {
+			return func(ctx context.Context, cl groupsClient, _ []string) (result, error) {
+				ctx, cancel := cl.bound(ctx)
+				defer cancel()
+				return listGroups(ctx, cl.adm)
+			}
+		},
 	}
-	if ferr := tw.Flush(); err == nil {
-		err = ferr
-	}
-	return err
 }
 
-func listGroups(ctx context.Context, adm *kadm.Client, w io.Writer) error {
+// groupList is the result of `groups list`.
+type groupList struct {
+	Groups []listedGroup `json:"groups"`
+}
+
+type listedGroup struct {
+	Group string `json:"group"`
+	// Type is "consumer" (KIP-848) or "classic"; "" if the cluster does
+	// not say.
+	Type         string `json:"type"`
+	State        string `json:"state"`
+	ProtocolType string `json:"protocol_type"`
+	Coordinator  int32  `json:"coordinator_id"`
+}
+
+func listGroups(ctx context.Context, adm *kadm.Client) (*groupList, error) {
 	listed, err := adm.ListGroups(ctx)
 	if err != nil {
-		return fmt.Errorf("list groups: %w", err)
+		return nil, fmt.Errorf("list groups: %w", err)
 	}
-	fmt.Fprintln(w, "GROUP\tTYPE\tSTATE\tPROTOCOL TYPE")
+	out := &groupList{Groups: []listedGroup{}}
 	for _, g := range listed.Sorted() {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", g.Group, dash(g.GroupType), dash(g.State), dash(g.ProtocolType))
+		out.Groups = append(out.Groups, listedGroup{g.Group, g.GroupType, g.State, g.ProtocolType, g.Coordinator})
 	}
-	return nil
+	return out, nil
 }
 
-// describeGroup describes a KIP-848 group with ConsumerGroupDescribe,
-// and, if the cluster knows no such consumer group, a classic one with
-// DescribeGroups.
-func describeGroup(ctx context.Context, adm *kadm.Client, w io.Writer, group string) error {
-	described, err := adm.DescribeConsumerGroups(ctx, group)
-	if err == nil {
-		g, ok := described[group]
-		switch {
-		case !ok:
-			return fmt.Errorf("describe %s: the coordinator did not answer for the group", group)
-		case g.Err == nil:
-			writeConsumerGroup(w, g)
-			return nil
-		case !errors.Is(g.Err, kerr.GroupIDNotFound):
-			return fmt.Errorf("describe %s: %w", group, g.Err)
-		}
-	}
-	// Not a consumer group (or a cluster without KIP-848): try classic.
-	classic, cerr := adm.DescribeGroups(ctx, group)
-	if cerr != nil {
-		if err != nil {
-			return fmt.Errorf("describe %s: %w", group, err)
-		}
-		return fmt.Errorf("describe %s: %w", group, cerr)
-	}
-	g, ok := classic[group]
-	switch {
-	case !ok:
-		return fmt.Errorf("describe %s: the coordinator did not answer for the group", group)
-	case errors.Is(g.Err, kerr.GroupIDNotFound) || g.Err == nil && g.State == "Dead":
-		return fmt.Errorf("group %q not found", group)
-	case g.Err != nil:
-		return fmt.Errorf("describe %s: %w", group, g.Err)
-	}
-	writeClassicGroup(w, g)
-	return nil
-}
-
-func writeConsumerGroup(w io.Writer, g kadm.DescribedConsumerGroup) {
-	fmt.Fprintf(w, "GROUP\t%s\n", g.Group)
-	fmt.Fprintf(w, "TYPE\tconsumer (KIP-848)\n")
-	fmt.Fprintf(w, "STATE\t%s\n", g.State)
-	fmt.Fprintf(w, "EPOCH\t%d (assignment epoch %d)\n", g.Epoch, g.AssignmentEpoch)
-	fmt.Fprintf(w, "ASSIGNOR\t%s\n", dash(g.AssignorName))
-	fmt.Fprintf(w, "COORDINATOR\t%s\n", coordinatorOf(g.Coordinator))
-	fmt.Fprintf(w, "MEMBERS\t%d\n", len(g.Members))
-	if len(g.Members) == 0 {
-		return
-	}
-	// The target column appears only while a reconciliation is under way.
-	reconciling := false
-	for _, m := range g.Members {
-		if formatPartitions(m.Assignment) != formatPartitions(m.TargetAssignment) {
-			reconciling = true
-		}
-	}
-	members := slices.Clone(g.Members)
-	slices.SortFunc(members, func(a, b kadm.ConsumerGroupMember) int {
-		return cmp.Or(cmp.Compare(deref(a.InstanceID), deref(b.InstanceID)), cmp.Compare(a.MemberID, b.MemberID))
-	})
-	fmt.Fprintln(w)
-	header := "MEMBER\tINSTANCE\tEPOCH\tCLIENT\tHOST\tOWNED\tPARTITIONS"
-	if reconciling {
-		header += "\tTARGET"
-	}
-	fmt.Fprintln(w, header)
-	for _, m := range members {
-		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%d\t%s", m.MemberID, dash(deref(m.InstanceID)), m.MemberEpoch,
-			dash(m.ClientID), dash(m.ClientHost), countPartitions(m.Assignment), formatPartitions(m.Assignment))
-		if reconciling {
-			fmt.Fprintf(w, "\t%s", formatPartitions(m.TargetAssignment))
-		}
-		fmt.Fprintln(w)
+func (l *groupList) writeTable(w io.Writer) {
+	fmt.Fprintln(w, "GROUP\tTYPE\tSTATE\tPROTOCOL TYPE")
+	for _, g := range l.Groups {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", g.Group, dash(g.Type), dash(g.State), dash(g.ProtocolType))
 	}
 }
 
-func writeClassicGroup(w io.Writer, g kadm.DescribedGroup) {
-	fmt.Fprintf(w, "GROUP\t%s\n", g.Group)
-	fmt.Fprintf(w, "TYPE\tclassic\n")
-	fmt.Fprintf(w, "STATE\t%s\n", g.State)
-	fmt.Fprintf(w, "PROTOCOL\t%s/%s\n", dash(g.ProtocolType), dash(g.Protocol))
-	fmt.Fprintf(w, "COORDINATOR\t%s\n", coordinatorOf(g.Coordinator))
-	fmt.Fprintf(w, "MEMBERS\t%d\n", len(g.Members))
-	if len(g.Members) == 0 {
-		return
-	}
-	members := slices.Clone(g.Members)
-	slices.SortFunc(members, func(a, b kadm.DescribedGroupMember) int {
-		return cmp.Or(cmp.Compare(deref(a.InstanceID), deref(b.InstanceID)), cmp.Compare(a.MemberID, b.MemberID))
-	})
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "MEMBER\tINSTANCE\tCLIENT\tHOST\tOWNED\tPARTITIONS")
-	for _, m := range members {
-		assigned := make(kadm.TopicsSet)
-		if a, ok := m.Assigned.AsConsumer(); ok {
-			for _, t := range a.Topics {
-				assigned.Add(t.Topic, t.Partitions...)
+func groupsOffsets() groupsSubcommand {
+	return groupsSubcommand{
+		name: "offsets",
+		args: []string{"GROUP"},
+		help: "the committed offset of each partition",
+		setup: func(*flag.FlagSet) groupsRun {
+			return func(ctx context.Context, cl groupsClient, args []string) (result, error) {
+				ctx, cancel := cl.bound(ctx)
+				defer cancel()
+				return groupOffsets(ctx, cl.adm, args[0])
 			}
-		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\n", m.MemberID, dash(deref(m.InstanceID)),
-			dash(m.ClientID), dash(m.ClientHost), countPartitions(assigned), formatPartitions(assigned))
+		},
 	}
 }
 
-func groupOffsets(ctx context.Context, adm *kadm.Client, w io.Writer, group string) error {
+// offsetList is the result of `groups offsets`.
+type offsetList struct {
+	Group   string            `json:"group"`
+	Offsets []committedOffset `json:"offsets"`
+}
+
+type committedOffset struct {
+	Topic       string `json:"topic"`
+	Partition   int32  `json:"partition"`
+	Offset      int64  `json:"offset"`
+	LeaderEpoch int32  `json:"leader_epoch"`
+	Metadata    string `json:"metadata"`
+	// Error is the partition's error, or null.
+	Error *string `json:"error"`
+}
+
+func groupOffsets(ctx context.Context, adm *kadm.Client, group string) (*offsetList, error) {
 	offsets, err := adm.FetchOffsets(ctx, group)
 	if err != nil {
 		if errors.Is(err, kerr.GroupIDNotFound) {
-			return fmt.Errorf("group %q not found", group)
+			return nil, fmt.Errorf("group %q not found", group)
 		}
-		return fmt.Errorf("offsets of %s: %w", group, err)
+		return nil, fmt.Errorf("offsets of %s: %w", group, err)
 	}
-	fmt.Fprintln(w, "TOPIC\tPARTITION\tOFFSET\tMETADATA\tERROR")
+	out := &offsetList{Group: group, Offsets: []committedOffset{}}
 	for _, o := range offsets.Sorted() {
-		e := "-"
+		c := committedOffset{Topic: o.Topic, Partition: o.Partition, Offset: o.At, LeaderEpoch: o.LeaderEpoch, Metadata: o.Metadata}
 		if o.Err != nil {
-			e = o.Err.Error()
+			e := o.Err.Error()
+			c.Error = &e
 		}
-		fmt.Fprintf(w, "%s\t%d\t%d\t%s\t%s\n", o.Topic, o.Partition, o.At, dash(o.Metadata), e)
+		out.Offsets = append(out.Offsets, c)
 	}
-	return nil
+	return out, nil
 }
 
-func deleteGroup(ctx context.Context, adm *kadm.Client, w io.Writer, group string) error {
+func (l *offsetList) writeTable(w io.Writer) {
+	fmt.Fprintln(w, "TOPIC\tPARTITION\tOFFSET\tMETADATA\tERROR")
+	for _, o := range l.Offsets {
+		fmt.Fprintf(w, "%s\t%d\t%d\t%s\t%s\n", o.Topic, o.Partition, o.Offset, dash(o.Metadata), dash(deref(o.Error)))
+	}
+}
+
+func groupsDelete() groupsSubcommand {
+	return groupsSubcommand{
+		name: "delete",
+		args: []string{"GROUP"},
+		help: "delete a group that has no members, with its offsets",
+		setup: func(*flag.FlagSet) groupsRun {
+			return func(ctx context.Context, cl groupsClient, args []string) (result, error) {
+				ctx, cancel := cl.bound(ctx)
+				defer cancel()
+				return deleteGroup(ctx, cl.adm, args[0])
+			}
+		},
+	}
+}
+
+// groupDeleted is the result of `groups delete`: a group that could not be
+// deleted is an error instead.
+type groupDeleted struct {
+	Group   string `json:"group"`
+	Deleted bool   `json:"deleted"`
+}
+
+func deleteGroup(ctx context.Context, adm *kadm.Client, group string) (*groupDeleted, error) {
 	resp, err := adm.DeleteGroup(ctx, group)
 	if err == nil {
 		err = resp.Err
 	}
 	switch {
 	case errors.Is(err, kerr.GroupIDNotFound):
-		return fmt.Errorf("group %q not found", group)
+		return nil, fmt.Errorf("group %q not found", group)
 	case errors.Is(err, kerr.NonEmptyGroup):
-		return fmt.Errorf("group %q still has members: a group is deleted once they have left", group)
+		return nil, fmt.Errorf("group %q still has members: a group is deleted once they have left", group)
 	case err != nil:
-		return fmt.Errorf("delete %s: %w", group, err)
+		return nil, fmt.Errorf("delete %s: %w", group, err)
 	}
-	fmt.Fprintf(w, "deleted group %s\n", group)
-	return nil
+	return &groupDeleted{Group: group, Deleted: true}, nil
 }
 
-// formatPartitions renders a set of partitions compactly and sorted, as
-// "topic:0-3,8 other:1".
-func formatPartitions(s kadm.TopicsSet) string {
-	var parts []string
-	for _, topic := range slices.Sorted(maps.Keys(s)) {
-		ps := slices.Sorted(maps.Keys(s[topic]))
-		if len(ps) == 0 {
-			continue
+func (d *groupDeleted) writeTable(w io.Writer) {
+	fmt.Fprintf(w, "deleted group %s\n", d.Group)
+}
+
+// topicPartitions is a topic's partitions, sorted, in JSON output.
+type topicPartitions struct {
+	Topic      string  `json:"topic"`
+	Partitions []int32 `json:"partitions"`
+}
+
+// topicsOf lists a set's partitions by topic, both sorted, leaving out
+// topics without partitions; never nil.
+func topicsOf(s kadm.TopicsSet) []topicPartitions {
+	out := []topicPartitions{}
+	for _, topic := range s.Sorted() {
+		if len(topic.Partitions) > 0 {
+			out = append(out, topicPartitions{topic.Topic, topic.Partitions})
 		}
-		parts = append(parts, topic+":"+formatRanges(ps))
+	}
+	return out
+}
+
+// formatPartitions renders partitions compactly, as "topic:0-3,8 other:1";
+// "-" for none.
+func formatPartitions(ts []topicPartitions) string {
+	var parts []string
+	for _, t := range ts {
+		if len(t.Partitions) > 0 {
+			parts = append(parts, t.Topic+":"+formatRanges(t.Partitions))
+		}
 	}
 	if len(parts) == 0 {
 		return "-"
@@ -352,16 +442,12 @@ func formatRanges(ps []int32) string {
 	return b.String()
 }
 
-func countPartitions(s kadm.TopicsSet) int {
+func countPartitions(ts []topicPartitions) int {
 	n := 0
-	for _, ps := range s {
-		n += len(ps)
+	for _, t := range ts {
+		n += len(t.Partitions)
 	}
 	return n
-}
-
-func coordinatorOf(b kadm.BrokerDetail) string {
-	return fmt.Sprintf("%d (%s:%d)", b.NodeID, b.Host, b.Port)
 }
 
 func dash(s string) string {
@@ -371,9 +457,10 @@ func dash(s string) string {
 	return s
 }
 
-func deref(s *string) string {
-	if s == nil {
-		return ""
+func deref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
 	}
-	return *s
+	return *p
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"time"
@@ -15,10 +16,69 @@ import (
 	"github.com/tenure-dev/tenure/internal/adminapi"
 )
 
+func groupsDrain() groupsSubcommand {
+	return groupsSubcommand{
+		name: "drain",
+		args: []string{"GROUP", "[MEMBER]"},
+		help: "move a KIP-848 member's partitions to the others,\n" +
+			"revoking before assigning, under fresh tokens; the\n" +
+			"member stays with nothing (--undo reverses it), or,\n" +
+			"named with --remove MEMBER instead, is removed once it\n" +
+			"holds nothing. A classic member can only be removed\n" +
+			"(--remove, with LeaveGroup). Waits for the hand-off\n" +
+			"(--wait) and prints it. MEMBER: a member or instance ID",
+		setup: func(fs *flag.FlagSet) groupsRun {
+			undo := fs.Bool("undo", false, "drain: let a drained member be assigned partitions again")
+			wait := fs.Bool("wait", true, "drain: wait for the hand-off to finish (bounded by --timeout) and print it")
+			return func(ctx context.Context, cl groupsClient, args []string) (result, error) {
+				o := drainOpts{undo: *undo, wait: *wait, brokers: cl.brokers}
+				switch {
+				case len(args) == 2 && len(cl.remove) == 0:
+					o.member = args[1]
+				case len(args) == 1 && len(cl.remove) == 1:
+					o.member, o.remove = cl.remove[0], true
+				default:
+					return nil, usagef("drain takes GROUP MEMBER, or GROUP --remove MEMBER (one member)")
+				}
+				if o.undo && o.remove {
+					return nil, usagef("--undo and --remove do not go together")
+				}
+				ctx, cancel := cl.bound(ctx)
+				defer cancel()
+				return drainMember(ctx, cl.adm, cl.api, args[0], o)
+			}
+		},
+	}
+}
+
 // drainOpts are the flags of `tenure groups drain`.
 type drainOpts struct {
+	member             string
 	remove, undo, wait bool
 	brokers            []string // for LeaveGroup (classic --remove)
+}
+
+// drained is the result of `groups drain`.
+type drained struct {
+	Group  string `json:"group"`
+	Member string `json:"member"`
+	// Action is "drained", "draining" (not waited for), "undrained" or
+	// "removed".
+	Action string `json:"action"`
+	// Entry is the drain's generation log entry, once its hand-off is
+	// done (KIP-848, waited for).
+	Entry *adminapi.LogEntry `json:"entry"`
+	note  string
+}
+
+func (d *drained) writeTable(w io.Writer) {
+	if d.note != "" {
+		fmt.Fprintln(w, d.note)
+	}
+	if d.Entry != nil {
+		fmt.Fprintln(w)
+		writeLogEntry(w, *d.Entry, true)
+	}
 }
 
 // drainMember moves the member's partitions away: a KIP-848 member
@@ -26,17 +86,18 @@ type drainOpts struct {
 // one only by removing it with LeaveGroup, as Kafka's admin client does.
 // With wait it returns once the hand-off is done, and prints the log
 // entry.
-func drainMember(ctx context.Context, adm *kadm.Client, api *adminapi.Client, w io.Writer, group, member string, o drainOpts) error {
+func drainMember(ctx context.Context, adm *kadm.Client, api *adminapi.Client, group string, o drainOpts) (*drained, error) {
+	member := o.member
 	described, err := adm.DescribeConsumerGroups(ctx, group)
 	if err != nil {
-		return fmt.Errorf("drain: describe %s: %w", group, err)
+		return nil, fmt.Errorf("drain: describe %s: %w", group, err)
 	}
 	g, ok := described[group]
 	if !ok || errors.Is(g.Err, kerr.GroupIDNotFound) {
-		return drainClassic(ctx, adm, w, group, member, o)
+		return drainClassic(ctx, adm, group, member, o)
 	}
 	if g.Err != nil {
-		return fmt.Errorf("drain: describe %s: %w", group, g.Err)
+		return nil, fmt.Errorf("drain: describe %s: %w", group, g.Err)
 	}
 	id := ""
 	for _, m := range g.Members {
@@ -45,29 +106,33 @@ func drainMember(ctx context.Context, adm *kadm.Client, api *adminapi.Client, w 
 		}
 	}
 	if id == "" {
-		return fmt.Errorf("drain: group %q has no member with ID or instance ID %q (tenure groups describe %s lists them)", group, member, group)
+		return nil, fmt.Errorf("drain: group %q has no member with ID or instance ID %q (tenure groups describe %s lists them)", group, member, group)
 	}
+	d := &drained{Group: group, Member: id}
 	if o.undo {
 		if err := api.Undrain(ctx, group, id); err != nil {
-			return fmt.Errorf("undrain: %w", err)
+			return nil, fmt.Errorf("undrain: %w", err)
 		}
-		fmt.Fprintf(w, "member %s of %s may be assigned partitions again\n", id, group)
-		return nil
+		d.Action, d.note = "undrained", fmt.Sprintf("member %s of %s may be assigned partitions again", id, group)
+		return d, nil
 	}
 	if err := api.Drain(ctx, group, id, o.remove); err != nil {
-		return fmt.Errorf("drain: %w", err)
+		return nil, fmt.Errorf("drain: %w", err)
 	}
 	if !o.wait {
-		fmt.Fprintf(w, "drain of %s in %s started at epoch above %d\n", id, group, g.Epoch)
-		return nil
+		d.Action, d.note = "draining", fmt.Sprintf("drain of %s in %s started after epoch %d", id, group, g.Epoch)
+		return d, nil
 	}
 	entry, err := waitDrained(ctx, adm, api, group, id, g.Epoch, o.remove)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	fmt.Fprintf(w, "drained %s from %s:\n\n", id, group)
-	writeLogEntry(w, entry, true)
-	return nil
+	d.Action, d.Entry = "drained", &entry
+	d.note = fmt.Sprintf("drained %s from %s", id, group)
+	if o.remove {
+		d.Action, d.note = "removed", fmt.Sprintf("drained %s from %s, then removed it", id, group)
+	}
+	return d, nil
 }
 
 // waitDrained polls the log until the drain's entry (the first "drain"
@@ -114,14 +179,14 @@ func isMember(ctx context.Context, adm *kadm.Client, group, id string) bool {
 // cannot steer a classic group's assignment (its leader client computes
 // it), so removal is the only graceful move: the group rebalances, and
 // every member revokes before anything is reassigned.
-func drainClassic(ctx context.Context, adm *kadm.Client, w io.Writer, group, member string, o drainOpts) error {
+func drainClassic(ctx context.Context, adm *kadm.Client, group, member string, o drainOpts) (*drained, error) {
 	classic, err := adm.DescribeGroups(ctx, group)
 	if err != nil {
-		return fmt.Errorf("drain: describe %s: %w", group, err)
+		return nil, fmt.Errorf("drain: describe %s: %w", group, err)
 	}
 	g := classic[group]
 	if g.Err != nil || g.State == "Dead" || g.State == "" {
-		return fmt.Errorf("drain: group %q not found", group)
+		return nil, fmt.Errorf("drain: group %q not found", group)
 	}
 	var target *kadm.DescribedGroupMember
 	for i, m := range g.Members {
@@ -130,14 +195,14 @@ func drainClassic(ctx context.Context, adm *kadm.Client, w io.Writer, group, mem
 		}
 	}
 	if target == nil {
-		return fmt.Errorf("drain: group %q has no member with ID or instance ID %q", group, member)
+		return nil, fmt.Errorf("drain: group %q has no member with ID or instance ID %q", group, member)
 	}
 	if !o.remove || o.undo {
-		return fmt.Errorf("drain: %q is a classic group: its leader client computes the assignment, so the coordinator cannot move partitions off a member that stays; --remove removes %s with LeaveGroup (the group rebalances, revoking before it reassigns)", group, target.MemberID)
+		return nil, fmt.Errorf("drain: %q is a classic group: its leader client computes the assignment, so the coordinator cannot move partitions off a member that stays; --remove removes %s with LeaveGroup (the group rebalances, revoking before it reassigns)", group, target.MemberID)
 	}
 	cl, err := kgo.NewClient(kgo.SeedBrokers(o.brokers...))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer cl.Close()
 	req := kmsg.NewPtrLeaveGroupRequest()
@@ -148,16 +213,16 @@ func drainClassic(ctx context.Context, adm *kadm.Client, w io.Writer, group, mem
 	req.Members = append(req.Members, lm)
 	resp, err := req.RequestWith(ctx, cl)
 	if err != nil {
-		return fmt.Errorf("drain: LeaveGroup: %w", err)
+		return nil, fmt.Errorf("drain: LeaveGroup: %w", err)
 	}
 	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
-		return fmt.Errorf("drain: LeaveGroup: %w", err)
+		return nil, fmt.Errorf("drain: LeaveGroup: %w", err)
 	}
 	for _, m := range resp.Members {
 		if err := kerr.ErrorForCode(m.ErrorCode); err != nil {
-			return fmt.Errorf("drain: LeaveGroup of %s: %w", m.MemberID, err)
+			return nil, fmt.Errorf("drain: LeaveGroup of %s: %w", m.MemberID, err)
 		}
 	}
-	fmt.Fprintf(w, "removed %s from classic group %s (LeaveGroup); the group rebalances\n", target.MemberID, group)
-	return nil
+	return &drained{Group: group, Member: target.MemberID, Action: "removed",
+		note: fmt.Sprintf("removed %s from classic group %s (LeaveGroup); the group rebalances", target.MemberID, group)}, nil
 }

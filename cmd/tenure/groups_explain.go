@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -10,32 +11,66 @@ import (
 	"github.com/tenure-dev/tenure/internal/adminapi"
 )
 
-// explainGroup prints the group's generation log: the newest limit
-// entries, or, with epoch > 0, that one entry with every move.
-func explainGroup(ctx context.Context, api *adminapi.Client, w io.Writer, group string, epoch int32, limit int) error {
+func groupsExplain() groupsSubcommand {
+	return groupsSubcommand{
+		name: "explain",
+		args: []string{"GROUP"},
+		help: "the generation log: why each new epoch happened, who\n" +
+			"came and went, each partition moved with its old and\n" +
+			"new token, the fewest moves the change needed, and how\n" +
+			"long the moved partitions had no owner. The newest\n" +
+			"--limit entries, or --epoch N with every move",
+		setup: func(fs *flag.FlagSet) groupsRun {
+			epochN := fs.Int("epoch", 0, "explain: the log entry of this epoch, with every move")
+			limit := fs.Int("limit", 10, "explain: how many of the newest log entries")
+			return func(ctx context.Context, cl groupsClient, args []string) (result, error) {
+				if *epochN < 0 || *limit <= 0 || *limit > 1000 {
+					return nil, usagef("--epoch must not be negative, and --limit must be 1 to 1000")
+				}
+				ctx, cancel := cl.bound(ctx)
+				defer cancel()
+				return explainGroup(ctx, cl.api, args[0], int32(*epochN), *limit)
+			}
+		},
+	}
+}
+
+// explained is the result of `groups explain`: the entries newest first.
+type explained struct {
+	Group   string              `json:"group"`
+	Entries []adminapi.LogEntry `json:"entries"`
+	all     bool                // every move, for --epoch
+}
+
+func (x *explained) writeTable(w io.Writer) {
+	for i, e := range x.Entries {
+		if i > 0 {
+			fmt.Fprintln(w)
+		}
+		writeLogEntry(w, e, x.all)
+	}
+}
+
+// explainGroup reads the group's generation log: the newest limit
+// entries, or, with epoch > 0, that one entry.
+func explainGroup(ctx context.Context, api *adminapi.Client, group string, epoch int32, limit int) (*explained, error) {
 	var entries []adminapi.LogEntry
 	var err error
 	if epoch > 0 {
 		entries, err = api.Log(ctx, group, epoch+1, 1)
 		if err == nil && (len(entries) == 0 || entries[0].Epoch != epoch) {
-			return fmt.Errorf("group %q has no log entry for epoch %d (the log keeps the newest entries only)", group, epoch)
+			return nil, fmt.Errorf("group %q has no log entry for epoch %d (the log keeps the newest entries only)", group, epoch)
 		}
 	} else {
 		entries, err = api.Log(ctx, group, 0, limit)
 	}
 	if err != nil {
-		return fmt.Errorf("explain %s: %w", group, err)
+		return nil, fmt.Errorf("explain %s: %w", group, err)
 	}
 	if len(entries) == 0 {
-		return fmt.Errorf("group %q has no generation log: it never had a member, or does not exist", group)
+		return nil, fmt.Errorf("group %q has no generation log: it never had a member, or does not exist", group)
 	}
-	for i, e := range entries {
-		if i > 0 {
-			fmt.Fprintln(w)
-		}
-		writeLogEntry(w, e, epoch > 0)
-	}
-	return nil
+	return &explained{Group: group, Entries: entries, all: epoch > 0}, nil
 }
 
 // maxShownMoves is how many moves an entry shows unless asked for one

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"flag"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,19 +20,14 @@ import (
 	"github.com/tenure-dev/tenure/member"
 )
 
-// groupsOut runs `tenure groups sub args...` against broker and returns
-// its table, or its error.
-func groupsOut(t *testing.T, broker, sub string, args ...string) (string, error) {
+// groupsOut runs `tenure groups ARGS... --brokers broker` as the command
+// line would, flags and all, and returns what it printed, or its error.
+func groupsOut(t *testing.T, broker string, args ...string) (string, error) {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(broker))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
 	var out bytes.Buffer
-	err = runGroups(ctx, kadm.NewClient(cl), &out, sub, args)
+	fs := flag.NewFlagSet("tenure groups", flag.ContinueOnError)
+	cli := newGroupsCLI(fs, groupsSubcommands(), &out)
+	err := cli.run(context.Background(), append(slices.Clone(args), "--brokers", broker))
 	return out.String(), err
 }
 
@@ -195,6 +191,8 @@ func TestGroups(t *testing.T) {
 		t.Errorf("offsets:\n%s\nwant:\n%s", out, want)
 	}
 
+	checkGroupsJSON(t, broker, ids)
+
 	// A group with members is not deleted; once they left, it is.
 	if _, err := groupsOut(t, broker, "delete", "jobs-848"); err == nil || !strings.Contains(err.Error(), "still has members") {
 		t.Errorf("delete of a group with members: %v", err)
@@ -216,9 +214,116 @@ func TestGroups(t *testing.T) {
 	if out, err := groupsOut(t, broker, "delete", "jobs-848"); err != nil || out != "deleted group jobs-848\n" {
 		t.Errorf("delete of an empty group: %q, %v", out, err)
 	}
+	// A group that only has offsets, committed by an admin, is deleted
+	// too; here with -o json.
+	adm := kadm.NewClient(classic)
+	commitCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var offs kadm.Offsets
+	offs.Add(kadm.Offset{Topic: "jobs", Partition: 0, At: 7, LeaderEpoch: -1})
+	if _, err := adm.CommitOffsets(commitCtx, "jobs-admin", offs); err != nil {
+		t.Fatalf("admin commit: %v", err)
+	}
+	out, err = groupsOut(t, broker, "delete", "jobs-admin", "-o", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var deleted groupDeleted
+	checkShape(t, "delete", out, deleteShape, &deleted)
+	if deleted != (groupDeleted{Group: "jobs-admin", Deleted: true}) {
+		t.Errorf("delete -o json: %+v", deleted)
+	}
 	for _, sub := range []string{"describe", "offsets", "delete"} {
 		if _, err := groupsOut(t, broker, sub, "jobs-848"); err == nil || err.Error() != `group "jobs-848" not found` {
 			t.Errorf("%s of a deleted group: %v, want not found", sub, err)
+		}
+	}
+}
+
+// The JSON shapes of docs/OPERATIONS.md.
+var (
+	topicPartitionsShape = obj{"topic": str, "partitions": arrayOf{num}}
+	listShape            = obj{"groups": arrayOf{obj{"group": str, "type": str, "state": str, "protocol_type": str, "coordinator_id": num}}}
+	describeShape        = obj{
+		"group": str, "type": str, "state": str,
+		"epoch": orNull{num}, "assignment_epoch": orNull{num}, "assignor": orNull{str},
+		"protocol_type": orNull{str}, "protocol": orNull{str},
+		"coordinator": obj{"node_id": num, "host": str, "port": num},
+		"members": arrayOf{obj{
+			"member_id": str, "instance_id": orNull{str}, "member_epoch": orNull{num},
+			"client_id": str, "client_host": str,
+			"subscribed_topics": arrayOf{str}, "subscribed_topic_regex": orNull{str},
+			"assignment": arrayOf{topicPartitionsShape}, "target_assignment": orNull{arrayOf{topicPartitionsShape}},
+		}},
+	}
+	offsetsShape = obj{"group": str, "offsets": arrayOf{obj{
+		"topic": str, "partition": num, "offset": num, "leader_epoch": num, "metadata": str, "error": orNull{str},
+	}}}
+	deleteShape = obj{"group": str, "deleted": boolean}
+)
+
+// checkGroupsJSON checks list, describe and offsets with -o json against
+// the stable groups of TestGroups: the documented shapes, and the same
+// facts as the tables.
+func checkGroupsJSON(t *testing.T, broker string, ids []string) {
+	t.Helper()
+	out, err := groupsOut(t, broker, "list", "-o", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var list groupList
+	checkShape(t, "list", out, listShape, &list)
+	if want := []listedGroup{{"jobs-848", "consumer", "Stable", "consumer", 0}, {"jobs-classic", "classic", "Stable", "consumer", 0}}; !slices.Equal(list.Groups, want) {
+		t.Errorf("list -o json: %+v, want %+v", list.Groups, want)
+	}
+
+	out, err = groupsOut(t, broker, "--output", "json", "describe", "jobs-848")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d groupDescription
+	checkShape(t, "describe", out, describeShape, &d)
+	if d.Type != "consumer" || d.State != "Stable" || d.Epoch == nil || *d.Epoch <= 0 || d.AssignmentEpoch == nil || *d.AssignmentEpoch != *d.Epoch ||
+		deref(d.Assignor) != "uniform" || d.Protocol != nil || d.ProtocolType != nil || len(d.Members) != 2 {
+		t.Errorf("describe -o json of the KIP-848 group:\n%s", out)
+	}
+	var all []int
+	for i, m := range d.Members {
+		if m.MemberID != ids[i] || m.MemberEpoch == nil || *m.MemberEpoch <= 0 || m.ClientID != "kgo" || !slices.Equal(m.SubscribedTopics, []string{"jobs"}) ||
+			formatPartitions(m.TargetAssignment) != formatPartitions(m.Assignment) {
+			t.Errorf("member %d: %+v", i, m)
+		}
+		all = append(all, parsePartitions(t, formatPartitions(m.Assignment))...)
+	}
+	slices.Sort(all)
+	if !slices.Equal(all, []int{0, 1, 2, 3, 4, 5, 6, 7}) {
+		t.Errorf("describe -o json: members own %v, want each of the 8 partitions once", all)
+	}
+
+	out, err = groupsOut(t, broker, "describe", "jobs-classic", "-o", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d = groupDescription{}
+	checkShape(t, "describe", out, describeShape, &d)
+	if d.Type != "classic" || d.Epoch != nil || d.Assignor != nil || deref(d.Protocol) != "cooperative-sticky" || deref(d.ProtocolType) != "consumer" ||
+		len(d.Members) != 1 || d.Members[0].MemberEpoch != nil || d.Members[0].TargetAssignment != nil ||
+		formatPartitions(d.Members[0].Assignment) != "jobs:0-7" || !slices.Equal(d.Members[0].SubscribedTopics, []string{"jobs"}) {
+		t.Errorf("describe -o json of the classic group:\n%s", out)
+	}
+
+	out, err = groupsOut(t, broker, "offsets", "jobs-848", "-o", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var offs offsetList
+	checkShape(t, "offsets", out, offsetsShape, &offs)
+	if offs.Group != "jobs-848" || len(offs.Offsets) != 8 {
+		t.Fatalf("offsets -o json:\n%s", out)
+	}
+	for p, o := range offs.Offsets {
+		if o.Topic != "jobs" || o.Partition != int32(p) || o.Offset != 100+int64(p) || o.Metadata != "m" || o.Error != nil {
+			t.Errorf("offset %d: %+v", p, o)
 		}
 	}
 }
@@ -262,6 +367,10 @@ func TestGroupsUsage(t *testing.T) {
 		{"list with a group", []string{"list", "a"}, "list takes no argument"},
 		{"bad flag after the subcommand", []string{"describe", "g", "--nope"}, "unknown flag --nope"},
 		{"empty brokers", []string{"list", "--brokers", ""}, "--brokers is empty"},
+		{"unknown output", []string{"list", "-o", "yaml"}, `invalid value "yaml" for --o: want table or json`},
+		{"what-if without a group", []string{"what-if", "--add", "1"}, "what-if takes one GROUP"},
+		{"a what-if flag elsewhere", []string{"describe", "g", "--seeds", "2"}, "--seeds applies to what-if only"},
+		{"what-if without a change", []string{"what-if", "g"}, "what-if needs a change"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
@@ -287,7 +396,8 @@ func TestGroupsUsage(t *testing.T) {
 	if code := run(context.Background(), []string{"groups", "--help"}, &help, &stderr); code != 0 {
 		t.Fatalf("help: exit %d", code)
 	}
-	for _, want := range []string{"list", "describe GROUP", "offsets GROUP", "delete GROUP", "--brokers", "TENURE_BROKERS", "--timeout"} {
+	for _, want := range []string{"list", "describe GROUP", "offsets GROUP", "delete GROUP", "what-if GROUP", "--remove MEMBER", "--add N",
+		"--brokers", "TENURE_BROKERS", "--timeout", "--output format  [TENURE_OUTPUT]", "-o\n    \tshort for --output", "docs/OPERATIONS.md"} {
 		if !strings.Contains(help.String(), want) {
 			t.Errorf("help lacks %q", want)
 		}

@@ -135,6 +135,10 @@ func printCommandUsage(w io.Writer, c *command, fs *flag.FlagSet) {
 	}
 	fmt.Fprintf(w, "\nFlags (environment variable in brackets):\n")
 	fs.VisitAll(func(f *flag.Flag) {
+		if a, ok := f.Value.(interface{ aliasOf() string }); ok {
+			fmt.Fprintf(w, "  -%s\n    \tshort for --%s\n", f.Name, a.aliasOf())
+			return
+		}
 		name, usage := flag.UnquoteUsage(f)
 		fmt.Fprintf(w, "  --%s", f.Name)
 		if name != "" {

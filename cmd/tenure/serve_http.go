@@ -16,6 +16,16 @@ import (
 	"github.com/tenure-dev/tenure/internal/adminapi"
 )
 
+// httpMux routes the --http listener: /metrics, reg's then more's; the
+// admin API's drain; and the status page (with the generation log).
+func httpMux(reg *prometheus.Registry, more prometheus.Gatherers, src web.ServerSource, page http.Handler) *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(append(prometheus.Gatherers{reg}, more...), promhttp.HandlerOpts{Registry: reg}))
+	adminapi.Register(mux, src.Server)
+	mux.Handle("/", page)
+	return mux
+}
+
 // serveHTTP serves the status page (package web), the admin API's drain
 // (package adminapi) and the Prometheus metrics at /metrics, reg's then
 // more's, on addr until the returned function is called; an empty addr
@@ -37,12 +47,8 @@ func serveHTTP(addr string, reg *prometheus.Registry, more prometheus.Gatherers,
 		return nil, err
 	}
 	page := web.New(src, web.Logger(hlog))
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(append(prometheus.Gatherers{reg}, more...), promhttp.HandlerOpts{Registry: reg}))
-	adminapi.Register(mux, src.Server)
-	mux.Handle("/", page)
 	srv := &http.Server{
-		Handler:           mux,
+		Handler:           httpMux(reg, more, src, page),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		// No WriteTimeout: event streams are long; each write of one

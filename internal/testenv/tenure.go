@@ -36,6 +36,14 @@ func TenureConfig(t testing.TB, session, interval time.Duration, partitions int3
 // returns an error.
 func StartTenure(t testing.TB, cfg server.Config) string {
 	t.Helper()
+	_, addr := StartTenureServer(t, cfg)
+	return addr
+}
+
+// StartTenureServer is StartTenure, returning the server too, for tests
+// that use its admin methods.
+func StartTenureServer(t testing.TB, cfg server.Config) (*server.Server, string) {
+	t.Helper()
 	s, err := server.New(cfg)
 	if err != nil {
 		t.Fatalf("tenure: %v", err)
@@ -58,5 +66,5 @@ func StartTenure(t testing.TB, cfg server.Config) string {
 			t.Errorf("tenure did not stop")
 		}
 	})
-	return ln.Addr().String()
+	return s, ln.Addr().String()
 }

@@ -1,0 +1,171 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tenure-dev/tenure/coordinator/web"
+	"github.com/tenure-dev/tenure/internal/testenv"
+)
+
+// TestGroupsExplainDrain runs `tenure groups explain` and `drain` against
+// a coordinator with its admin API, and three stock kgo KIP-848 consumers
+// and one classic one: the log in words and in JSON, a drain that waits
+// for its hand-off, its undo, a drain with removal, and the errors.
+func TestGroupsExplainDrain(t *testing.T) {
+	srv, broker := testenv.StartTenureServer(t, testenv.TenureConfig(t, 6*time.Second, 200*time.Millisecond, 6))
+	src := web.ServerSource{Server: srv}
+	page := web.New(src)
+	hs := httptest.NewServer(httpMux(prometheus.NewRegistry(), nil, src, page))
+	t.Cleanup(func() { page.Close(); hs.Close() })
+
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	consumer := func(name, group string, opts ...kgo.Opt) *kgo.Client {
+		cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(broker), kgo.ClientID(name),
+			kgo.ConsumerGroup(group), kgo.ConsumeTopics("jobs"), kgo.FetchMaxWait(100 * time.Millisecond)}, opts...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(cl.Close)
+		go func() {
+			for ctx.Err() == nil {
+				if f := cl.PollFetches(ctx); f.IsClientClosed() {
+					return
+				}
+			}
+		}()
+		return cl
+	}
+	acl, err := kgo.NewClient(kgo.SeedBrokers(broker))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(acl.Close)
+	adm := kadm.NewClient(acl)
+	if _, err := adm.CreateTopics(ctx, 6, 1, nil, "jobs"); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		consumer(fmt.Sprintf("c%d", i), "g", kgo.ServerSideBalancer())
+	}
+	consumer("k0", "classic")
+	owned := func(group string) map[string]int {
+		d, err := adm.DescribeConsumerGroups(ctx, group)
+		if err != nil || d[group].Err != nil {
+			return nil
+		}
+		n := map[string]int{}
+		for _, m := range d[group].Members {
+			n[m.ClientID] = len(m.Assignment["jobs"])
+		}
+		return n
+	}
+	testenv.Eventually(t, 20*time.Second, "2 partitions each", func() bool {
+		n := owned("g")
+		return n["c0"] == 2 && n["c1"] == 2 && n["c2"] == 2
+	})
+	memberOf := func(client string) string {
+		d, err := adm.DescribeConsumerGroups(ctx, "g")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range d["g"].Members {
+			if m.ClientID == client {
+				return m.MemberID
+			}
+		}
+		t.Fatalf("no member of %s", client)
+		return ""
+	}
+	run := func(args ...string) (string, error) {
+		return groupsOut(t, broker, append(args, "--admin", hs.URL, "--timeout", "20s")...)
+	}
+
+	out, err := run("explain", "g")
+	if err != nil || !strings.Contains(out, "why: a member joined") || !strings.Contains(out, "fewest possible for a balanced assignment") {
+		t.Fatalf("explain: %v\n%s", err, out)
+	}
+
+	c0 := memberOf("c0")
+	out, err = run("drain", "g", c0)
+	if err != nil {
+		t.Fatalf("drain: %v\n%s", err, out)
+	}
+	for _, want := range []string{"drained " + c0, "why: an admin drained a member", "moves     2 (fewest possible for a balanced assignment: 2)", "hand-off  done"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("drain output lacks %q:\n%s", want, out)
+		}
+	}
+	if n := owned("g"); n["c0"] != 0 || n["c1"] != 3 || n["c2"] != 3 {
+		t.Fatalf("after the drain: %v", n)
+	}
+
+	var x explained
+	out, err = run("explain", "g", "--limit", "1", "-o", "json")
+	if err != nil || json.Unmarshal([]byte(out), &x) != nil || len(x.Entries) != 1 {
+		t.Fatalf("explain -o json: %v\n%s", err, out)
+	}
+	e := x.Entries[0]
+	if e.Reason != "drain" || len(e.Moves) != 2 || !e.Handoff.Done || e.Handoff.Granted != 2 || e.Moves[0].From != c0 {
+		t.Fatalf("the drain's entry: %+v", e)
+	}
+	out, err = run("explain", "g", "--epoch", fmt.Sprint(e.Epoch-1))
+	if err != nil || !strings.Contains(out, fmt.Sprintf("epoch %d ", e.Epoch-1)) || strings.Contains(out, "... and") {
+		t.Fatalf("explain --epoch: %v\n%s", err, out)
+	}
+
+	if out, err = run("drain", "g", c0, "--undo"); err != nil || !strings.Contains(out, "may be assigned partitions again") {
+		t.Fatalf("drain --undo: %v\n%s", err, out)
+	}
+	testenv.Eventually(t, 20*time.Second, "c0 assigned again", func() bool { return owned("g")["c0"] == 2 })
+
+	c1 := memberOf("c1")
+	var d drained
+	out, err = run("drain", "g", "--remove", c1, "-o", "json")
+	if err != nil || json.Unmarshal([]byte(out), &d) != nil || d.Action != "removed" || d.Entry == nil || d.Entry.Reason != "drain" {
+		t.Fatalf("drain --remove: %v\n%s", err, out)
+	}
+
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"drain", "g", "nobody"}, "no member with ID or instance ID"},
+		{[]string{"drain", "g"}, "drain takes GROUP MEMBER"},
+		{[]string{"drain", "classic", memberOfClassic(t, adm)}, "classic group"},
+		{[]string{"explain", "nogroup"}, "no generation log"},
+		{[]string{"explain", "g", "--epoch", "9999"}, "no log entry for epoch 9999"},
+	} {
+		if _, err := run(tc.args...); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: %v, want an error with %q", tc.args, err, tc.want)
+		}
+	}
+	if _, err := groupsOut(t, broker, "explain", "g", "--admin", "127.0.0.1:1", "--timeout", "2s"); err == nil || !strings.Contains(err.Error(), "is the node serving --http there?") {
+		t.Errorf("explain against nothing: %v", err)
+	}
+}
+
+func memberOfClassic(t *testing.T, adm *kadm.Client) string {
+	t.Helper()
+	var id string
+	testenv.Eventually(t, 20*time.Second, "the classic consumer to join", func() bool {
+		d, err := adm.DescribeGroups(context.Background(), "classic")
+		if err != nil || len(d["classic"].Members) != 1 {
+			return false
+		}
+		id = d["classic"].Members[0].MemberID
+		return true
+	})
+	return id
+}
