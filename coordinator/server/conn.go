@@ -49,6 +49,10 @@ type conn struct {
 	clientID     string
 	readDeadline time.Time
 	lastGroup    *groupEntry
+	// principal is who the connection acts as, in Kafka's form
+	// ("User:alice"): AnonymousPrincipal until a TLS client certificate
+	// or SASL authentication names someone. Authorization reads it.
+	principal string
 
 	mu        sync.Mutex
 	q         []*slot // response queue; q[head:] are pending
@@ -76,6 +80,8 @@ func newConn(s *Server, nc net.Conn) *conn {
 		space: make(chan struct{}, 1),
 		kick:  make(chan struct{}, 1),
 		done:  make(chan struct{}),
+
+		principal: AnonymousPrincipal,
 	}
 	c.host = c.addr
 	if h, _, err := net.SplitHostPort(c.addr); err == nil {
@@ -83,6 +89,10 @@ func newConn(s *Server, nc net.Conn) *conn {
 	}
 	return c
 }
+
+// AnonymousPrincipal is the principal of a connection nobody
+// authenticated, as Kafka names it.
+const AnonymousPrincipal = "User:ANONYMOUS"
 
 // Reasons a connection closes, the label of tenure_connections_closed_total.
 const (
