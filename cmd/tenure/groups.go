@@ -133,7 +133,7 @@ type groupsCLI struct {
 
 func newGroupsCLI(fs *flag.FlagSet, subs []groupsSubcommand, out io.Writer) *groupsCLI {
 	c := &groupsCLI{fs: fs, admin: addAdminFlags(fs), output: addOutputFlag(fs), subs: subs, owner: map[string]string{}, out: out}
-	c.adminURL = fs.String("admin", "http://127.0.0.1:8092", "explain, drain: `URL` of a node's --http listener (its admin API)")
+	c.adminURL = fs.String("admin", "http://"+defaultHTTP, "explain, drain: `URL` of a node's --http listener (its admin API)")
 	fs.Var(&c.remove, "remove", "what-if: a `member` (member or instance ID) leaves, or crashes; repeatable, or a comma-separated list. drain: drain this member, then remove it once it holds nothing")
 	for _, s := range subs {
 		known := map[string]bool{}

@@ -77,7 +77,7 @@ func (d *drained) writeTable(w io.Writer) {
 	}
 	if d.Entry != nil {
 		fmt.Fprintln(w)
-		writeLogEntry(w, *d.Entry, true)
+		writeLogEntry(w, *d.Entry, false)
 	}
 }
 

@@ -49,7 +49,8 @@ func setupServe(fs *flag.FlagSet) func(ctx context.Context, args []string) error
 		advertise     = fs.String("advertise", "", "`host:port` clients are told to connect to, in Metadata and FindCoordinator (default: the address bound by --listen)")
 		partitions    = fs.Int("partitions", int(def.DefaultPartitions), "partitions of a topic created by Metadata auto-creation or by CreateTopics with -1")
 		autoCreate    = fs.Bool("auto-create-topics", def.AutoCreateTopics, "create an unknown topic when a client asks for it in Metadata")
-		httpListen    = fs.String("http", "", "`host:port` to serve the status page on (groups, partition owners and tokens, members, live) and Prometheus metrics at /metrics, e.g. 127.0.0.1:9644 (default: off). Unauthenticated and read-only: keep it on a private network")
+		httpListen    = fs.String("http", defaultHTTP, "`host:port` to serve the status page on (groups, partition owners and tokens, members, live), Prometheus metrics at /metrics, and the admin API (generation log, drain: tenure groups explain | drain); \"\" turns it off. If the default address is taken, the node warns and serves without it. Unauthenticated, and drain changes groups: keep it on loopback or a private network, or turn drain off with --admin-api=false")
+		adminAPI      = fs.Bool("admin-api", true, "serve the admin API's drain on --http (the generation log and the status page are read-only and always served)")
 		metricsListen = fs.String("metrics-listen", "", "deprecated: the old name of --http, which serves /metrics too")
 		minSession    = fs.Duration("min-session-timeout", def.Core.MinSessionTimeout, "smallest session timeout a classic member may ask for (Kafka group.min.session.timeout.ms)")
 		maxSession    = fs.Duration("max-session-timeout", def.Core.MaxSessionTimeout, "largest session timeout a classic member may ask for (Kafka group.max.session.timeout.ms)")
@@ -119,7 +120,11 @@ func setupServe(fs *flag.FlagSet) func(ctx context.Context, args []string) error
 			return err
 		}
 		httpAddr := *httpListen
+		// The default address is a convenience: a second node on the
+		// same host finds it taken and runs without.
+		httpOptional := !isSet(fs, "http")
 		if *metricsListen != "" {
+			httpOptional = false
 			if httpAddr != "" && httpAddr != *metricsListen {
 				return usagef("--metrics-listen is the deprecated name of --http: give --http only")
 			}
@@ -209,7 +214,7 @@ func setupServe(fs *flag.FlagSet) func(ctx context.Context, args []string) error
 			ln.Close()
 			return err
 		}
-		stopHTTP, err := serveHTTP(httpAddr, reg, be.metrics, web.ServerSource{Server: srv}, log)
+		stopHTTP, err := serveHTTP(httpSpec{addr: httpAddr, optional: httpOptional, admin: *adminAPI}, reg, be.metrics, web.ServerSource{Server: srv}, log)
 		if err != nil {
 			ln.Close()
 			return err

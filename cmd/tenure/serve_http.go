@@ -18,23 +18,42 @@ import (
 
 // httpMux routes the --http listener: /metrics, reg's then more's; the
 // admin API's drain; and the status page (with the generation log).
-func httpMux(reg *prometheus.Registry, more prometheus.Gatherers, src web.ServerSource, page http.Handler) *http.ServeMux {
+func httpMux(reg *prometheus.Registry, more prometheus.Gatherers, src web.ServerSource, page http.Handler, admin bool) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(append(prometheus.Gatherers{reg}, more...), promhttp.HandlerOpts{Registry: reg}))
-	adminapi.Register(mux, src.Server)
+	if admin {
+		adminapi.Register(mux, src.Server)
+	}
 	mux.Handle("/", page)
 	return mux
+}
+
+// defaultHTTP is --http's default: loopback, the port Redpanda's admin API
+// uses too.
+const defaultHTTP = "127.0.0.1:9644"
+
+// httpSpec is what --http and --admin-api ask for.
+type httpSpec struct {
+	addr string
+	// optional: the address is the default, and a node that finds it
+	// taken serves without it.
+	optional bool
+	admin    bool
 }
 
 // serveHTTP serves the status page (package web), the admin API's drain
 // (package adminapi) and the Prometheus metrics at /metrics, reg's then
 // more's, on addr until the returned function is called; an empty addr
 // serves nothing.
-func serveHTTP(addr string, reg *prometheus.Registry, more prometheus.Gatherers, src web.ServerSource, log *zap.Logger) (stop func(), err error) {
-	if addr == "" {
+func serveHTTP(spec httpSpec, reg *prometheus.Registry, more prometheus.Gatherers, src web.ServerSource, log *zap.Logger) (stop func(), err error) {
+	if spec.addr == "" {
 		return func() {}, nil
 	}
-	ln, err := net.Listen("tcp", addr)
+	ln, err := net.Listen("tcp", spec.addr)
+	if err != nil && spec.optional {
+		log.Warn("no status page, metrics or admin API: the default --http address is taken (another node on this host?); give --http another address", zap.String("http", spec.addr), zap.Error(err))
+		return func() {}, nil
+	}
 	if err != nil {
 		return nil, fmt.Errorf("http listen: %w", err)
 	}
@@ -48,7 +67,7 @@ func serveHTTP(addr string, reg *prometheus.Registry, more prometheus.Gatherers,
 	}
 	page := web.New(src, web.Logger(hlog))
 	srv := &http.Server{
-		Handler:           httpMux(reg, more, src, page),
+		Handler:           httpMux(reg, more, src, page, spec.admin),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		// No WriteTimeout: event streams are long; each write of one

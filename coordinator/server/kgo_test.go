@@ -25,7 +25,7 @@ func (l kgoLogger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
 }
 
 // newKgo returns a stock kgo client of ts, closed when the test ends.
-func newKgo(t *testing.T, ts *testServer, opts ...kgo.Opt) *kgo.Client {
+func newKgo(t testing.TB, ts *testServer, opts ...kgo.Opt) *kgo.Client {
 	t.Helper()
 	opts = append([]kgo.Opt{
 		kgo.SeedBrokers(ts.addr),

@@ -46,7 +46,8 @@
 // The test gives each script a free address as TENURE_LISTEN and
 // TENURE_BROKERS (a coordinator it starts must listen there) and rewrites
 // that address in the output to 127.0.0.1:9092, the default a reader's
-// commands use; it does the same for the PostgreSQL DSN. Live examples
+// commands use; it does the same for --http (TENURE_HTTP, TENURE_ADMIN:
+// 127.0.0.1:9644) and for the PostgreSQL DSN. Live examples
 // are skipped with -short.
 package readme
 
@@ -75,7 +76,10 @@ const root = "../.."
 
 // defaultAddr is where `tenure serve` listens, and the other commands
 // dial, by default.
-const defaultAddr = "127.0.0.1:9092"
+const (
+	defaultAddr     = "127.0.0.1:9092"
+	defaultHTTPAddr = "127.0.0.1:9644"
+)
 
 func TestReadme(t *testing.T) {
 	blocks := findBlocks(t)
@@ -210,8 +214,13 @@ func runExample(t *testing.T, work string, b block) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := []string{"TMPDIR=" + t.TempDir(), "TENURE_LISTEN=" + addr, "TENURE_BROKERS=" + addr}
-	rewrite := []string{addr, defaultAddr}
+	httpAddr, err := proctest.FreeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"TMPDIR=" + t.TempDir(), "TENURE_LISTEN=" + addr, "TENURE_BROKERS=" + addr,
+		"TENURE_HTTP=" + httpAddr, "TENURE_ADMIN=http://" + httpAddr}
+	rewrite := []string{addr, defaultAddr, httpAddr, defaultHTTPAddr}
 	if s.postgres {
 		dsn, _ := testenv.PostgresForTest(t)
 		if _, err := exec.LookPath("psql"); err != nil {
