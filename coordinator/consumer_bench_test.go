@@ -232,3 +232,88 @@ func BenchmarkOffsetCommit(b *testing.B) {
 		b.Fatalf("error %d", resp.Topics[0].Partitions[0].ErrorCode)
 	}
 }
+
+// benchSizes are the group sizes of the scaling benchmarks. Each group
+// consumes one topic with benchPartitionsPerMember partitions per member,
+// so that a join or a leave moves the same few partitions at every size
+// and the cost per join can be compared across sizes.
+var benchSizes = []int{100, 1000, 10000}
+
+const benchPartitionsPerMember = 2
+
+// BenchmarkConsumerColdJoin is a whole group joining from cold: n members
+// join an empty group one after another, then every member heartbeats
+// until the group is Stable. It is the core CPU a fleet's start costs.
+func BenchmarkConsumerColdJoin(b *testing.B) {
+	for _, n := range benchSizes {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				bg := newBenchGroup(b, int32(benchPartitionsPerMember*n), n+1)
+				bg.addMembers(n)
+				bg.converge(b)
+			}
+		})
+	}
+}
+
+// BenchmarkConsumerJoinOne is one member joining a Stable group of n: the
+// join request, with its epoch bump and target update. Between iterations
+// (untimed) the new member leaves again, so the group stays at n.
+func BenchmarkConsumerJoinOne(b *testing.B) {
+	for _, n := range benchSizes {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			bg := newBenchGroup(b, int32(benchPartitionsPerMember*n), n+1)
+			bg.addBulk(b, n)
+			resp := kmsg.NewPtrConsumerGroupHeartbeatResponse()
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				id := fmt.Sprintf("joiner-%08d", i)
+				bg.beat(id, resp)
+				b.StopTimer()
+				bg.leave(id, resp)
+				b.StartTimer()
+			}
+		})
+	}
+}
+
+// BenchmarkConsumerLeaveOne is one member leaving a Stable group of n: the
+// leave request, with its epoch bump and target update. Between iterations
+// (untimed) a new member joins, so the group stays at n.
+func BenchmarkConsumerLeaveOne(b *testing.B) {
+	for _, n := range benchSizes {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			bg := newBenchGroup(b, int32(benchPartitionsPerMember*n), n+1)
+			bg.addBulk(b, n)
+			resp := kmsg.NewPtrConsumerGroupHeartbeatResponse()
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				// Members leave in join order: the oldest hold
+				// partitions, as the leaver of a real group does.
+				bg.leave(bg.ids[i], resp)
+				b.StopTimer()
+				id := fmt.Sprintf("joiner-%08d", i)
+				bg.ids = append(bg.ids, id)
+				bg.beat(id, resp)
+				b.StartTimer()
+			}
+		})
+	}
+}
+
+// leave sends id's leave (epoch -1).
+func (b *benchGroup) leave(id string, resp *kmsg.ConsumerGroupHeartbeatResponse) {
+	req := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+	req.Version = 1
+	req.Group = "g"
+	req.MemberID = id
+	req.MemberEpoch = -1
+	b.g.Step(b.now, Request{Ref: id, Msg: req, Resp: resp})
+	b.g.Advance(b.g.Ready())
+	if resp.ErrorCode != 0 {
+		panic(fmt.Sprintf("leave of %s: error %d", id, resp.ErrorCode))
+	}
+	delete(b.epochs, id)
+	delete(b.held, id)
+}
