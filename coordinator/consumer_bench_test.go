@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime"
+	"syscall"
 	"testing"
 	"time"
 
@@ -243,16 +244,55 @@ const benchPartitionsPerMember = 2
 
 // BenchmarkConsumerColdJoin is a whole group joining from cold: n members
 // join an empty group one after another, then every member heartbeats
-// until the group is Stable. It is the core CPU a fleet's start costs.
+// until the group is Stable. It is the core CPU a fleet's start costs;
+// cpu-ns/op is the process's CPU time per run, which other processes on a
+// shared machine do not inflate as they do ns/op.
 func BenchmarkConsumerColdJoin(b *testing.B) {
 	for _, n := range benchSizes {
 		b.Run(fmt.Sprint(n), func(b *testing.B) {
 			b.ReportAllocs()
+			cpu0 := cpuTime()
 			for b.Loop() {
 				bg := newBenchGroup(b, int32(benchPartitionsPerMember*n), n+1)
 				bg.addMembers(n)
 				bg.converge(b)
 			}
+			b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/op")
+		})
+	}
+}
+
+// cpuTime returns the CPU time the process has used (user and system).
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkConsumerColdJoinCoalesced is BenchmarkConsumerColdJoin with
+// Config.ConsumerJoinCoalesce: the joins arrive within one window, so the
+// first bumps the epoch and the others share one bump at the window's end.
+func BenchmarkConsumerColdJoinCoalesced(b *testing.B) {
+	const window = 100 * time.Millisecond
+	for _, n := range benchSizes {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			b.ReportAllocs()
+			cpu0 := cpuTime()
+			for b.Loop() {
+				bg := newBenchGroup(b, int32(benchPartitionsPerMember*n), n+1)
+				bg.cfg.ConsumerJoinCoalesce = window
+				bg.addMembers(n)
+				bg.now = bg.now.Add(window)
+				bg.g.Tick(bg.now)
+				bg.g.Advance(bg.g.Ready())
+				bg.converge(b)
+				if e := bg.g.Epoch(); e != 2 {
+					b.Fatalf("%d joins bumped the epoch to %d", n, e)
+				}
+			}
+			b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/op")
 		})
 	}
 }
