@@ -46,8 +46,8 @@ type Config struct {
 	// member reconcile) once per join. A member that joins meanwhile
 	// stands at the current epoch with nothing assigned until the bump. 0
 	// (the default) bumps once per join; it must be below the session
-	// timeout. No Kafka equivalent: Kafka's
-	// group.consumer.assignment.interval.ms batches only the target
+	// timeout. No Kafka equivalent: Kafka 4.3's
+	// consumer.assignment.interval.ms batches only the target
 	// computation.
 	ConsumerJoinCoalesce time.Duration
 

@@ -11,9 +11,9 @@ import "time"
 // if no join did within the last w; otherwise it waits for the bump due w
 // after the last one, which every join until then shares (Tick performs
 // it). Joins therefore bump the epoch at most once per w, and a lone join
-// into a quiet group is not delayed at all. (Kafka's
-// group.consumer.assignment.interval.ms delays the target computation in
-// the same way, but still bumps the group epoch per join.)
+// into a quiet group is not delayed at all. (Kafka 4.3's assignment
+// batching, consumer.assignment.interval.ms, delays the target computation
+// in the same way, but still bumps the group epoch per join.)
 //
 // A member that joins while the bump is pending is answered as KIP-848
 // answers a member joining a group whose target is still being computed:
