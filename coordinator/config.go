@@ -40,6 +40,17 @@ type Config struct {
 	// group.consumer.heartbeat.interval.ms (5 s).
 	ConsumerHeartbeatInterval time.Duration
 
+	// ConsumerJoinCoalesce makes KIP-848 joins that arrive within this
+	// long of a join's epoch bump share one bump, performed by Tick at the
+	// end of the window, instead of bumping the epoch (and so making every
+	// member reconcile) once per join. A member that joins meanwhile
+	// stands at the current epoch with nothing assigned until the bump. 0
+	// (the default) bumps once per join; it must be below the session
+	// timeout. No Kafka equivalent: Kafka 4.3's
+	// consumer.assignment.interval.ms batches only the target
+	// computation.
+	ConsumerJoinCoalesce time.Duration
+
 	// Assignors are the server-side assignors KIP-848 members may name;
 	// the first is the default. Kafka: group.consumer.assignors
 	// (uniform, range).
@@ -114,6 +125,10 @@ func (c *Config) Validate() error {
 	if c.ConsumerHeartbeatInterval <= 0 || c.ConsumerHeartbeatInterval >= c.ConsumerSessionTimeout {
 		bad("consumer heartbeat interval %v must be positive and below the session timeout %v",
 			c.ConsumerHeartbeatInterval, c.ConsumerSessionTimeout)
+	}
+	if c.ConsumerJoinCoalesce < 0 || (c.ConsumerSessionTimeout > 0 && c.ConsumerJoinCoalesce >= c.ConsumerSessionTimeout) {
+		bad("consumer join coalesce window %v must be non-negative and below the session timeout %v",
+			c.ConsumerJoinCoalesce, c.ConsumerSessionTimeout)
 	}
 	if len(c.Assignors) == 0 {
 		bad("no assignors")

@@ -7,8 +7,9 @@ package coordinator
 // every Config.ConsumerHeartbeatInterval, sending only what changed (a nil
 // field means "unchanged"). Every membership or subscription change bumps
 // the group epoch (g.epoch) and recomputes the target assignment with the
-// assignor; each member then reconciles towards its target on its own
-// heartbeats:
+// assignor (in the common case incrementally: consumer_incremental.go;
+// joins may share one bump: consumer_coalesce.go); each member then
+// reconciles towards its target on its own heartbeats:
 //
 //   - it keeps owned ∩ target and is asked to revoke owned − target; while
 //     it still reports a revoked partition it stays at its epoch
@@ -31,27 +32,29 @@ package coordinator
 // (consumer_tokens.go).
 //
 // Durable records: a GroupRecord at every epoch bump (Protocol is the
-// assignor); a MemberRecord when a member joins, changes its subscription,
-// assignor, rack, rebalance timeout, client ID or host, and with Deleted when it is removed
-// (which also ends every ownership of the member: no AssignmentRecord
-// follows a deletion); an AssignmentRecord whenever a member's epoch,
-// owned partitions or their tokens, pending or revoking partitions
-// change. Target assignments are not persisted: a restored coordinator
-// recomputes them from the members and their current assignments.
+// assignor) and when joins start waiting for a coalesced bump (State
+// "Assigning"); a MemberRecord when a member joins, changes its
+// subscription, assignor, rack, rebalance timeout, client ID or host, and
+// with Deleted when it is removed (which also ends every ownership of the
+// member: no AssignmentRecord follows a deletion); an AssignmentRecord
+// whenever a member's epoch, owned partitions or their tokens, pending or
+// revoking partitions, or target change. A restored coordinator takes the
+// targets from these records instead of recomputing them.
 //
 // Where tenure departs from Kafka (each is noted where it happens): the
 // successor of a static member takes its partitions under fresh tokens,
 // bumping the epoch (without moving anything) only when a fresh token would
 // not exceed an inherited one; revoked partitions are released one by one
 // as the member stops reporting them; evictions that fall due in the same
-// Tick share one epoch bump; a negative rebalance timeout is
-// INVALID_REQUEST; a static member's replacement is not refused by
-// Config.MaxGroupSize; a member rejoining at epoch 0 with its own ID is
-// taken back in place even when static (as Kafka PR #23542 proposes; Kafka
-// 4.x answers UNRELEASED_INSTANCE_ID), and, as it abandoned its partitions,
-// what it gets back is provisional again and takes the epoch of the answer
-// as token; a regex subscription needs a Topics resolver that implements
-// TopicLister.
+// Tick share one epoch bump, and so may joins (Config.ConsumerJoinCoalesce;
+// Kafka bumps per join and can only delay the target computation); a
+// negative rebalance timeout is INVALID_REQUEST; a static member's
+// replacement is not refused by Config.MaxGroupSize; a member rejoining at
+// epoch 0 with its own ID is taken back in place even when static (as
+// Kafka PR #23542 proposes; Kafka 4.x answers UNRELEASED_INSTANCE_ID),
+// and, as it abandoned its partitions, what it gets back is provisional
+// again and takes the epoch of the answer as token; a regex subscription
+// needs a Topics resolver that implements TopicLister.
 
 import (
 	"fmt"
@@ -127,7 +130,8 @@ type consumerMember struct {
 	assigned []OwnedPartition
 	revoking []OwnedPartition
 	// target is the member's part of the target assignment; pending the
-	// part of it still held by other members. Both sorted.
+	// part of it still held by other members. Both sorted, and both
+	// replaced, never changed in place: AssignmentRecords share them.
 	target  []TopicPartition
 	pending []TopicPartition
 	// unacked are the partitions of assigned and revoking the member has
@@ -157,6 +161,8 @@ type consumerMember struct {
 	// nothing.
 	drained           bool
 	removeWhenDrained bool
+	// idx is the member's place in consumerState.index.
+	idx indexNode
 }
 
 // consumerState is the KIP-848 part of a Group.
@@ -177,9 +183,18 @@ type consumerState struct {
 
 	// targetEpoch is the epoch of the current target assignment; it is
 	// computed synchronously, so it equals the group epoch once the group
-	// has had a member (the group is never "Assigning").
+	// has had a member.
 	targetEpoch int32
 	assignor    string
+	// index finds the members a join or leave changes the target of
+	// (consumer_incremental.go).
+	index targetIndex
+
+	// joinDue, when not zero, is when the joins waiting for a coalesced
+	// epoch bump get it (the group is then "Assigning"); lastJoinBump is
+	// when a join last bumped the epoch (consumer_coalesce.go).
+	joinDue      time.Time
+	lastJoinBump time.Time
 	// topics are the existing topics that some member subscribes to, as
 	// resolved for the current target; topicIDs maps their IDs (and those
 	// of topics resolved before) back to names.
@@ -252,6 +267,8 @@ func (c *consumerState) stateName() string {
 	switch {
 	case len(c.members) == 0:
 		return "Empty"
+	case c.joinsWaiting():
+		return consumerAssigning
 	case c.reconciled == len(c.members):
 		return "Stable"
 	}
@@ -303,7 +320,13 @@ func (c *consumerState) lowerDeadline(t time.Time) {
 	}
 }
 
-func (g *Group) consumerNext() time.Time { return g.consumer.nextDeadline }
+func (g *Group) consumerNext() time.Time {
+	c := &g.consumer
+	if c.joinsWaiting() && (c.nextDeadline.IsZero() || c.joinDue.Before(c.nextDeadline)) {
+		return c.joinDue
+	}
+	return c.nextDeadline
+}
 
 // consumerString renders the KIP-848 state for Group.String.
 func (g *Group) consumerString(b *strings.Builder) {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime"
+	"syscall"
 	"testing"
 	"time"
 
@@ -231,4 +232,128 @@ func BenchmarkOffsetCommit(b *testing.B) {
 	if resp.Topics[0].Partitions[0].ErrorCode != 0 {
 		b.Fatalf("error %d", resp.Topics[0].Partitions[0].ErrorCode)
 	}
+}
+
+// benchSizes are the group sizes of the scaling benchmarks. Each group
+// consumes one topic with benchPartitionsPerMember partitions per member,
+// so that a join or a leave moves the same few partitions at every size
+// and the cost per join can be compared across sizes.
+var benchSizes = []int{100, 1000, 10000}
+
+const benchPartitionsPerMember = 2
+
+// BenchmarkConsumerColdJoin is a whole group joining from cold: n members
+// join an empty group one after another, then every member heartbeats
+// until the group is Stable. It is the core CPU a fleet's start costs;
+// cpu-ns/op is the process's CPU time per run, which other processes on a
+// shared machine do not inflate as they do ns/op.
+func BenchmarkConsumerColdJoin(b *testing.B) {
+	for _, n := range benchSizes {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			b.ReportAllocs()
+			cpu0 := cpuTime()
+			for b.Loop() {
+				bg := newBenchGroup(b, int32(benchPartitionsPerMember*n), n+1)
+				bg.addMembers(n)
+				bg.converge(b)
+			}
+			b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/op")
+		})
+	}
+}
+
+// cpuTime returns the CPU time the process has used (user and system).
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkConsumerColdJoinCoalesced is BenchmarkConsumerColdJoin with
+// Config.ConsumerJoinCoalesce: the joins arrive within one window, so the
+// first bumps the epoch and the others share one bump at the window's end.
+func BenchmarkConsumerColdJoinCoalesced(b *testing.B) {
+	const window = 100 * time.Millisecond
+	for _, n := range benchSizes {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			b.ReportAllocs()
+			cpu0 := cpuTime()
+			for b.Loop() {
+				bg := newBenchGroup(b, int32(benchPartitionsPerMember*n), n+1)
+				bg.cfg.ConsumerJoinCoalesce = window
+				bg.addMembers(n)
+				bg.now = bg.now.Add(window)
+				bg.g.Tick(bg.now)
+				bg.g.Advance(bg.g.Ready())
+				bg.converge(b)
+				if e := bg.g.Epoch(); e != 2 {
+					b.Fatalf("%d joins bumped the epoch to %d", n, e)
+				}
+			}
+			b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/op")
+		})
+	}
+}
+
+// BenchmarkConsumerJoinOne is one member joining a Stable group of n: the
+// join request, with its epoch bump and target update. Between iterations
+// (untimed) the new member leaves again, so the group stays at n.
+func BenchmarkConsumerJoinOne(b *testing.B) {
+	for _, n := range benchSizes {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			bg := newBenchGroup(b, int32(benchPartitionsPerMember*n), n+1)
+			bg.addBulk(b, n)
+			resp := kmsg.NewPtrConsumerGroupHeartbeatResponse()
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				id := fmt.Sprintf("joiner-%08d", i)
+				bg.beat(id, resp)
+				b.StopTimer()
+				bg.leave(id, resp)
+				b.StartTimer()
+			}
+		})
+	}
+}
+
+// BenchmarkConsumerLeaveOne is one member leaving a Stable group of n: the
+// leave request, with its epoch bump and target update. Between iterations
+// (untimed) a new member joins, so the group stays at n.
+func BenchmarkConsumerLeaveOne(b *testing.B) {
+	for _, n := range benchSizes {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			bg := newBenchGroup(b, int32(benchPartitionsPerMember*n), n+1)
+			bg.addBulk(b, n)
+			resp := kmsg.NewPtrConsumerGroupHeartbeatResponse()
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				// Members leave in join order: the oldest hold
+				// partitions, as the leaver of a real group does.
+				bg.leave(bg.ids[i], resp)
+				b.StopTimer()
+				id := fmt.Sprintf("joiner-%08d", i)
+				bg.ids = append(bg.ids, id)
+				bg.beat(id, resp)
+				b.StartTimer()
+			}
+		})
+	}
+}
+
+// leave sends id's leave (epoch -1).
+func (b *benchGroup) leave(id string, resp *kmsg.ConsumerGroupHeartbeatResponse) {
+	req := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+	req.Version = 1
+	req.Group = "g"
+	req.MemberID = id
+	req.MemberEpoch = -1
+	b.g.Step(b.now, Request{Ref: id, Msg: req, Resp: resp})
+	b.g.Advance(b.g.Ready())
+	if resp.ErrorCode != 0 {
+		panic(fmt.Sprintf("leave of %s: error %d", id, resp.ErrorCode))
+	}
+	delete(b.epochs, id)
+	delete(b.held, id)
 }

@@ -24,8 +24,10 @@ import (
 // (v9 with member epochs, v10 with topic IDs, older ones with generations),
 // OffsetDelete, Group.Delete, topics created under the group
 // (TopicsChanged), OffsetFetch and ConsumerGroupDescribe, time jumps short
-// of and past the session and rebalance timeouts, and coordinator restarts
-// (the group replaced by its Restore from what it persisted).
+// of and past the session and rebalance timeouts and the join coalescing
+// window, and coordinator restarts (the group replaced by its Restore from
+// what it persisted), each of which switches the join coalescing window on
+// or off, as a restart with new settings would.
 //
 // Every request is decoded from its own encoding first, so it carries only
 // what its version can say on the wire. After every step groupFuzz.check
@@ -171,6 +173,10 @@ var (
 // jumps of opTick go short of it, just past it and past the default
 // rebalance timeout of the joins (30 s).
 const fuzzSession = 10 * time.Second
+
+// fuzzCoalesce is the join coalescing window restarts switch on and off:
+// the jumps of opTick go short of it and past it.
+const fuzzCoalesce = 1500 * time.Millisecond
 
 var fuzzJumps = []time.Duration{time.Second, 100 * time.Millisecond, 0, 5 * time.Second,
 	fuzzSession + time.Millisecond, 31 * time.Second, 10 * time.Minute, 2 * time.Second}
@@ -756,6 +762,11 @@ func (h *groupFuzz) restart() {
 		h.t.Logf("at %s: restart", rel(h.now))
 	}
 	h.store.check(h.t, h.g, h.now)
+	if h.cfg.ConsumerJoinCoalesce == 0 {
+		h.cfg.ConsumerJoinCoalesce = fuzzCoalesce
+	} else {
+		h.cfg.ConsumerJoinCoalesce = 0
+	}
 	g, err := Restore("g", &h.cfg, rand.New(rand.NewPCG(uint64(h.restarts), 5)), h.now, h.store.set.Group("g"))
 	if err != nil {
 		h.t.Fatalf("at %s: restore: %v", rel(h.now), err)
@@ -1125,6 +1136,7 @@ func consumerIndexError(g *Group) error {
 			return fmt.Errorf("regex member %s is not a member", m.id)
 		}
 	}
+
 	if !maps.Equal(subs, c.subscribers) {
 		return fmt.Errorf("subscribers %v, counted %v", c.subscribers, subs)
 	}
@@ -1243,6 +1255,21 @@ func consumerFuzzSeeds() [][]byte {
 		j(seedBeat{member: m1}.bytes(), seedBeat{member: m1, ep: fzEpClient, own: fzOwnSubset, mask: 0x30, names: fzNamesTVW}.bytes(),
 			seedCommit(9, m1, fzEpCurrent, 1, 0), []byte{opRestart}, seedBeat{member: m1, ep: fzEpPrevious, own: fzOwnHeld}.bytes(),
 			seedCommit(9, m1, fzEpCurrent, 1, 0)),
+		// Coalesced joins (the first restart switches the window on):
+		// m2 and m3 wait for the bump, which survives two restarts and
+		// comes at the first tick; then a join waits again and a leave's
+		// bump serves it.
+		j([]byte{opRestart}, seedBeat{member: m1}.bytes(), seedBeat{member: m2}.bytes(), seedBeat{member: m3}.bytes(),
+			[]byte{opRestart, 1, opRestart, 0},
+			seedBeat{member: m1, ep: fzEpClient}.bytes(), seedBeat{member: m2, ep: fzEpClient}.bytes(),
+			seedBeat{member: m3, ep: fzEpClient}.bytes(), seedBeat{member: m1, ep: fzEpClient}.bytes(),
+			seedBeat{member: m3, ep: fzEpLeave, own: fzOwnNull}.bytes(), seedBeat{member: m3}.bytes(),
+			seedBeat{member: m2, ep: fzEpLeave, own: fzOwnNull}.bytes(), seedTick(0), seedTick(fzJump5s)),
+		// The window on, a group empties and a join soon after waits
+		// for its bump with every partition free.
+		j([]byte{opRestart}, seedBeat{member: m1}.bytes(), seedBeat{member: m1, ep: fzEpLeave, own: fzOwnNull}.bytes(),
+			seedBeat{member: m2}.bytes(), []byte{opRestart, 1}, seedBeat{member: m2, ep: fzEpClient}.bytes(), []byte{0},
+			seedBeat{member: m2, ep: fzEpClient}.bytes()),
 	}
 }
 

@@ -269,14 +269,15 @@ func (g *Group) newConsumerMember(now time.Time, req Request, m *kmsg.ConsumerGr
 	return mem
 }
 
-// addConsumerMember adds a new member and bumps the group epoch.
+// addConsumerMember adds a new member and bumps the group epoch (or has it
+// wait for a coalesced bump: consumer_coalesce.go).
 func (g *Group) addConsumerMember(now time.Time, req Request, m *kmsg.ConsumerGroupHeartbeatRequest, id string, sub subscriptionUpdate) *consumerMember {
 	mem := g.newConsumerMember(now, req, m, id)
 	applySubscription(mem, sub)
 	g.insertMember(mem)
 	g.persistMember(mem)
 	g.event(Event{Kind: EventMemberJoined, MemberID: id, Members: len(g.consumer.members)})
-	g.bumpEpoch("member-joined", true)
+	g.bumpForJoin(now)
 	return mem
 }
 
@@ -291,6 +292,7 @@ func (g *Group) insertMember(mem *consumerMember) {
 		c.assignorVotes[mem.serverAssignor]++
 	}
 	c.subscribe(mem)
+	c.index.add(mem)
 	c.lowerDeadline(mem.deadline)
 	c.countTarget(len(mem.target), 1)
 	if mem.drained {
@@ -319,7 +321,7 @@ func (g *Group) replaceStatic(now time.Time, req Request, m *kmsg.ConsumerGroupH
 	}
 	mem.topics, mem.regex, mem.re, mem.resolved = old.topics, old.regex, old.re, old.resolved
 	subChanged := applySubscription(mem, sub)
-	mem.target = old.target
+	g.setTarget(mem, old.target)
 	mem.assigned = slices.Clone(old.assigned)
 
 	needBump := subChanged || mem.serverAssignor != old.serverAssignor
@@ -562,6 +564,7 @@ func (g *Group) dropMember(mem *consumerMember) {
 	c := &g.consumer
 	delete(c.members, mem.id)
 	c.unsubscribe(mem)
+	c.index.remove(mem)
 	c.countTarget(len(mem.target), -1)
 	if mem.drained {
 		c.drained--
@@ -645,7 +648,8 @@ func (g *Group) persistMember(mem *consumerMember) {
 
 // persistAssignment writes mem's AssignmentRecord: its epochs, what it
 // holds with the tokens (and which of them are provisional), and its
-// target.
+// target. The record shares mem's target and pending partitions, which
+// are replaced, never changed in place.
 func (g *Group) persistAssignment(mem *consumerMember) {
 	mem.targetDirty = false
 	g.persist(&AssignmentRecord{
@@ -655,9 +659,9 @@ func (g *Group) persistAssignment(mem *consumerMember) {
 		PrevEpoch:   mem.prevEpoch,
 		Owned:       mergeOwned(mem.assigned, mem.revoking),
 		Provisional: mem.provisionalRecord(),
-		Pending:     slices.Clone(mem.pending),
+		Pending:     mem.pending,
 		Revoking:    withoutTokens(mem.revoking),
-		Target:      slices.Clone(mem.target),
+		Target:      mem.target,
 	})
 }
 
@@ -684,7 +688,7 @@ func (g *Group) persistTargets() {
 // Stable: every member reconciled to the target epoch.
 func (g *Group) consumerCheckStable() {
 	c := &g.consumer
-	s := len(c.members) > 0 && c.reconciled == len(c.members)
+	s := len(c.members) > 0 && c.reconciled == len(c.members) && !c.joinsWaiting()
 	if s && !c.stable {
 		g.event(Event{Kind: EventRebalanceCompleted, Members: len(c.members), Moves: c.moves})
 		c.moves = 0

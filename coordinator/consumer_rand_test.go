@@ -46,14 +46,20 @@ import (
 // records) holds the group's exact state and that Restore rebuilds it
 // (restoreChecker); with restarts on, the group is now and then replaced
 // by its restored copy, as a coordinator restart or fail-over does, and
-// the clients carry on against it.
+// the clients carry on against it. The last variant coalesces joins
+// (Config.ConsumerJoinCoalesce), and must see joins wait for their bump.
 func TestConsumerRandomized(t *testing.T) {
-	for _, restarts := range []bool{false, true} {
-		t.Run(fmt.Sprintf("restarts=%t", restarts), func(t *testing.T) { consumerRandomized(t, restarts) })
+	for _, v := range []struct {
+		restarts bool
+		coalesce time.Duration
+	}{{false, 0}, {true, 0}, {true, time.Second}} {
+		t.Run(fmt.Sprintf("restarts=%t,coalesce=%v", v.restarts, v.coalesce), func(t *testing.T) {
+			consumerRandomized(t, v.restarts, v.coalesce)
+		})
 	}
 }
 
-func consumerRandomized(t *testing.T, restarts bool) {
+func consumerRandomized(t *testing.T, restarts bool, coalesce time.Duration) {
 	seeds, steps := 12, 1000
 	if testing.Short() {
 		seeds = 3
@@ -61,15 +67,23 @@ func consumerRandomized(t *testing.T, restarts bool) {
 	for seed := range seeds {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			r := newRandRun(t, uint64(seed))
+			r.env.cfg.ConsumerJoinCoalesce = coalesce
 			if restarts {
 				r.restartRng = rand.New(rand.NewPCG(uint64(seed), 100))
 			}
+			waited := 0
 			for step := range steps {
 				r.step(step)
+				if r.env.g.typ == Consumer && r.env.g.consumer.joinsWaiting() {
+					waited++
+				}
 			}
-			t.Logf("epoch %d, %d commits accepted, %d rejected, %d evictions, %d releases seen, %d members, %d responses lost, %d tokens checked, %d given in a lost response, %d restarts, %d held when deleted",
+			t.Logf("epoch %d, %d commits accepted, %d rejected, %d evictions, %d releases seen, %d members, %d responses lost, %d tokens checked, %d given in a lost response, %d restarts, %d held when deleted, %d steps with joins waiting",
 				r.env.g.epoch, r.accepted, r.rejected, r.evictions, r.model.releases, len(r.env.g.consumer.members),
-				r.lost, r.tokensChecked, r.lateTokens, r.restarts, r.deletedHeld)
+				r.lost, r.tokensChecked, r.lateTokens, r.restarts, r.deletedHeld, waited)
+			if coalesce > 0 && waited == 0 {
+				t.Fatal("no join waited for a coalesced bump")
+			}
 			// Restarts resend whole assignments, which leaves fewer
 			// partitions first heard of late.
 			if r.accepted == 0 || r.rejected == 0 || r.evictions == 0 || (!restarts && r.lateTokens == 0) || (restarts && r.restarts == 0) || r.deletedHeld == 0 {

@@ -10,11 +10,19 @@ import (
 // restoreConsumer rebuilds the KIP-848 half of a group from its records
 // (Restore). The target assignment comes back as persisted, not
 // recomputed: members keep reconciling towards the target of the epoch
-// they know.
+// they know. Joins that waited for a coalesced epoch bump get it at the
+// first Tick.
 func (g *Group) restoreConsumer(now time.Time, gr *GroupRecord, rg *recordGroup) error {
 	c := &g.consumer
 	c.assignor = gr.Protocol
 	c.targetEpoch = g.epoch
+	switch gr.State {
+	case "":
+	case consumerAssigning:
+		c.joinDue = now
+	default:
+		return fmt.Errorf("%w: consumer group %q has state %q", ErrCorruptRecords, g.name, gr.State)
+	}
 	lost, err := resolveClaims(g.name, ownedClaims(rg))
 	if err != nil {
 		return err
@@ -67,7 +75,7 @@ func (g *Group) restoreConsumer(now time.Time, gr *GroupRecord, rg *recordGroup)
 	for _, m := range c.members {
 		c.recount(m)
 	}
-	c.stable = len(c.members) > 0 && c.reconciled == len(c.members)
+	c.stable = len(c.members) > 0 && c.reconciled == len(c.members) && !c.joinsWaiting()
 	return nil
 }
 

@@ -79,11 +79,16 @@ func normalizeNames(ss []string) []string {
 }
 
 // mergeOwned returns the union of the sorted a and b (which must be
-// disjoint), sorted.
+// disjoint), sorted, in new memory.
 func mergeOwned(a, b []OwnedPartition) []OwnedPartition {
 	out := make([]OwnedPartition, 0, len(a)+len(b))
+	for len(a) > 0 && len(b) > 0 {
+		if compareOwned(a[0], b[0]) < 0 {
+			out, a = append(out, a[0]), a[1:]
+		} else {
+			out, b = append(out, b[0]), b[1:]
+		}
+	}
 	out = append(out, a...)
-	out = append(out, b...)
-	slices.SortFunc(out, compareOwned)
-	return out
+	return append(out, b...)
 }

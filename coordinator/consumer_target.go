@@ -11,9 +11,14 @@ import (
 
 // bumpEpoch starts a new group epoch: the target assignment is recomputed
 // with the assignor (or, with recompute false, kept as is), every member
-// then reconciles towards it on its next heartbeat.
+// then reconciles towards it on its next heartbeat. A recomputation also
+// serves the joins waiting for a coalesced bump (consumer_coalesce.go),
+// whose reason then leads.
 func (g *Group) bumpEpoch(reason string, recompute bool) {
 	c := &g.consumer
+	if recompute {
+		reason = c.takeWaitingJoins(reason)
+	}
 	g.epoch++
 	c.targetEpoch = g.epoch
 	c.reconciled = 0
@@ -45,7 +50,10 @@ func (c *consumerState) preferredAssignor(cfg *Config) string {
 
 // computeTarget runs the assignor over the members, with each member's
 // current target as what it holds (so sticky assignors move as little as
-// they can), and stores each member's new target.
+// they can), and stores each member's new target. With the uniform
+// assignor and homogeneous subscriptions it computes the same target from
+// the index instead, visiting only the members whose target changes
+// (consumer_incremental.go).
 func (g *Group) computeTarget() {
 	c := &g.consumer
 	g.resolveTopics()
@@ -54,6 +62,12 @@ func (g *Group) computeTarget() {
 		a = g.cfg.Assignors[0]
 		c.assignor = a.Name()
 	}
+	uniform := a == assignor.Uniform()
+	if g.incrementalEligible(uniform) {
+		g.incrementalTarget()
+		return
+	}
+	c.index.reset(c.members)
 	in := assignor.Input{
 		Members: c.input[:0],
 		Topics:  make([]assignor.Topic, 0, len(c.topics)),
@@ -94,14 +108,22 @@ func (g *Group) computeTarget() {
 		}
 		g.setTarget(m, target)
 	}
+	if uniform && c.homogeneous() && c.drained == 0 {
+		// The uniform assignor left every partition in exactly one
+		// target: the next join or leave can start from here.
+		c.index.rebuild(c.members)
+	}
 }
 
-// setTarget makes target (sorted) m's part of the target assignment. Every
-// change of a member's target goes through it: it marks the member's
-// AssignmentRecord as owed and notes the partitions that change target
-// owner for the generation log.
+// setTarget makes target (sorted) m's part of the target assignment.
+// Every change of a member's target goes through here: it keeps the
+// target index in step, notes the partitions that change target owner for
+// the generation log and, when the target changed, owes the member an
+// AssignmentRecord (persistTargets writes it at the end of the step unless
+// something else persisted the member first).
 func (g *Group) setTarget(m *consumerMember, target []TopicPartition) {
 	c := &g.consumer
+	c.index.retarget(m, target)
 	if slices.Equal(target, m.target) {
 		m.target = target
 		return
@@ -166,6 +188,8 @@ func (g *Group) resolveTopics() bool {
 		return false
 	}
 	c.topics = topics
+	// The targets no longer cover exactly the assigned partitions.
+	c.index.reset(c.members)
 	// topicIDs keeps the IDs of topics that are gone: a member may still
 	// report (and must be able to release) partitions of a deleted topic.
 	for name, t := range topics {

@@ -617,7 +617,8 @@ func renderCGAssignment(a kmsg.Assignment) string {
 }
 
 // checkConsumerInvariants checks that the coordinator's owners and its
-// members' partitions describe the same single-owner world.
+// members' partitions describe the same single-owner world, and that the
+// target index agrees with the targets (targetIndexError).
 func checkConsumerInvariants(t testing.TB, g *Group) {
 	t.Helper()
 	if err := consumerInvariantError(g); err != nil {
@@ -682,5 +683,8 @@ func consumerInvariantError(g *Group) error {
 	} else if len(c.members) > 0 {
 		return fmt.Errorf("members but no next deadline")
 	}
-	return nil
+	if c.joinsWaiting() && len(c.members) == 0 {
+		return fmt.Errorf("joins wait for a bump in a group without members")
+	}
+	return targetIndexError(c)
 }

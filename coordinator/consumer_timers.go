@@ -6,19 +6,38 @@ import (
 	"time"
 )
 
-// consumerTick evicts the members whose session expired or who held
-// revoked partitions beyond their rebalance timeout, and recomputes the
-// earliest deadline. The scan is O(members), but it runs only when the
-// cached deadline is due, which a group of heartbeating members reaches
-// about once per session timeout.
+// consumerTick performs the coalesced epoch bump of waiting joins when it
+// is due (consumer_coalesce.go), evicts the members whose session expired
+// or who held revoked partitions beyond their rebalance timeout, and
+// recomputes the earliest deadline. The scan is O(members), but it runs
+// only when the cached deadline is due, which a group of heartbeating
+// members reaches about once per session timeout.
 //
 // All members evicted by one Tick share one epoch bump (Kafka bumps once
-// per eviction); tokens and safety do not depend on the count.
+// per eviction), and so do the waiting joins when their bump is due;
+// tokens and safety do not depend on the count.
 func (g *Group) consumerTick(now time.Time) {
 	c := &g.consumer
-	if c.nextDeadline.IsZero() || now.Before(c.nextDeadline) {
+	joinsDue := c.joinBumpDue(now)
+	var reasons []string
+	if !c.nextDeadline.IsZero() && !now.Before(c.nextDeadline) {
+		reasons = g.evictDue(now)
+	}
+	if !joinsDue && len(reasons) == 0 {
 		return
 	}
+	if joinsDue {
+		c.lastJoinBump = now
+	}
+	// The waiting joins' reason leads (bumpEpoch).
+	g.bumpEpoch(strings.Join(reasons, ","), true)
+	g.consumerCheckStable()
+}
+
+// evictDue removes the members whose deadline passed, recomputes the
+// earliest deadline, and returns the reasons of the removals.
+func (g *Group) evictDue(now time.Time) []string {
+	c := &g.consumer
 	var expired, timedOut []*consumerMember
 	var next time.Time
 	earliest := func(t time.Time) {
@@ -38,9 +57,6 @@ func (g *Group) consumerTick(now time.Time) {
 		}
 	}
 	c.nextDeadline = next
-	if len(expired)+len(timedOut) == 0 {
-		return
-	}
 	byID := func(a, b *consumerMember) int { return strings.Compare(a.id, b.id) }
 	slices.SortFunc(expired, byID)
 	slices.SortFunc(timedOut, byID)
@@ -57,6 +73,5 @@ func (g *Group) consumerTick(now time.Time) {
 	if len(timedOut) > 0 {
 		reasons = append(reasons, "revocation-timeout")
 	}
-	g.bumpEpoch(strings.Join(reasons, ","), true)
-	g.consumerCheckStable()
+	return reasons
 }

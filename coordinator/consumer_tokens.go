@@ -161,15 +161,36 @@ func (g *Group) followEpoch(mem *consumerMember) bool {
 }
 
 // provisionalRecord lists, for an AssignmentRecord, the partitions mem
-// holds and has not reported yet, with their floors.
+// holds and has not reported yet, with their floors. It walks the sorted
+// sets side by side: a member that was given many partitions at once
+// writes this with every record.
 func (mem *consumerMember) provisionalRecord() []ProvisionalPartition {
-	var out []ProvisionalPartition
+	if len(mem.unacked) == 0 {
+		return nil
+	}
+	out := make([]ProvisionalPartition, 0, len(mem.unacked))
+	a, r := mem.assigned, mem.revoking
 	for _, u := range mem.unacked {
-		if p, _ := mem.heldPartition(u.tp); p != nil {
+		var inA, inR bool
+		a, inA = skipTo(a, u.tp)
+		r, inR = skipTo(r, u.tp)
+		if inA || inR {
 			out = append(out, ProvisionalPartition{Topic: u.tp.Topic, Partition: u.tp.Partition, Floor: u.floor})
 		}
 	}
+	if len(out) == 0 {
+		return nil
+	}
 	return out
+}
+
+// skipTo drops the partitions of the sorted ps that come before tp and
+// reports whether tp comes next.
+func skipTo(ps []OwnedPartition, tp TopicPartition) ([]OwnedPartition, bool) {
+	for len(ps) > 0 && compareTP(TopicPartition{ps[0].Topic, ps[0].Partition}, tp) < 0 {
+		ps = ps[1:]
+	}
+	return ps, len(ps) > 0 && ps[0].Topic == tp.Topic && ps[0].Partition == tp.Partition
 }
 
 // provisionalTPs lists the partitions mem holds and has not reported yet.

@@ -259,6 +259,9 @@ func (g *Group) persistGroup() {
 		r.ProtocolType, r.Protocol, r.Leader, r.State = c.protocolType, c.protocol, c.leader, c.phase.String()
 	case Consumer:
 		r.Protocol = g.consumer.assignor
+		if g.consumer.joinsWaiting() {
+			r.State = consumerAssigning
+		}
 	}
 	g.persist(r)
 }

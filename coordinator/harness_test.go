@@ -23,7 +23,7 @@ import (
 //
 //	new-group [name=g] [initial-delay=3s] [min-session=6s] [max-session=30m]
 //	          [max-size=N] [session=10s] [heartbeat=2s] [assignor=uniform]
-//	          [topic=NAME:PARTITIONS ...]
+//	          [join-coalesce=0s] [topic=NAME:PARTITIONS ...]
 //	    Starts a fresh group at t=0 (resets the test clock).
 //	add-topic name=NAME partitions=N
 //	    Creates a topic and tells the group (TopicsChanged).
@@ -78,6 +78,7 @@ var testCommands = map[string]func(e *testEnv, a *testArgs) string{
 		// DefaultConfig, so a change of defaults does not rewrite them.
 		cfg.ConsumerSessionTimeout = a.dur("session", 10*time.Second)
 		cfg.ConsumerHeartbeatInterval = a.dur("heartbeat", 2*time.Second)
+		cfg.ConsumerJoinCoalesce = a.dur("join-coalesce", 0)
 		if n := a.str("assignor", ""); n != "" {
 			i := slices.IndexFunc(cfg.Assignors, func(x assignor.Assignor) bool { return x.Name() == n })
 			if i < 0 {

@@ -81,8 +81,10 @@ type GroupRecord struct {
 	Protocol     string // classic: the chosen protocol; KIP-848: the assignor
 	Leader       string // classic only
 	// State is a classic group's state as Kafka names it (Empty,
-	// PreparingRebalance, CompletingRebalance, Stable); empty for KIP-848
-	// groups, whose state follows from their members.
+	// PreparingRebalance, CompletingRebalance, Stable). A KIP-848 group's
+	// state follows from its members, so it is empty, except "Assigning"
+	// while joins wait for a coalesced epoch bump
+	// (Config.ConsumerJoinCoalesce), which a restored group then performs.
 	State   string
 	Deleted bool
 }

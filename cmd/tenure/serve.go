@@ -56,6 +56,7 @@ func setupServe(fs *flag.FlagSet) func(ctx context.Context, args []string) error
 		maxSession    = fs.Duration("max-session-timeout", def.Core.MaxSessionTimeout, "largest session timeout a classic member may ask for (Kafka group.max.session.timeout.ms)")
 		cSession      = fs.Duration("consumer-session-timeout", def.Core.ConsumerSessionTimeout, "session timeout of KIP-848 members (Kafka group.consumer.session.timeout.ms)")
 		cHeartbeat    = fs.Duration("consumer-heartbeat-interval", def.Core.ConsumerHeartbeatInterval, "heartbeat interval told to KIP-848 members (Kafka group.consumer.heartbeat.interval.ms)")
+		joinCoalesce  = fs.Duration("consumer-join-coalesce", def.Core.ConsumerJoinCoalesce, "KIP-848 joins within this long of a join's epoch bump share one bump at the end of the window (0: one bump per join)")
 		initialDelay  = fs.Duration("initial-rebalance-delay", def.Core.InitialRebalanceDelay, "how long a new or empty classic group waits for more members before its first rebalance (Kafka group.initial.rebalance.delay.ms)")
 		assignors     = fs.String("assignors", strings.Join(assignor.Names(), ","), "comma-separated `list` of server-side assignors KIP-848 members may name, default first")
 		maxGroupSize  = fs.Int("max-group-size", def.Core.MaxGroupSize, "most members of one group; a join beyond it is GROUP_MAX_SIZE_REACHED")
@@ -106,6 +107,7 @@ func setupServe(fs *flag.FlagSet) func(ctx context.Context, args []string) error
 		cfg.Core.MaxSessionTimeout = *maxSession
 		cfg.Core.ConsumerSessionTimeout = *cSession
 		cfg.Core.ConsumerHeartbeatInterval = *cHeartbeat
+		cfg.Core.ConsumerJoinCoalesce = *joinCoalesce
 		cfg.Core.InitialRebalanceDelay = *initialDelay
 		cfg.Core.MaxGroupSize = *maxGroupSize
 		cfg.Core.Assignors = nil
@@ -124,11 +126,10 @@ func setupServe(fs *flag.FlagSet) func(ctx context.Context, args []string) error
 		// same host finds it taken and runs without.
 		httpOptional := !isSet(fs, "http")
 		if *metricsListen != "" {
-			httpOptional = false
-			if httpAddr != "" && httpAddr != *metricsListen {
+			if !httpOptional && httpAddr != *metricsListen {
 				return usagef("--metrics-listen is the deprecated name of --http: give --http only")
 			}
-			httpAddr = *metricsListen
+			httpAddr, httpOptional = *metricsListen, false
 			log.Warn("--metrics-listen (TENURE_METRICS_LISTEN) is deprecated: use --http (TENURE_HTTP), which serves /metrics and the status page")
 		}
 		// Everything but the store is checked before the store opens: an

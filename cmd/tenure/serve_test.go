@@ -57,7 +57,7 @@ func TestServeHelp(t *testing.T) {
 	for _, want := range []string{
 		"--listen", "TENURE_LISTEN", "--advertise", "--partitions", "TENURE_AUTO_CREATE_TOPICS",
 		"--http", "TENURE_HTTP", "--metrics-listen", "--min-session-timeout", "--max-session-timeout", "--consumer-session-timeout",
-		"--consumer-heartbeat-interval", "--initial-rebalance-delay", "--assignors", "--max-group-size",
+		"--consumer-heartbeat-interval", "--consumer-join-coalesce", "--initial-rebalance-delay", "--assignors", "--max-group-size",
 		"--max-partitions", "--max-topics", "--max-groups", "--max-connections", "--max-frame-size",
 		"--idle-timeout", "--write-timeout", "--store", "--log-level", "commit offsets explicitly",
 		"--data-dir", "--etcd-endpoints", "TENURE_ETCD_PASSWORD", "--etcd-cacert", "--etcd-cert", "--etcd-key",
@@ -90,6 +90,8 @@ func TestServeRejectsBadSettings(t *testing.T) {
 		{name: "bad log level", args: []string{"--log-level", "loud"}},
 		{name: "min session above max", args: []string{"--min-session-timeout", "1h"}},
 		{name: "heartbeat above session", args: []string{"--consumer-heartbeat-interval", "1m"}},
+		{name: "join coalesce window past the session", args: []string{"--consumer-join-coalesce", "1m"}, want: "join coalesce window"},
+		{name: "negative join coalesce window", args: []string{"--consumer-join-coalesce", "-1s"}, want: "join coalesce window"},
 		{name: "bad advertised address", args: []string{"--advertise", "nohost"}},
 		{name: "stray argument", args: []string{"extra"}},
 		{name: "from the environment", env: map[string]string{"TENURE_MAX_CONNECTIONS": "0"}},
