@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"net"
 	"testing"
 	"time"
 
@@ -15,14 +14,17 @@ import (
 // reports what the generation log measured: the partition-seconds the
 // moved partitions went without an owner, and the longest one.
 //
-//   - drain: `tenure groups drain`, the planned-deploy path;
-//   - restart: the consumer closes (a leave) and a new one starts at once,
-//     moving its share away and back;
-//   - crash restart: its connection is cut, as a kill -9 would, and a new
-//     one starts at once: the old partitions wait for the session to
-//     expire.
+//   - drain: `tenure groups drain`, the planned-deploy path, then a
+//     restart of the member, which holds nothing, and its return;
+//   - restart: the consumer closes (a leave) holding its share, and
+//     comes back;
+//   - crash restart: its connection is cut, as a kill -9 would; its share
+//     waits for the session to expire, and it comes back.
 //
-// The timing is tenure's default heartbeat (1 s) with a 6 s session.
+// Each restart keeps the process away for 2 s. The timing is tenure's
+// default heartbeat (1 s) with a 6 s session. A round's figure sums the
+// generation log entries of its moves: the share going away and coming
+// back.
 //
 //	go test -run '^$' -bench DrainVersusRestart -benchtime 1x ./coordinator/server/
 func BenchmarkDrainVersusRestart(b *testing.B) {
@@ -30,6 +32,8 @@ func BenchmarkDrainVersusRestart(b *testing.B) {
 		heartbeat  = time.Second
 		session    = 6 * time.Second
 		partitions = 60
+		// restartGap is how long a restarting process is away.
+		restartGap = 2 * time.Second
 	)
 	ts := startServer(b, func(c *Config) {
 		c.Core.ConsumerHeartbeatInterval = heartbeat
@@ -82,18 +86,27 @@ func BenchmarkDrainVersusRestart(b *testing.B) {
 		}
 		return log[0].Epoch
 	}
-	// settled waits for the group to be balanced with every hand-off
-	// since epoch after done, and sums those entries.
-	settled := func(after int32) (unowned, longest time.Duration, moves int) {
+	present := func(id string) bool {
+		d, _ := adm.DescribeConsumerGroups(ctx, "g")
+		for _, m := range d["g"].Members {
+			if m.MemberID == id {
+				return true
+			}
+		}
+		return false
+	}
+	// settled waits for the group to be balanced without member gone,
+	// with every hand-off since epoch after done, and sums those entries.
+	settled := func(after int32, gone string, stopAt time.Time) (unowned, unserved, longest time.Duration, moves int) {
 		eventually(b, 2*time.Minute, "the group to settle", func() bool {
-			if !balanced() {
+			if !balanced() || gone != "" && present(gone) {
 				return false
 			}
 			log, err := ts.GenerationLog(ctx, "g", 0, 0)
 			if err != nil {
 				return false
 			}
-			unowned, longest, moves = 0, 0, 0
+			unowned, unserved, longest, moves = 0, 0, 0, 0
 			for _, e := range log {
 				if e.Epoch <= after {
 					break
@@ -102,91 +115,126 @@ func BenchmarkDrainVersusRestart(b *testing.B) {
 					return false
 				}
 				unowned += e.Handoff.Unowned
+				unserved += e.Handoff.Unowned
 				longest = max(longest, e.Handoff.MaxUnowned)
 				moves += len(e.Moves)
+				// The gone member's partitions went unserved from its
+				// stop, which the coordinator does not see, to their
+				// release (this entry's start), and then unowned.
+				for _, mv := range e.Moves {
+					if mv.From == gone && mv.To != "" && e.Time.After(stopAt) {
+						unserved += e.Time.Sub(stopAt)
+					}
+				}
+				b.Logf("epoch %d %s: %d moves, %d granted, %d superseded, unowned %v, longest %v",
+					e.Epoch, e.Reason, len(e.Moves), e.Handoff.Granted, e.Handoff.Superseded, e.Handoff.Unowned, e.Handoff.MaxUnowned)
 			}
 			return true
 		})
-		return unowned, longest, moves
+		return unowned, unserved, longest, moves
+	}
+
+	// handedOff sums the entries of reason after epoch after, once
+	// their hand-offs are done.
+	handedOff := func(after int32, reason string) (unowned, longest time.Duration, moves int, ok bool) {
+		log, err := ts.GenerationLog(ctx, "g", 0, 10)
+		if err != nil {
+			return 0, 0, 0, false
+		}
+		for _, e := range log {
+			if e.Epoch <= after || e.Reason != reason {
+				continue
+			}
+			if !e.Handoff.Done {
+				return 0, 0, 0, false
+			}
+			unowned += e.Handoff.Unowned
+			longest = max(longest, e.Handoff.MaxUnowned)
+			moves += len(e.Moves)
+			ok = true
+		}
+		return unowned, longest, moves, ok
 	}
 
 	clients := []*kgo.Client{start("c0"), start("c1"), nil}
 	proxy := newSeverableProxy(b, ts.addr)
 	clients[2] = start("c2", kgo.Dialer(proxy.dial))
 	eventually(b, time.Minute, "3 members, balanced", balanced)
+	roundNo := 0
 
 	type figure struct {
-		unowned, longest time.Duration
-		moves            int
+		unowned, unserved, longest time.Duration
+		moves                      int
 	}
-	var drain, restart, crash []figure
+	add := func(fs *[]figure, u, us, l time.Duration, m int) {
+		if len(*fs) == 0 || len(*fs) < roundNo {
+			*fs = append(*fs, figure{})
+		}
+		f := &(*fs)[len(*fs)-1]
+		f.unowned += u
+		f.unserved += us
+		f.longest = max(f.longest, l)
+		f.moves += m
+	}
+	// restart stops c2 (with stop), waits restartGap, as a process that
+	// restarts does, and starts it again; it returns once the group has
+	// settled without the old member.
+	restart := func(stop func()) (time.Duration, time.Duration, time.Duration, int) {
+		before, gone, stopAt := epoch(), member("c2"), time.Now()
+		stop()
+		time.Sleep(restartGap)
+		proxy = newSeverableProxy(b, ts.addr) // a new process, a new connection
+		clients[2] = start("c2", kgo.Dialer(proxy.dial))
+		return settled(before, gone, stopAt)
+	}
+	var drains, restarts, crashes []figure
 	for b.Loop() {
-		// Drain c2, then let it have partitions again.
+		roundNo++
+		// Planned: drain c2, then restart it holding nothing; it
+		// comes back as a new member and takes its share again.
 		before := epoch()
 		if err := ts.Drain("g", member("c2"), false); err != nil {
 			b.Fatal(err)
 		}
 		eventually(b, time.Minute, "the drain's hand-off", func() bool {
-			log, _ := ts.GenerationLog(ctx, "g", 0, 5)
-			for _, e := range log {
-				if e.Epoch > before && e.Reason == "drain" {
-					return e.Handoff.Done
-				}
+			u, l, m, ok := handedOff(before, "drain")
+			if ok {
+				add(&drains, u, u, l, m) // the drained member serves until it releases
 			}
-			return false
+			return ok
 		})
-		log, _ := ts.GenerationLog(ctx, "g", 0, 5)
-		for _, e := range log {
-			if e.Epoch > before && e.Reason == "drain" {
-				drain = append(drain, figure{e.Handoff.Unowned, e.Handoff.MaxUnowned, len(e.Moves)})
-			}
-		}
-		if err := ts.Undrain("g", member("c2")); err != nil {
-			b.Fatal(err)
-		}
-		settled(before)
+		u, us, l, m := restart(func() { clients[2].Close() })
+		add(&drains, u, us, l, m)
 
-		// A plain restart: close (leave), start again.
-		before = epoch()
-		clients[2].Close()
-		proxy.heal()
-		clients[2] = start("c2", kgo.Dialer(proxy.dial))
-		u, l, m := settled(before)
-		restart = append(restart, figure{u, l, m})
+		// A plain restart: the consumer closes (a leave) holding its
+		// share, and comes back.
+		u, us, l, m = restart(func() { clients[2].Close() })
+		add(&restarts, u, us, l, m)
 
-		// A crash restart: the connection is cut; a new process starts.
-		before = epoch()
-		proxy.sever()
+		// A crash restart: its connection is cut, as kill -9 would;
+		// the old member holds its share until its session expires.
 		old := clients[2]
-		clients[2] = start("c2", kgo.Dialer(func(ctx context.Context, network, host string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "tcp", ts.addr)
-		}))
-		u, l, m = settled(before)
-		crash = append(crash, figure{u, l, m})
+		u, us, l, m = restart(proxy.sever)
 		old.Close()
-		// The next round's c2 goes through the proxy again.
-		clients[2].Close()
-		proxy.heal()
-		before = epoch()
-		clients[2] = start("c2", kgo.Dialer(proxy.dial))
-		settled(before)
+		add(&crashes, u, us, l, m)
 	}
 	report := func(name string, fs []figure) {
-		var u, l time.Duration
+		var u, us, l time.Duration
 		var m int
 		for _, f := range fs {
 			u += f.unowned
+			us += f.unserved
 			l = max(l, f.longest)
 			m += f.moves
 		}
 		n := float64(len(fs))
 		b.ReportMetric(u.Seconds()/n, name+"-unowned-p-s")
+		b.ReportMetric(us.Seconds()/n, name+"-unserved-p-s")
 		b.ReportMetric(l.Seconds(), name+"-longest-s")
 		b.ReportMetric(float64(m)/n, name+"-moves")
 	}
-	report("drain", drain)
-	report("restart", restart)
-	report("crash", crash)
-	b.Logf("per round: drain %v, restart %v, crash %v", drain, restart, crash)
+	report("drain", drains)
+	report("restart", restarts)
+	report("crash", crashes)
+	b.Logf("per round: drain %v, restart %v, crash restart %v", drains, restarts, crashes)
 }
