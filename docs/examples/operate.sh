@@ -28,14 +28,23 @@ TABLE=operate_demo_$$
 scratch_dir
 at_exit 'psql "$DSN" -c "DROP TABLE IF EXISTS $TABLE, ${TABLE}_tokens"'
 
+# joined N waits until the group has N members and is Stable.
+joined() {
+	wait_until "bin/tenure groups describe demo | grep -qE '^MEMBERS +$1\$'"
+	wait_until 'bin/tenure groups describe demo | grep -qE "^STATE +Stable"'
+}
+
 start coordinator 'bin/tenure serve --store memory --topic work:60'
 wait_for coordinator.log 'serving'
-for i in 1 2 3; do
-	start "worker-$i" "bin/tenure worker --group demo --instance-id worker-$i --resource postgres \\
-    --postgres-dsn \"\$DSN\" --postgres-table $TABLE"
-	wait_until "bin/tenure groups describe demo | grep -qE '^MEMBERS +$i\$'"
-	wait_until 'bin/tenure groups describe demo | grep -qE "^STATE +Stable"'
-done
+start worker-1 'bin/tenure worker --group demo --instance-id worker-1 --resource postgres \
+    --postgres-dsn "$DSN" --postgres-table "$TABLE"'
+joined 1
+start worker-2 'bin/tenure worker --group demo --instance-id worker-2 --resource postgres \
+    --postgres-dsn "$DSN" --postgres-table "$TABLE"'
+joined 2
+start worker-3 'bin/tenure worker --group demo --instance-id worker-3 --resource postgres \
+    --postgres-dsn "$DSN" --postgres-table "$TABLE"'
+joined 3
 run 'bin/tenure groups describe demo'
 run 'bin/tenure groups explain demo --limit 1'
 run 'bin/tenure groups what-if demo --remove worker-3'
