@@ -165,6 +165,14 @@ func setupServe(fs *flag.FlagSet) func(ctx context.Context, args []string) error
 		if err != nil {
 			return fmt.Errorf("listen: %w", err)
 		}
+		hln, err := listenHTTP(httpAddr)
+		if err != nil {
+			ln.Close()
+			return err
+		}
+		if hln != nil {
+			defer hln.Close() // for the returns before serveHTTP, which closes it
+		}
 		switch {
 		case be.memory != nil:
 			cfg.Store = be.memory
@@ -190,7 +198,11 @@ func setupServe(fs *flag.FlagSet) func(ctx context.Context, args []string) error
 			if adv == "" {
 				adv = ln.Addr().String()
 			}
-			cluster, err := joinCluster(ctx, be.cli, adv, storeFlags.prefix, *electionTTL, be.storeOpts, log, reg)
+			httpAdv := ""
+			if hln != nil {
+				httpAdv = httpAdvertise(hln.Addr(), adv)
+			}
+			cluster, err := joinCluster(ctx, be.cli, adv, httpAdv, storeFlags.prefix, *electionTTL, be.storeOpts, log, reg)
 			if err != nil {
 				ln.Close()
 				return fmt.Errorf("joining the HA set: %w", err)
@@ -209,7 +221,7 @@ func setupServe(fs *flag.FlagSet) func(ctx context.Context, args []string) error
 			ln.Close()
 			return err
 		}
-		stopHTTP, err := serveHTTP(httpAddr, reg, be.metrics, web.ServerSource{Server: srv}, log)
+		stopHTTP, err := serveHTTP(hln, reg, be.metrics, web.ServerSource{Server: srv}, log)
 		if err != nil {
 			ln.Close()
 			return err
