@@ -107,8 +107,8 @@ Flags may come before or after the subcommand. Tables are sorted; -o json
 prints one JSON document instead, of the shape docs/OPERATIONS.md gives for
 each subcommand. Requests go to the group's coordinator, found through any
 node given in --brokers (any node of an HA set); explain and drain use the
-admin API on a node's --http listener (--admin): explain works on any node,
-drain on the coordinating one.`)
+admin API on a node's --http listener (--admin), any node of an HA set too:
+one that does not lead forwards a drain to the leader's --http listener.`)
 	return b.String()
 }
 

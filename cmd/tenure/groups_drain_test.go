@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
 
 	"github.com/tenure-dev/tenure/coordinator/web"
 	"github.com/tenure-dev/tenure/internal/testenv"
@@ -26,7 +27,7 @@ func TestGroupsExplainDrain(t *testing.T) {
 	srv, broker := testenv.StartTenureServer(t, testenv.TenureConfig(t, 6*time.Second, 200*time.Millisecond, 6))
 	src := web.ServerSource{Server: srv}
 	page := web.New(src)
-	hs := httptest.NewServer(httpMux(prometheus.NewRegistry(), nil, src, page, true))
+	hs := httptest.NewServer(httpMux(prometheus.NewRegistry(), nil, src, page, true, zap.NewNop()))
 	t.Cleanup(func() { page.Close(); hs.Close() })
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

@@ -171,6 +171,14 @@ func setupServe(fs *flag.FlagSet) func(ctx context.Context, args []string) error
 		if err != nil {
 			return fmt.Errorf("listen: %w", err)
 		}
+		hln, err := listenHTTP(httpSpec{addr: httpAddr, optional: httpOptional}, log)
+		if err != nil {
+			ln.Close()
+			return err
+		}
+		if hln != nil {
+			defer hln.Close() // for the returns before serveHTTP, which closes it
+		}
 		switch {
 		case be.memory != nil:
 			cfg.Store = be.memory
@@ -196,7 +204,11 @@ func setupServe(fs *flag.FlagSet) func(ctx context.Context, args []string) error
 			if adv == "" {
 				adv = ln.Addr().String()
 			}
-			cluster, err := joinCluster(ctx, be.cli, adv, storeFlags.prefix, *electionTTL, be.storeOpts, log, reg)
+			httpAdv := ""
+			if hln != nil {
+				httpAdv = httpAdvertise(hln.Addr(), adv)
+			}
+			cluster, err := joinCluster(ctx, be.cli, adv, httpAdv, storeFlags.prefix, *electionTTL, be.storeOpts, log, reg)
 			if err != nil {
 				ln.Close()
 				return fmt.Errorf("joining the HA set: %w", err)
@@ -215,7 +227,7 @@ func setupServe(fs *flag.FlagSet) func(ctx context.Context, args []string) error
 			ln.Close()
 			return err
 		}
-		stopHTTP, err := serveHTTP(httpSpec{addr: httpAddr, optional: httpOptional, admin: *adminAPI}, reg, be.metrics, web.ServerSource{Server: srv}, log)
+		stopHTTP, err := serveHTTP(hln, *adminAPI, reg, be.metrics, web.ServerSource{Server: srv}, log)
 		if err != nil {
 			ln.Close()
 			return err

@@ -31,18 +31,23 @@ type haCluster struct {
 
 var _ server.Cluster = (*haCluster)(nil)
 
-// joinCluster joins this node (reachable by Kafka clients at advertise) to
+// joinCluster joins this node (reachable by Kafka clients at advertise,
+// and by the other nodes' admin API at httpAddr, "" if it serves none) to
 // the HA set on cli's etcd. storeOpts are the group store's options, to
 // which each term adds its guard.
-func joinCluster(ctx context.Context, cli *clientv3.Client, advertise, prefix string, ttl time.Duration,
+func joinCluster(ctx context.Context, cli *clientv3.Client, advertise, httpAddr, prefix string, ttl time.Duration,
 	storeOpts []etcdstore.Opt, log *zap.Logger, reg prometheus.Registerer) (*haCluster, error) {
+	opts := []ha.Opt{ha.Prefix(prefix), ha.ElectionTTL(ttl), ha.Logger(log), ha.Registerer(reg)}
+	if httpAddr != "" {
+		opts = append(opts, ha.HTTPAddr(httpAddr))
+	}
 	// etcd may still be electing its own leader (the nodes of a new
 	// cluster start together): retry for a while, saying why.
 	deadline := time.Now().Add(etcdStartTimeout)
 	var node *ha.Node
 	for backoff := 100 * time.Millisecond; ; backoff = min(2*backoff, 2*time.Second) {
 		var err error
-		node, err = ha.Join(ctx, cli, advertise, ha.Prefix(prefix), ha.ElectionTTL(ttl), ha.Logger(log), ha.Registerer(reg))
+		node, err = ha.Join(ctx, cli, advertise, opts...)
 		if err == nil {
 			break
 		}
@@ -61,7 +66,7 @@ func joinCluster(ctx context.Context, cli *clientv3.Client, advertise, prefix st
 		terms: make(chan server.Term), cancel: cancel, done: make(chan struct{})}
 	go c.run(runCtx)
 	log.Info("joined the HA set", zap.Int32("node", node.Self().ID), zap.String("advertise", advertise),
-		zap.Duration("election_ttl", ttl))
+		zap.String("http", httpAddr), zap.Duration("election_ttl", ttl))
 	return c, nil
 }
 
@@ -131,7 +136,9 @@ func (c *haCluster) Leader() (server.Node, bool) {
 
 func (c *haCluster) Terms() <-chan server.Term { return c.terms }
 
-func serverNode(n ha.NodeInfo) server.Node { return server.Node{ID: n.ID, Addr: n.Addr} }
+func serverNode(n ha.NodeInfo) server.Node {
+	return server.Node{ID: n.ID, Addr: n.Addr, HTTP: n.HTTP}
+}
 
 // haTerm is a won term with its guarded store.
 type haTerm struct {

@@ -17,12 +17,13 @@ import (
 )
 
 // httpMux routes the --http listener: /metrics, reg's then more's; the
-// admin API's drain; and the status page (with the generation log).
-func httpMux(reg *prometheus.Registry, more prometheus.Gatherers, src web.ServerSource, page http.Handler, admin bool) *http.ServeMux {
+// admin API's drain, which logs its forwards to log; and the status page
+// (with the generation log).
+func httpMux(reg *prometheus.Registry, more prometheus.Gatherers, src web.ServerSource, page http.Handler, admin bool, log *zap.Logger) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(append(prometheus.Gatherers{reg}, more...), promhttp.HandlerOpts{Registry: reg}))
 	if admin {
-		adminapi.Register(mux, src.Server)
+		adminapi.Register(mux, src.Server, adminapi.Logger(log))
 	}
 	mux.Handle("/", page)
 	return mux
@@ -32,30 +33,60 @@ func httpMux(reg *prometheus.Registry, more prometheus.Gatherers, src web.Server
 // uses too.
 const defaultHTTP = "127.0.0.1:9644"
 
-// httpSpec is what --http and --admin-api ask for.
+// httpSpec is what --http asks for.
 type httpSpec struct {
 	addr string
 	// optional: the address is the default, and a node that finds it
 	// taken serves without it.
 	optional bool
-	admin    bool
 }
 
-// serveHTTP serves the status page (package web), the admin API's drain
-// (package adminapi) and the Prometheus metrics at /metrics, reg's then
-// more's, on addr until the returned function is called; an empty addr
-// serves nothing.
-func serveHTTP(spec httpSpec, reg *prometheus.Registry, more prometheus.Gatherers, src web.ServerSource, log *zap.Logger) (stop func(), err error) {
+// listenHTTP binds the --http listener; an empty address binds nothing
+// (nil), and so does an optional one that is taken, with a warning. It is
+// bound before the node joins an HA set, which registers the address,
+// port 0 resolved.
+func listenHTTP(spec httpSpec, log *zap.Logger) (net.Listener, error) {
 	if spec.addr == "" {
-		return func() {}, nil
+		return nil, nil
 	}
 	ln, err := net.Listen("tcp", spec.addr)
 	if err != nil && spec.optional {
 		log.Warn("no status page, metrics or admin API: the default --http address is taken (another node on this host?); give --http another address", zap.String("http", spec.addr), zap.Error(err))
-		return func() {}, nil
+		return nil, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("http listen: %w", err)
+	}
+	return ln, nil
+}
+
+// httpAdvertise is the address the other nodes of an HA set reach the
+// HTTP listener bound at bound on: bound itself, or, when it is bound to
+// every interface (0.0.0.0, [::]), the host of kafka (the host:port Kafka
+// clients are told) with the HTTP port, since a node reachable there for
+// Kafka is reachable there for HTTP too.
+func httpAdvertise(bound net.Addr, kafka string) string {
+	host, port, err := net.SplitHostPort(bound.String())
+	if err != nil {
+		return bound.String()
+	}
+	if ip := net.ParseIP(host); ip == nil || !ip.IsUnspecified() {
+		return bound.String()
+	}
+	khost, _, err := net.SplitHostPort(kafka)
+	if ip := net.ParseIP(khost); err != nil || khost == "" || ip != nil && ip.IsUnspecified() {
+		return bound.String()
+	}
+	return net.JoinHostPort(khost, port)
+}
+
+// serveHTTP serves the status page (package web), the admin API's drain
+// (package adminapi, unless admin is false) and the Prometheus metrics at
+// /metrics, reg's then more's, on ln until the returned function is
+// called; a nil ln serves nothing.
+func serveHTTP(ln net.Listener, admin bool, reg *prometheus.Registry, more prometheus.Gatherers, src web.ServerSource, log *zap.Logger) (stop func(), err error) {
+	if ln == nil {
+		return func() {}, nil
 	}
 	hlog := log.Named("http")
 	// The http package logs what a client got wrong (a bad TLS hello, a
@@ -67,7 +98,7 @@ func serveHTTP(spec httpSpec, reg *prometheus.Registry, more prometheus.Gatherer
 	}
 	page := web.New(src, web.Logger(hlog))
 	srv := &http.Server{
-		Handler:           httpMux(reg, more, src, page, spec.admin),
+		Handler:           httpMux(reg, more, src, page, admin, hlog),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		// No WriteTimeout: event streams are long; each write of one

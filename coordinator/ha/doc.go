@@ -15,9 +15,11 @@
 // Under the etcd store's prefix <p> (default "/tenure/"), in <p>meta/ha/,
 // which the store's loads skip:
 //
-//	<p>meta/ha/nodes/<id>          {"id":<id>,"addr":"host:port"}, bound to the node's lease
+//	<p>meta/ha/nodes/<id>          {"id":<id>,"addr":"host:port","http":"host:port"}, bound to the node's lease
 //	<p>meta/ha/leader/<lease hex>  the node ID in decimal, bound to the same lease
 //	<p>meta/ha/addrs/<addr>        the node ID the address last had (no lease)
+//
+// "http", the node's HTTP listener (HTTPAddr), is absent when it has none.
 //
 // A node's ID is claimed with Txn(If CreateRevision(key) = 0 Then Put(key,
 // WithLease)), so a dead node's ID is free again once its lease expires. IDs

@@ -163,6 +163,8 @@ func TestJoinOptions(t *testing.T) {
 		{"negative margin", addr(0), []ha.Opt{ha.Margin(-time.Millisecond)}},
 		{"margin leaves less than half a TTL", addr(0), []ha.Opt{ha.ElectionTTL(2 * time.Second), ha.Margin(time.Second)}},
 		{"nil logger", addr(0), []ha.Opt{ha.Logger(nil)}},
+		{"HTTP address without a port", addr(0), []ha.Opt{ha.HTTPAddr("tenure.test")}},
+		{"HTTP port zero", addr(0), []ha.Opt{ha.HTTPAddr("tenure.test:0")}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			n, err := ha.Join(testenv.Context(t), cli, tc.addr, tc.opts...)
@@ -182,6 +184,34 @@ func TestJoinOptions(t *testing.T) {
 		t.Fatalf("Join: %v", err)
 	}
 	n.Close()
+}
+
+// TestHTTPAddr: a node's HTTP address reaches every node, in Nodes and
+// Leader (whichever leads); a node without one registers what nodes
+// registered before the field existed, and reads as "".
+func TestHTTPAddr(t *testing.T) {
+	t.Parallel()
+	prefix := uniquePrefix(t)
+	cli := etcd.Client(t)
+	a := join(t, etcd.Client(t), prefix, addr(0), ha.HTTPAddr("tenure-0.test:9644"))
+	b := join(t, etcd.Client(t), prefix, addr(1))
+	want := []ha.NodeInfo{{ID: 0, Addr: addr(0), HTTP: "tenure-0.test:9644"}, {ID: 1, Addr: addr(1)}}
+	if got := []ha.NodeInfo{a.Self(), b.Self()}; !slices.Equal(got, want) {
+		t.Fatalf("Self: %+v, want %+v", got, want)
+	}
+	testenv.Eventually(t, 5*time.Second, "both nodes to see both, and the same leader", func() bool {
+		l0, ok0 := a.Leader()
+		l1, ok1 := b.Leader()
+		return ok0 && ok1 && l0 == l1 && slices.Contains(want, l0) &&
+			slices.Equal(a.Nodes(), want) && slices.Equal(b.Nodes(), want)
+	})
+	resp, err := cli.Get(testenv.Context(t), prefix+"meta/ha/nodes/1")
+	if err != nil || len(resp.Kvs) != 1 {
+		t.Fatalf("the registration of node 1: %v", err)
+	}
+	if got, old := string(resp.Kvs[0].Value), fmt.Sprintf(`{"id":1,"addr":%q}`, addr(1)); got != old {
+		t.Fatalf("a node without HTTP registered %s, want the old form %s", got, old)
+	}
 }
 
 // TestCloseFreesEverything: a closed node leaves no key behind, and Close

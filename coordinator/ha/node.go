@@ -22,6 +22,10 @@ type NodeInfo struct {
 	ID int32 `json:"id"`
 	// Addr is the host:port the node advertises to Kafka clients.
 	Addr string `json:"addr"`
+	// HTTP is the host:port of the node's HTTP listener (status page and
+	// admin API; see HTTPAddr), "" if it has none. Registrations written
+	// before the field existed read as "".
+	HTTP string `json:"http,omitempty"`
 }
 
 // A Node is this process's membership of the HA set: its registration,
@@ -90,7 +94,7 @@ func Join(ctx context.Context, cli *clientv3.Client, advertise string, opts ...O
 		n.abort(l)
 		return nil, fmt.Errorf("ha: register: %w", err)
 	}
-	n.self.Store(&NodeInfo{ID: id, Addr: advertise})
+	n.self.Store(&NodeInfo{ID: id, Addr: advertise, HTTP: c.http})
 	n.cur.Store(l)
 	rev, err := n.load(ctx)
 	if err != nil {
@@ -98,7 +102,7 @@ func Join(ctx context.Context, cli *clientv3.Client, advertise string, opts ...O
 		return nil, fmt.Errorf("ha: load the nodes: %w", err)
 	}
 	n.logp.Store(c.log.With(zap.Int32("node_id", id)))
-	n.logger().Info("joined the HA set", zap.String("addr", advertise), l.field(),
+	n.logger().Info("joined the HA set", zap.String("addr", advertise), zap.String("http", c.http), l.field(),
 		zap.Duration("ttl", l.ttl), zap.Duration("valid_after_renewal", l.window.SuspectAfter()))
 	n.wg.Add(2)
 	go n.watch(rev)
@@ -118,13 +122,17 @@ func (n *Node) abort(l *lease) {
 
 func (n *Node) logger() *zap.Logger { return n.logp.Load() }
 
-func checkAddr(addr string) error {
+func checkAddr(addr string) error { return checkHostPort("advertised address", addr) }
+
+// checkHostPort checks that addr, the node's what, is host:port with a
+// port other nodes and clients can reach.
+func checkHostPort(what, addr string) error {
 	_, port, err := net.SplitHostPort(addr)
 	if err != nil {
-		return fmt.Errorf("%w: advertised address: %v", ErrInvalidOption, err)
+		return fmt.Errorf("%w: %s: %v", ErrInvalidOption, what, err)
 	}
 	if p, err := strconv.ParseUint(port, 10, 16); err != nil || p == 0 {
-		return fmt.Errorf("%w: advertised address %q: bad port", ErrInvalidOption, addr)
+		return fmt.Errorf("%w: %s %q: bad port", ErrInvalidOption, what, addr)
 	}
 	return nil
 }
@@ -246,7 +254,7 @@ func (n *Node) recover(old *lease, stale []clientv3.LeaseID) (*lease, []clientv3
 						zap.Int32("old_id", self.ID), zap.Int32("new_id", id))
 					n.logp.Store(n.cfg.log.With(zap.Int32("node_id", id)))
 				}
-				n.self.Store(&NodeInfo{ID: id, Addr: self.Addr})
+				n.self.Store(&NodeInfo{ID: id, Addr: self.Addr, HTTP: self.HTTP})
 				n.cur.Store(l)
 				n.logger().Info("registered again", l.field())
 				return l, n.revoke(stale)

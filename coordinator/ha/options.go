@@ -26,6 +26,7 @@ type cfg struct {
 	reg      prometheus.Registerer
 	maxDrift float64
 	margin   time.Duration // 0: TTL/10, decided in validate
+	http     string
 }
 
 // Defaults of the options.
@@ -107,6 +108,13 @@ func MaxDrift(d float64) Opt { return opt(func(c *cfg) { c.maxDrift = d }) }
 // keepalives in a row do not end it.
 func Margin(d time.Duration) Opt { return opt(func(c *cfg) { c.margin = d }) }
 
+// HTTPAddr registers addr (host:port) as the node's HTTP listener, where
+// the other nodes reach its admin API (default: none, registered as "").
+// A follower forwards an admin request that only the leader can serve to
+// the leader's HTTPAddr. It must be an address the other nodes can
+// reach, with a port other than 0.
+func HTTPAddr(addr string) Opt { return opt(func(c *cfg) { c.http = addr }) }
+
 // ErrInvalidOption is wrapped by Join's errors for bad options.
 var ErrInvalidOption = errors.New("ha: invalid option")
 
@@ -153,6 +161,11 @@ func (c *cfg) validate() error {
 	}
 	if c.log == nil {
 		bad("nil logger")
+	}
+	if c.http != "" {
+		if err := checkHostPort("HTTP address", c.http); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	return errors.Join(errs...)
 }

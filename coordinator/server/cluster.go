@@ -48,6 +48,10 @@ type Term interface {
 type Node struct {
 	ID   int32
 	Addr string // host:port
+	// HTTP is the host:port of the node's HTTP listener (tenure serve
+	// --http), where the admin API forwards what only the leader can do;
+	// "" if the node has none.
+	HTTP string
 }
 
 // hostPort splits n.Addr for Metadata and FindCoordinator.

@@ -8,10 +8,16 @@
 //	POST /api/groups/{group}/members/{member}/drain[?remove=true]
 //	POST /api/groups/{group}/members/{member}/undrain
 //
+// Any node of an HA set answers all three: the log is read from the
+// store, and a node that does not lead forwards a drain or undrain to the
+// leader's --http listener (once: see ForwardedHeader) and passes its
+// answer on.
+//
 // Errors are JSON objects {"error": message}; the drain routes add "code":
 // bad_request, unknown_group, unknown_member, not_drainable,
-// not_coordinator (with "leader": the coordinating node's Kafka address,
-// if one is known) or unavailable.
+// not_coordinator (421, with "leader": the coordinating node's Kafka
+// address, if one is known: the leader has no --http listener, or none
+// leads) or unavailable (503; 502 when the leader could not be reached).
 package adminapi
 
 import (

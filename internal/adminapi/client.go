@@ -26,16 +26,11 @@ type Error struct {
 	Code   string // bad_request, unknown_group, ...
 	Msg    string
 	// Leader is the Kafka address of the coordinating node, for
-	// not_coordinator.
+	// not_coordinator; the message names it too.
 	Leader string
 }
 
-func (e *Error) Error() string {
-	if e.Leader != "" {
-		return fmt.Sprintf("%s (the coordinator's Kafka address is %s: run this against its --http address)", e.Msg, e.Leader)
-	}
-	return e.Msg
-}
+func (e *Error) Error() string { return e.Msg }
 
 // Log returns the newest limit entries of the group's log, below epoch
 // before if before > 0.

@@ -5,6 +5,9 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"time"
+
+	"go.uber.org/zap"
 
 	"github.com/tenure-dev/tenure/coordinator"
 	"github.com/tenure-dev/tenure/coordinator/server"
@@ -16,9 +19,52 @@ type Source interface {
 	Undrain(group, member string) error
 }
 
+// Opt configures Register.
+type Opt interface{ apply(*cfg) }
+
+type opt func(*cfg)
+
+func (o opt) apply(c *cfg) { o(c) }
+
+type cfg struct {
+	log     *zap.Logger
+	timeout time.Duration
+}
+
+// DefaultForwardTimeout is how long a node waits for the leader's answer
+// to a request it forwards.
+const DefaultForwardTimeout = 10 * time.Second
+
+// Logger sets the logger of forwarded requests, overriding the default of
+// no logging (also what nil means).
+func Logger(l *zap.Logger) Opt { return opt(func(c *cfg) { c.log = l }) }
+
+// ForwardTimeout bounds a forwarded request, from the connection to the
+// leader to the end of its answer, overriding the default 10 s
+// (DefaultForwardTimeout, also what a duration that is not positive
+// means).
+func ForwardTimeout(d time.Duration) Opt { return opt(func(c *cfg) { c.timeout = d }) }
+
 // Register adds the drain routes to mux. The log is the status page's
 // (package web serves GET /api/groups/{group}/log with LogEntry).
-func Register(mux *http.ServeMux, src Source) {
+//
+// A node of an HA set that does not lead forwards a drain or undrain to
+// the leader's HTTP listener (server.Node.HTTP) once, marked with
+// ForwardedHeader, and passes the leader's answer on; it answers 421
+// not_coordinator itself when the leader has no HTTP listener, when no
+// node leads, and when the request was forwarded to it already.
+func Register(mux *http.ServeMux, src Source, opts ...Opt) {
+	c := cfg{log: zap.NewNop(), timeout: DefaultForwardTimeout}
+	for _, o := range opts {
+		o.apply(&c)
+	}
+	if c.log == nil {
+		c.log = zap.NewNop()
+	}
+	if c.timeout <= 0 {
+		c.timeout = DefaultForwardTimeout
+	}
+	h := &handler{fwd: newForwarder(c)}
 	mux.HandleFunc("POST /api/groups/{group}/members/{member}/drain", func(w http.ResponseWriter, r *http.Request) {
 		remove := false
 		if v := r.URL.Query().Get("remove"); v != "" {
@@ -29,19 +75,31 @@ func Register(mux *http.ServeMux, src Source) {
 			}
 			remove = b
 		}
-		if err := src.Drain(r.PathValue("group"), r.PathValue("member"), remove); err != nil {
-			writeErr(w, err)
-			return
-		}
-		writeJSON(w, http.StatusOK, map[string]bool{"drained": true, "remove": remove})
+		h.change(w, r, func() error { return src.Drain(r.PathValue("group"), r.PathValue("member"), remove) },
+			map[string]bool{"drained": true, "remove": remove})
 	})
 	mux.HandleFunc("POST /api/groups/{group}/members/{member}/undrain", func(w http.ResponseWriter, r *http.Request) {
-		if err := src.Undrain(r.PathValue("group"), r.PathValue("member")); err != nil {
-			writeErr(w, err)
-			return
-		}
-		writeJSON(w, http.StatusOK, map[string]bool{"drained": false})
+		h.change(w, r, func() error { return src.Undrain(r.PathValue("group"), r.PathValue("member")) },
+			map[string]bool{"drained": false})
 	})
+}
+
+type handler struct{ fwd *forwarder }
+
+// change answers ok once do succeeds; what only the leader can do goes to
+// the leader when this node does not lead.
+func (h *handler) change(w http.ResponseWriter, r *http.Request, do func() error, ok any) {
+	err := do()
+	if err == nil {
+		writeJSON(w, http.StatusOK, ok)
+		return
+	}
+	var nc *server.NotCoordinatorError
+	if errors.As(err, &nc) && nc.HasLeader && nc.Leader.HTTP != "" && !forwarded(r) {
+		h.fwd.forward(w, r, nc.Leader)
+		return
+	}
+	writeErr(w, r, err)
 }
 
 // apiError is the body of an error response.
@@ -51,15 +109,21 @@ type apiError struct {
 	Leader string `json:"leader,omitempty"`
 }
 
-func writeErr(w http.ResponseWriter, err error) {
+func writeErr(w http.ResponseWriter, r *http.Request, err error) {
 	var nc *server.NotCoordinatorError
 	switch {
 	case errors.As(err, &nc):
-		leader := ""
+		leader, msg := "", err.Error()
 		if nc.HasLeader {
 			leader = nc.Leader.Addr
+			switch {
+			case forwarded(r):
+				msg += "; the request was forwarded here by another node, and is not forwarded twice: leadership is moving, retry"
+			case nc.Leader.HTTP == "":
+				msg += ", but serves no admin API (it runs without --http), so the request cannot be forwarded to it: give every node of the HA set --http"
+			}
 		}
-		writeError(w, http.StatusMisdirectedRequest, "not_coordinator", err.Error(), leader)
+		writeError(w, http.StatusMisdirectedRequest, "not_coordinator", msg, leader)
 	case errors.Is(err, server.ErrUnknownGroup):
 		writeError(w, http.StatusNotFound, "unknown_group", err.Error(), "")
 	case errors.Is(err, coordinator.ErrUnknownMember):
