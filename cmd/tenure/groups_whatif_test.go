@@ -63,7 +63,9 @@ var (
 func TestGroupsWhatIf(t *testing.T) {
 	leaks := goleak.IgnoreCurrent()
 	t.Cleanup(func() { goleak.VerifyNone(t, leaks) })
-	const session, heartbeat = 3 * time.Second, 300 * time.Millisecond
+	// A session long enough that members under -race on a loaded machine
+	// keep it: the test compares what-if with a describe read just before.
+	const session, heartbeat = 10 * time.Second, 500 * time.Millisecond
 	broker := testenv.StartTenure(t, testenv.TenureConfig(t, session, heartbeat, 8))
 	timing := []string{"--current-session", session.String(), "--current-heartbeat", heartbeat.String(), "--seeds", "2"}
 
@@ -248,7 +250,7 @@ func TestGroupsWhatIf(t *testing.T) {
 	})
 
 	t.Run("timing", func(t *testing.T) {
-		out, err := groupsOut(t, broker, "what-if", "whatif", "--session", "2s", "--seeds", "1", "--risk-duration", "3m",
+		out, err := groupsOut(t, broker, "what-if", "whatif", "--session", "5s", "--seeds", "1", "--risk-duration", "3m",
 			"--current-session", session.String(), "--current-heartbeat", heartbeat.String(), "-o", "json")
 		if err != nil {
 			t.Fatal(err)
@@ -256,7 +258,7 @@ func TestGroupsWhatIf(t *testing.T) {
 		var w whatIf
 		checkShape(t, "what-if", out, whatIfShape, &w)
 		o := w.Simulation.Outcomes
-		if w.Risk == nil || w.Timing.Proposed == nil || w.Timing.Proposed.SessionS != 2 || w.MoveCount != 0 || len(o) != 2 ||
+		if w.Risk == nil || w.Timing.Proposed == nil || w.Timing.Proposed.SessionS != 5 || w.MoveCount != 0 || len(o) != 2 ||
 			o[0].Timing != "current" || o[1].Timing != "proposed" {
 			t.Fatalf("what-if timing:\n%s", out)
 		}
