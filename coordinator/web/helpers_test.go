@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -42,30 +41,7 @@ const (
 // with its address; it stops when t ends.
 func startTenure(t testing.TB, partitions int32) (*server.Server, string) {
 	t.Helper()
-	cfg := testenv.TenureConfig(t, testSession, testHeartbeat, partitions)
-	s, err := server.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Serve(ctx, ln) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("serve: %v", err)
-			}
-		case <-time.After(10 * time.Second):
-			t.Errorf("the coordinator did not stop")
-		}
-	})
-	return s, ln.Addr().String()
+	return testenv.StartTenureServer(t, testenv.TenureConfig(t, testSession, testHeartbeat, partitions))
 }
 
 // startPage serves h on a loopback port until t ends.
