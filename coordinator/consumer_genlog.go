@@ -53,7 +53,9 @@ func (g *Group) consumerGeneration(reason string, least int) {
 		}
 		moves = append(moves, mv)
 	}
-	clear(c.targetMoves)
+	// A new map rather than clear: a map keeps its largest size, and a
+	// cold join's would make every later iteration pay for it.
+	c.targetMoves = nil
 	g.setMoves(g.now, e, moves)
 }
 

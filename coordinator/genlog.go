@@ -113,6 +113,10 @@ type genLog struct {
 	// moving the partitions on their way, with the entry they belong to.
 	open   map[int32]*openEntry
 	moving map[TopicPartition]*movingPartition
+	// movingTo lists, by new owner, the partitions moving to it (entries
+	// may be stale: moving says whether a move is still on), so that a
+	// member that leaves ends its moves without a walk over every move.
+	movingTo map[string][]TopicPartition
 	// released is when each partition that has no owner lost its last
 	// one: a move that starts later (a cooperative rebalance's second
 	// generation) counts its unowned time from then.
@@ -139,6 +143,7 @@ func (l *genLog) init() {
 	l.left = make(map[string]struct{})
 	l.open = make(map[int32]*openEntry)
 	l.moving = make(map[TopicPartition]*movingPartition)
+	l.movingTo = make(map[string][]TopicPartition)
 	l.released = make(map[TopicPartition]time.Time)
 }
 
@@ -170,16 +175,6 @@ func (g *Group) beginGeneration(now time.Time, reason string, members int, minMo
 	}
 	clear(l.joined)
 	clear(l.left)
-	var orphans []TopicPartition // moves whose new owner left before the grant
-	for tp, mp := range l.moving {
-		if !g.isMember(mp.to) {
-			orphans = append(orphans, tp)
-		}
-	}
-	slices.SortFunc(orphans, compareTP) // entries go out in a deterministic order
-	for _, tp := range orphans {
-		g.endMove(now, tp, l.moving[tp], false)
-	}
 	if !l.restoredAt.IsZero() && now.Sub(l.restoredAt) <= g.maxSessionTimeout() {
 		rec.AfterFailover = l.restoredAt
 	}
@@ -221,6 +216,7 @@ func (g *Group) setMoves(now time.Time, e *openEntry, moves []Move) {
 			}
 		}
 		l.moving[tp] = mp
+		l.movingTo[m.To] = append(l.movingTo[m.To], tp)
 		e.pending++
 	}
 	g.emitEntry(now, e)
@@ -245,6 +241,11 @@ func (g *Group) emitEntry(now time.Time, e *openEntry) {
 // superseded (a later epoch moves it again, or it stopped being assigned).
 func (g *Group) endMove(now time.Time, tp TopicPartition, mp *movingPartition, granted bool) {
 	delete(g.log.moving, tp)
+	if len(g.log.moving) == 0 && len(g.log.movingTo) > 0 {
+		// Nothing moves: drop the stale lists at once (a new map: a
+		// cleared one keeps its largest size).
+		g.log.movingTo = make(map[string][]TopicPartition)
+	}
 	e, ok := g.log.open[mp.epoch]
 	if !ok {
 		return
@@ -269,6 +270,20 @@ func (g *Group) endMove(now time.Time, tp TopicPartition, mp *movingPartition, g
 	}
 }
 
+// memberGone ends the moves to a member that left before their grant:
+// they are superseded (the next epoch moves those partitions elsewhere).
+func (g *Group) memberGone(id string) {
+	l := &g.log
+	tps := l.movingTo[id]
+	delete(l.movingTo, id)
+	slices.SortFunc(tps, compareTP) // entries go out in a deterministic order
+	for _, tp := range tps {
+		if mp, ok := l.moving[tp]; ok && mp.to == id {
+			g.endMove(g.now, tp, mp, false)
+		}
+	}
+}
+
 // ownerChanged is called by the ownership table on every grant and
 // release, to time the hand-offs in flight.
 func (g *Group) ownerChanged(tp TopicPartition, member string, granted bool) {
@@ -290,19 +305,6 @@ func (g *Group) ownerChanged(tp TopicPartition, member string, granted bool) {
 	// Granted to its new owner, or to someone else: a later epoch's move
 	// would have replaced this one, so either way the hand-off is over.
 	g.endMove(g.now, tp, mp, member == mp.to)
-}
-
-// isMember reports whether id is a member of the group.
-func (g *Group) isMember(id string) bool {
-	switch g.typ {
-	case Classic:
-		_, ok := g.classic.members[id]
-		return ok
-	case Consumer:
-		_, ok := g.consumer.members[id]
-		return ok
-	}
-	return false
 }
 
 // maxSessionTimeout is the longest session of the group's members.

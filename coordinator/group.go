@@ -272,6 +272,7 @@ func (g *Group) event(e Event) {
 		g.log.noteMember(e.MemberID, true)
 	case EventMemberLeft, EventMemberExpired, EventMemberRemoved:
 		g.log.noteMember(e.MemberID, false)
+		g.memberGone(e.MemberID)
 	}
 	e.Group = g.name
 	e.Epoch = g.epoch
