@@ -141,6 +141,7 @@
 //	tenure_group_panics_total                 counter
 //	tenure_coordinating                       gauge (1 while this node coordinates the groups)
 //	tenure_coordinator_terms_total            counter (terms served: loads of every group)
+//	tenure_authentications_total{mechanism,result} counter (SASL: ok, failed; none/refused)
 //
 // The three per-group gauges add one series per group each and disappear
 // with the group; turn them off with Config.PerGroupMetrics = false on a
