@@ -3,6 +3,7 @@ package ha_test
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -59,7 +60,7 @@ func TestElection(t *testing.T) {
 	testenv.Eventually(t, 5*time.Second, "every node to see three nodes and the leader", func() bool {
 		for _, n := range nodes {
 			got, ok := n.Leader()
-			if !slices.Equal(n.Nodes(), want) || !ok || got != leader {
+			if !reflect.DeepEqual(n.Nodes(), want) || !ok || !reflect.DeepEqual(got, leader) {
 				return false
 			}
 		}

@@ -22,6 +22,10 @@ type NodeInfo struct {
 	ID int32 `json:"id"`
 	// Addr is the host:port the node advertises to Kafka clients.
 	Addr string `json:"addr"`
+	// Listeners are the host:port the node advertises on each of its
+	// listeners, by listener name (the Listeners option); clients are
+	// told the address of the listener they came in on.
+	Listeners map[string]string `json:"listeners,omitempty"`
 }
 
 // A Node is this process's membership of the HA set: its registration,
@@ -90,7 +94,7 @@ func Join(ctx context.Context, cli *clientv3.Client, advertise string, opts ...O
 		n.abort(l)
 		return nil, fmt.Errorf("ha: register: %w", err)
 	}
-	n.self.Store(&NodeInfo{ID: id, Addr: advertise})
+	n.self.Store(&NodeInfo{ID: id, Addr: advertise, Listeners: c.listeners})
 	n.cur.Store(l)
 	rev, err := n.load(ctx)
 	if err != nil {
@@ -246,7 +250,7 @@ func (n *Node) recover(old *lease, stale []clientv3.LeaseID) (*lease, []clientv3
 						zap.Int32("old_id", self.ID), zap.Int32("new_id", id))
 					n.logp.Store(n.cfg.log.With(zap.Int32("node_id", id)))
 				}
-				n.self.Store(&NodeInfo{ID: id, Addr: self.Addr})
+				n.self.Store(&NodeInfo{ID: id, Addr: self.Addr, Listeners: self.Listeners})
 				n.cur.Store(l)
 				n.logger().Info("registered again", l.field())
 				return l, n.revoke(stale)

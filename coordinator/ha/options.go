@@ -3,6 +3,7 @@ package ha
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"time"
 
@@ -26,6 +27,8 @@ type cfg struct {
 	reg      prometheus.Registerer
 	maxDrift float64
 	margin   time.Duration // 0: TTL/10, decided in validate
+	// listeners are the advertised addresses by listener name.
+	listeners map[string]string
 }
 
 // Defaults of the options.
@@ -107,6 +110,13 @@ func MaxDrift(d float64) Opt { return opt(func(c *cfg) { c.maxDrift = d }) }
 // keepalives in a row do not end it.
 func Margin(d time.Duration) Opt { return opt(func(c *cfg) { c.margin = d }) }
 
+// Listeners registers the node's advertised host:port on each of its
+// listeners, by listener name (NodeInfo.Listeners), beside the advertised
+// address Join takes; default none. Each address must be host:port.
+func Listeners(addrs map[string]string) Opt {
+	return opt(func(c *cfg) { c.listeners = maps.Clone(addrs) })
+}
+
 // ErrInvalidOption is wrapped by Join's errors for bad options.
 var ErrInvalidOption = errors.New("ha: invalid option")
 
@@ -153,6 +163,11 @@ func (c *cfg) validate() error {
 	}
 	if c.log == nil {
 		bad("nil logger")
+	}
+	for name, addr := range c.listeners {
+		if err := checkAddr(addr); err != nil {
+			errs = append(errs, fmt.Errorf("listener %s: %w", name, err))
+		}
 	}
 	return errors.Join(errs...)
 }

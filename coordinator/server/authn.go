@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"net"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -82,10 +83,11 @@ func (c *conn) startAuth() (reason string, err error) {
 	c.raw.SetDeadline(time.Now().Add(timeout))
 	err = tc.Handshake()
 	c.raw.SetDeadline(time.Time{})
+	var ne net.Error
 	switch {
 	case c.isStopping():
 		return closeShutdown, nil
-	case c.authTimedOut():
+	case c.authTimedOut(), errors.As(err, &ne) && ne.Timeout():
 		return closeAuthTimeout, errAuthTimeout
 	case err != nil:
 		return closeTLS, err
@@ -115,8 +117,9 @@ func (c *conn) authenticated(principal, via string) {
 		zap.String("principal", principal), zap.String("via", via))
 }
 
-// authExpired is the authentication timer: it closes the connection
-// unless it authenticated meanwhile.
+// authExpired is the authentication timer: unless the connection
+// authenticated meanwhile, it closes the socket, and the reader, failing,
+// finishes the connection.
 func (c *conn) authExpired() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -125,7 +128,7 @@ func (c *conn) authExpired() {
 	}
 	c.auth.expired = true
 	c.auth.timer = nil
-	c.closeLocked()
+	c.raw.Close()
 }
 
 // authTimedOut reports whether the authentication timer closed the

@@ -31,8 +31,8 @@ type testServer struct {
 	*Server
 	addr  string            // the first listener's
 	addrs map[string]string // every listener's, by name
-	reg  *prometheus.Registry
-	stop func() // cancels Serve and waits for it to return
+	reg   *prometheus.Registry
+	stop  func() // cancels Serve and waits for it to return
 }
 
 // startServer starts a server with test-friendly defaults, modified by

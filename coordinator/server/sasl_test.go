@@ -3,9 +3,9 @@ package server
 import (
 	"context"
 	"crypto/pbkdf2"
-	"errors"
 	"crypto/sha256"
 	"crypto/sha512"
+	"errors"
 	"fmt"
 	"hash"
 	"slices"
