@@ -31,10 +31,11 @@ type haCluster struct {
 
 var _ server.Cluster = (*haCluster)(nil)
 
-// joinCluster joins this node (reachable by Kafka clients at advertise) to
-// the HA set on cli's etcd. storeOpts are the group store's options, to
+// joinCluster joins this node (reachable by Kafka clients at advertise,
+// and on each listener at its address in listeners) to the HA set on
+// cli's etcd. storeOpts are the group store's options, to
 // which each term adds its guard.
-func joinCluster(ctx context.Context, cli *clientv3.Client, advertise, prefix string, ttl time.Duration,
+func joinCluster(ctx context.Context, cli *clientv3.Client, advertise string, listeners map[string]string, prefix string, ttl time.Duration,
 	storeOpts []etcdstore.Opt, log *zap.Logger, reg prometheus.Registerer) (*haCluster, error) {
 	// etcd may still be electing its own leader (the nodes of a new
 	// cluster start together): retry for a while, saying why.
@@ -42,7 +43,8 @@ func joinCluster(ctx context.Context, cli *clientv3.Client, advertise, prefix st
 	var node *ha.Node
 	for backoff := 100 * time.Millisecond; ; backoff = min(2*backoff, 2*time.Second) {
 		var err error
-		node, err = ha.Join(ctx, cli, advertise, ha.Prefix(prefix), ha.ElectionTTL(ttl), ha.Logger(log), ha.Registerer(reg))
+		node, err = ha.Join(ctx, cli, advertise, ha.Prefix(prefix), ha.ElectionTTL(ttl), ha.Logger(log), ha.Registerer(reg),
+			ha.Listeners(listeners))
 		if err == nil {
 			break
 		}
@@ -131,7 +133,9 @@ func (c *haCluster) Leader() (server.Node, bool) {
 
 func (c *haCluster) Terms() <-chan server.Term { return c.terms }
 
-func serverNode(n ha.NodeInfo) server.Node { return server.Node{ID: n.ID, Addr: n.Addr} }
+func serverNode(n ha.NodeInfo) server.Node {
+	return server.Node{ID: n.ID, Addr: n.Addr, Listeners: n.Listeners}
+}
 
 // haTerm is a won term with its guarded store.
 type haTerm struct {

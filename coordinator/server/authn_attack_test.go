@@ -293,8 +293,8 @@ func TestAttacks(t *testing.T) {
 		{
 			name: "a certificate of another CA where mTLS is required",
 			attack: func(t *testing.T, _ any) net.Conn {
-				other := newTestCA(t, "other").issue(pkix.Name{CommonName: "alice"})
-				c, err := dialTLS(t, mtlsAddr, e.tt.clientConfig(other.cert))
+				other := newTestCA(t, "other").Issue(pkix.Name{CommonName: "alice"})
+				c, err := dialTLS(t, mtlsAddr, e.tt.clientConfig(other.TLS))
 				if err == nil {
 					c.send(metadataRequest(12, "created-by-nobody"))
 					if _, _, err = c.tryRecv(2 * time.Second); err == nil {
@@ -353,8 +353,8 @@ func TestAttacks(t *testing.T) {
 				t.Fatalf("alice after the attack: %s", errName(r.ErrorCode))
 			}
 			checkServes(t, c)
-			alice := e.clients.issue(pkix.Name{CommonName: "alice"})
-			m, err := dialTLS(t, mtlsAddr, e.tt.clientConfig(alice.cert))
+			alice := e.clients.Issue(pkix.Name{CommonName: "alice"})
+			m, err := dialTLS(t, mtlsAddr, e.tt.clientConfig(alice.TLS))
 			if err != nil {
 				t.Fatal(err)
 			}

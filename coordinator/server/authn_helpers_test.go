@@ -3,19 +3,14 @@ package server
 import (
 	"bufio"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
 	"crypto/pbkdf2"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/sha512"
 	"crypto/tls"
-	"crypto/x509"
 	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"hash"
-	"math/big"
 	"net"
 	"os"
 	"path/filepath"
@@ -26,100 +21,16 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tenure-dev/tenure/coordinator/store"
+	"github.com/tenure-dev/tenure/internal/testpki"
 )
 
-// testCA is a certificate authority made for one test.
-type testCA struct {
-	t      testing.TB
-	cert   *x509.Certificate
-	key    *ecdsa.PrivateKey
-	serial int64
-}
+// testCA and issued are testpki's, under the names the tests use.
+type (
+	testCA = testpki.CA
+	issued = testpki.Cert
+)
 
-func newTestCA(t testing.TB, name string) *testCA {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: name},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(time.Hour),
-		IsCA:                  true,
-		BasicConstraintsValid: true,
-		KeyUsage:              x509.KeyUsageCertSign,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &testCA{t: t, cert: cert, key: key, serial: 1}
-}
-
-// pool is a pool of the CA alone.
-func (ca *testCA) pool() *x509.CertPool {
-	p := x509.NewCertPool()
-	p.AddCert(ca.cert)
-	return p
-}
-
-func (ca *testCA) pem() []byte {
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.cert.Raw})
-}
-
-// issued is a certificate the CA issued, with its key, in every form the
-// tests need.
-type issued struct {
-	cert    tls.Certificate
-	certPEM []byte
-	keyPEM  []byte
-	serial  *big.Int
-}
-
-// issue makes a leaf certificate for subject: a server certificate for
-// 127.0.0.1 and localhost, which is also good for client authentication.
-func (ca *testCA) issue(subject pkix.Name) issued {
-	ca.t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		ca.t.Fatal(err)
-	}
-	ca.serial++
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(ca.serial),
-		Subject:      subject,
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
-		DNSNames:     []string{"localhost"},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		ca.t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		ca.t.Fatal(err)
-	}
-	out := issued{
-		certPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		keyPEM:  pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}),
-		serial:  tmpl.SerialNumber,
-	}
-	out.cert, err = tls.X509KeyPair(out.certPEM, out.keyPEM)
-	if err != nil {
-		ca.t.Fatal(err)
-	}
-	return out
-}
+func newTestCA(t testing.TB, name string) *testCA { return testpki.New(t, name) }
 
 // writeFile writes b to name in dir, replacing it in one step (rename),
 // as a tool that rotates certificates does.
@@ -145,15 +56,15 @@ type testTLS struct {
 
 func newTestTLS(t testing.TB) *testTLS {
 	ca := newTestCA(t, "tenure test CA")
-	return &testTLS{ca: ca, server: ca.issue(pkix.Name{CommonName: "tenure"})}
+	return &testTLS{ca: ca, server: ca.Issue(pkix.Name{CommonName: "tenure"})}
 }
 
 // serverConfig serves the certificate; with clientCA, client certificates
 // of that CA are required.
 func (tt *testTLS) serverConfig(clientCA *testCA) *tls.Config {
-	cfg := &tls.Config{Certificates: []tls.Certificate{tt.server.cert}}
+	cfg := &tls.Config{Certificates: []tls.Certificate{tt.server.TLS}}
 	if clientCA != nil {
-		cfg.ClientCAs = clientCA.pool()
+		cfg.ClientCAs = clientCA.Pool()
 		cfg.ClientAuth = tls.RequireAndVerifyClientCert
 	}
 	return cfg
@@ -161,7 +72,7 @@ func (tt *testTLS) serverConfig(clientCA *testCA) *tls.Config {
 
 // clientConfig trusts the CA and shows certs.
 func (tt *testTLS) clientConfig(certs ...tls.Certificate) *tls.Config {
-	return &tls.Config{RootCAs: tt.ca.pool(), ServerName: "127.0.0.1", Certificates: certs, MinVersion: tls.VersionTLS12}
+	return tt.ca.ClientConfig(certs...)
 }
 
 // dialTLS opens a TLS connection for raw requests; the handshake's error,

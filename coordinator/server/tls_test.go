@@ -54,8 +54,8 @@ func TestListenersAdvertiseTheirOwn(t *testing.T) {
 		c.TLS = tt.serverConfig(clients)
 	})
 	plain := dial(t, ts.addrs["INTERNAL"])
-	alice := clients.issue(pkix.Name{CommonName: "alice", OrganizationalUnit: []string{"eng"}, Organization: []string{"acme"}})
-	secure, err := dialTLS(t, ts.addrs["EXTERNAL"], tt.clientConfig(alice.cert))
+	alice := clients.Issue(pkix.Name{CommonName: "alice", OrganizationalUnit: []string{"eng"}, Organization: []string{"acme"}})
+	secure, err := dialTLS(t, ts.addrs["EXTERNAL"], tt.clientConfig(alice.TLS))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,8 +163,8 @@ func TestCertReload(t *testing.T) {
 	tt := newTestTLS(t)
 	dir := t.TempDir()
 	first := tt.server
-	certFile := writeFile(t, dir, "tls.crt", first.certPEM)
-	keyFile := writeFile(t, dir, "tls.key", first.keyPEM)
+	certFile := writeFile(t, dir, "tls.crt", first.CertPEM)
+	keyFile := writeFile(t, dir, "tls.key", first.KeyPEM)
 	cfg, err := LoadTLS(TLSFiles{CertFile: certFile, KeyFile: keyFile}, zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
@@ -182,18 +182,18 @@ func TestCertReload(t *testing.T) {
 		return c, c.nc.(*tls.Conn).ConnectionState().PeerCertificates[0].SerialNumber.Int64()
 	}
 	old, serial := served()
-	if serial != first.serial.Int64() {
-		t.Fatalf("serial %d, want %d", serial, first.serial.Int64())
+	if serial != first.Serial.Int64() {
+		t.Fatalf("serial %d, want %d", serial, first.Serial.Int64())
 	}
 
-	second := tt.ca.issue(pkix.Name{CommonName: "tenure"})
-	writeFile(t, dir, "tls.crt", second.certPEM) // the key is still the first's
-	if _, serial := served(); serial != first.serial.Int64() {
+	second := tt.ca.Issue(pkix.Name{CommonName: "tenure"})
+	writeFile(t, dir, "tls.crt", second.CertPEM) // the key is still the first's
+	if _, serial := served(); serial != first.Serial.Int64() {
 		t.Fatalf("a certificate without its key was taken: serial %d", serial)
 	}
-	writeFile(t, dir, "tls.key", second.keyPEM)
-	if _, serial := served(); serial != second.serial.Int64() {
-		t.Fatalf("after the rotation: serial %d, want %d", serial, second.serial.Int64())
+	writeFile(t, dir, "tls.key", second.KeyPEM)
+	if _, serial := served(); serial != second.Serial.Int64() {
+		t.Fatalf("after the rotation: serial %d, want %d", serial, second.Serial.Int64())
 	}
 	// The connection opened before is still served.
 	if r := old.roundTrip(metadataRequest(12)).(*kmsg.MetadataResponse); len(r.Brokers) != 1 {
@@ -203,7 +203,7 @@ func TestCertReload(t *testing.T) {
 	// Client CAs reload too: a file naming a CA makes client certificates
 	// required from the next handshake on.
 	clients := newTestCA(t, "clients")
-	caFile := writeFile(t, dir, "ca.crt", clients.pem())
+	caFile := writeFile(t, dir, "ca.crt", clients.PEM())
 	cfg2, err := LoadTLS(TLSFiles{CertFile: certFile, KeyFile: keyFile, ClientCAFile: caFile}, zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
@@ -231,8 +231,8 @@ func TestKgoOverTLS(t *testing.T) {
 		c.DefaultPartitions = 4
 		c.Core.InitialRebalanceDelay = 0
 	})
-	alice := clients.issue(pkix.Name{CommonName: "alice"})
-	kgoGroupRoundTrip(t, ts, kgo.DialTLSConfig(tt.clientConfig(alice.cert)))
+	alice := clients.Issue(pkix.Name{CommonName: "alice"})
+	kgoGroupRoundTrip(t, ts, kgo.DialTLSConfig(tt.clientConfig(alice.TLS)))
 }
 
 // kgoGroupRoundTrip creates topic "jobs" with kadm, joins a classic group

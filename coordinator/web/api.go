@@ -97,7 +97,7 @@ type errorJSON struct {
 }
 
 func toStatus(l server.Leadership) statusJSON {
-	s := statusJSON{Node: nodeJSON(l.Self), Leading: l.Leading}
+	s := statusJSON{Node: nodeJSON{l.Self.ID, l.Self.Addr}, Leading: l.Leading}
 	if l.LeaderKnown {
 		s.Leader = &nodeJSON{l.Leader.ID, l.Leader.Addr}
 	}
