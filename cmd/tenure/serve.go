@@ -192,16 +192,16 @@ func setupServe(fs *flag.FlagSet) func(ctx context.Context, args []string) error
 			// of a cluster) every node is part of an HA set: it
 			// coordinates groups while it leads, under a store guarded by
 			// its leadership.
-			advs := advertisedListeners(cfg.Listeners, lns)
+			// One listener: its address is the node's; several: the
+			// node's address is the first's, and each is registered.
+			var advs map[string]string
 			adv := cfg.Advertise
 			switch {
 			case len(cfg.Listeners) > 0:
+				advs = advertisedListeners(cfg.Listeners, lns)
 				adv = advs[cfg.Listeners[0].Name]
 			case adv == "":
 				adv = lns[0].Addr().String()
-			}
-			if len(cfg.Listeners) == 0 {
-				advs = nil // one listener: its address is the node's
 			}
 			cluster, err := joinCluster(ctx, be.cli, adv, advs, storeFlags.prefix, *electionTTL, be.storeOpts, log, reg)
 			if err != nil {

@@ -65,7 +65,7 @@ func newBenchClients(b *testing.B, addr string, n int, opts ...kgo.Opt) []*kgo.C
 	b.Helper()
 	clients := make([]*kgo.Client, n)
 	for i := range clients {
-		cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr), kgo.RequestTimeoutOverhead(30*time.Second)}, opts...)...)
+		cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr), kgo.RequestTimeoutOverhead(30 * time.Second)}, opts...)...)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -6,7 +6,9 @@ import (
 	"crypto/x509/pkix"
 	"encoding/asn1"
 	"errors"
+	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -18,6 +20,8 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/tenure-dev/tenure/coordinator/store"
 )
 
 // observed starts a server whose debug logs a test can read.
@@ -289,4 +293,52 @@ func kgoGroupRoundTrip(t *testing.T, ts *testServer, opts ...kgo.Opt) {
 		t.Fatalf("described: %+v %v", groups, err)
 	}
 	cancel()
+}
+
+// TestSetListeners: in an HA set, a client is told of the nodes that have
+// its listener, at their addresses on it, and is sent to the leader on it;
+// a leader without the client's listener is no coordinator the client can
+// reach (COORDINATOR_NOT_AVAILABLE), as in Kafka.
+func TestSetListeners(t *testing.T) {
+	set := &fakeSet{leader: -1, shared: store.NewMemory(), nodes: []Node{
+		{ID: 0, Addr: "a:1", Listeners: map[string]string{"INTERNAL": "a:1", "EXTERNAL": "a.example:9094"}},
+		{ID: 1, Addr: "b:1", Listeners: map[string]string{"INTERNAL": "b:1"}},
+		{ID: 2, Addr: "c:1", Listeners: map[string]string{"INTERNAL": "c:1", "EXTERNAL": "c.example:9094"}},
+	}}
+	na := set.node(0)
+	a := startServer(t, func(c *Config) {
+		c.Store, c.TopicStore, c.Cluster, c.TopicRefresh = nil, set.shared, na, 50*time.Millisecond
+		c.Listeners = []Listener{{Name: "INTERNAL", Protocol: Plaintext}, {Name: "EXTERNAL", Protocol: Plaintext}}
+	})
+	internal, external := dial(t, a.addrs["INTERNAL"]), dial(t, a.addrs["EXTERNAL"])
+	brokers := func(c *rawClient) string {
+		var out []string
+		for _, b := range c.roundTrip(metadataRequest(12)).(*kmsg.MetadataResponse).Brokers {
+			out = append(out, fmt.Sprintf("%d=%s:%d", b.NodeID, b.Host, b.Port))
+		}
+		return strings.Join(out, " ")
+	}
+	coordinator := func(c *rawClient) string {
+		req := kmsg.NewPtrFindCoordinatorRequest()
+		req.Version, req.CoordinatorKeys = 4, []string{"g"}
+		co := c.roundTrip(req).(*kmsg.FindCoordinatorResponse).Coordinators[0]
+		return fmt.Sprintf("%s %d=%s:%d", errName(co.ErrorCode), co.NodeID, co.Host, co.Port)
+	}
+	if got := brokers(internal); got != "0=a:1 1=b:1 2=c:1" {
+		t.Errorf("INTERNAL brokers: %s", got)
+	}
+	if got := brokers(external); got != "0=a.example:9094 2=c.example:9094" {
+		t.Errorf("EXTERNAL brokers: %s", got)
+	}
+	set.setLeader(2)
+	if got := coordinator(external); got != "NONE 2=c.example:9094" {
+		t.Errorf("EXTERNAL coordinator, node 2 leading: %s", got)
+	}
+	set.setLeader(1)
+	if got := coordinator(internal); got != "NONE 1=b:1" {
+		t.Errorf("INTERNAL coordinator, node 1 leading: %s", got)
+	}
+	if got := coordinator(external); got != "COORDINATOR_NOT_AVAILABLE -1=:-1" {
+		t.Errorf("EXTERNAL coordinator, node 1 (without EXTERNAL) leading: %s", got)
+	}
 }
