@@ -46,8 +46,10 @@ func BenchmarkHeartbeatTLS(b *testing.B) {
 				}
 			}
 			for i, srv := range servers {
-				b.Logf("%s %s: full load %.0f hb/s, %.2f µs CPU/hb; half load p50 %v p99 %v",
-					srv, proto, full[i].rate(), us(full[i].cpuPerHB()), half[i].pct(50), half[i].pct(99))
+				b.Logf("%s %s: full load %.0f hb/s, %.2f µs CPU/hb, %.2f reads/hb, %.2f writes/hb; half load p50 %v p99 %v",
+					srv, proto, full[i].rate(), us(full[i].cpuPerHB()),
+					float64(full[i].reads)/float64(full[i].sent), float64(full[i].writes)/float64(full[i].sent),
+					half[i].pct(50), half[i].pct(99))
 				b.ReportMetric(full[i].rate(), srv+"-hb/s")
 				b.ReportMetric(us(full[i].cpuPerHB()), srv+"-cpu-us/hb")
 				b.ReportMetric(float64(half[i].pct(99).Nanoseconds())/1e6, srv+"-p99-ms")
