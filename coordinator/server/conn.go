@@ -166,8 +166,15 @@ func (c *conn) readLoop() (string, error) {
 		}
 		// A pipelining client's next request may already be here: answer
 		// it too before writing, so both responses go out in one write.
+		// Under TLS the read buffer holds one record at a time, and the
+		// next may be waiting in TLS's own buffer: the writer writes,
+		// batching what the reader answers meanwhile.
 		if !c.hasBufferedFrame() {
-			c.flush()
+			if c.nc != c.raw {
+				c.kickWriter()
+			} else {
+				c.flush()
+			}
 		}
 	}
 }
@@ -438,6 +445,14 @@ func (c *conn) deliver(sl *slot, resp kmsg.Response, seq uint64, kick bool) bool
 	return true
 }
 
+// kickWriter wakes the writer goroutine.
+func (c *conn) kickWriter() {
+	select {
+	case c.kick <- struct{}{}:
+	default:
+	}
+}
+
 // writeLoop is the writer goroutine: it flushes when kicked.
 func (c *conn) writeLoop() {
 	for {
@@ -614,8 +629,20 @@ func (c *conn) finish(reason string, err error) {
 	}
 	c.stopAuthTimer()
 	if reason == closeProtocol || reason == closeAuth {
-		// Answers to the valid requests before the bad one still go out.
-		c.flush()
+		// Answers to the valid requests before the bad one still go out
+		// (the refusal of a failed authentication among them), after
+		// what the writer goroutine may be writing.
+		deadline := time.Now().Add(time.Second)
+		for {
+			c.flush()
+			c.mu.Lock()
+			busy := c.writing && !c.closed
+			c.mu.Unlock()
+			if !busy || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
 	}
 	c.mu.Lock()
 	wasClosed := c.closed

@@ -88,6 +88,13 @@ func TestKgoSASL(t *testing.T) {
 			}
 		})
 	}
+	// A wrong password over TLS gets Kafka's refusal, written before the
+	// connection closes.
+	bad := newKgo(t, ts, kgo.SeedBrokers(ts.addrs["SASL_TLS"]), kgo.DialTLSConfig(tt.clientConfig()),
+		kgo.SASL(scram.Auth{User: "alice", Pass: "wrong"}.AsSha512Mechanism()))
+	if err := bad.Ping(ctx); err == nil || !strings.Contains(err.Error(), string(errAuthFailed)) {
+		t.Errorf("a wrong password over TLS: %v, want %q", err, errAuthFailed)
+	}
 	// A SASL client on the plaintext listener is refused: SaslHandshake
 	// is ILLEGAL_SASL_STATE there.
 	cl := newKgo(t, ts, kgo.SASL(scram.Auth{User: "alice", Pass: "alice-256"}.AsSha256Mechanism()))
