@@ -156,7 +156,7 @@ func TestServeSecure(t *testing.T) {
 	if _, err := users("", "add", "bob", "--brokers", addrs["INTERNAL"]); err == nil || !strings.Contains(err.Error(), "no password") {
 		t.Fatalf("users add without a password: %v", err)
 	}
-	if out, err := users("", "list", "--brokers", addrs["INTERNAL"]); err != nil || !regexp.MustCompile(`alice\s+SCRAM-SHA-512\s+8192`).MatchString(out) {
+	if out, err := users("", "list", "--brokers", addrs["INTERNAL"]); err != nil || !regexp.MustCompile(`alice\s+SCRAM-SHA-512\s+4096`).MatchString(out) {
 		t.Fatalf("users list: %q %v", out, err)
 	}
 

@@ -62,7 +62,7 @@ func setupUsers(fs *flag.FlagSet) func(ctx context.Context, args []string) error
 func setupUsersIO(fs *flag.FlagSet, in io.Reader, out, prompt io.Writer, terminal func() (int, bool)) func(ctx context.Context, args []string) error {
 	admin := addAdminFlags(fs)
 	mechanism := fs.String("mechanism", "", "add: the SCRAM `mechanism`, SCRAM-SHA-256 or SCRAM-SHA-512 (default SCRAM-SHA-512); delete: the one to delete (default: every one)")
-	iterations := fs.Int("iterations", 8192, "add: PBKDF2 iterations of the salted password, 4096 to 16384")
+	iterations := fs.Int("iterations", 4096, "add: PBKDF2 iterations of the salted password, 4096 to 16384 (an unknown user looks like one with 4096 to a SCRAM client: other counts tell users apart from names that are not)")
 	return func(ctx context.Context, args []string) error {
 		args, err := parseInterleaved(fs, args)
 		if err != nil {

@@ -137,21 +137,22 @@ func (c *credentials) lookup(ctx context.Context, m *scramMechanism, user string
 // it derives the salted password with the stored salt and iterations and
 // compares the stored keys (xdg-go/scram does the derivation). It tries
 // SCRAM-SHA-512 first, then SCRAM-SHA-256, whichever the user has; a user
-// with neither is checked against a decoy, which costs the same. err is a
-// store failure; ok false a wrong password or an unknown user.
+// with neither is checked against the SCRAM-SHA-512 decoy (4096
+// iterations), which costs what such a credential costs. err is a store
+// failure; ok false a wrong password or an unknown user.
 func (c *credentials) verifyPlain(ctx context.Context, user, password string) (ok bool, err error) {
-	var (
-		m    *scramMechanism
-		cred scram.StoredCredentials
-	)
-	for _, m = range []*scramMechanism{scram512, scram256} {
-		var decoy bool
-		cred, decoy, err = c.lookup(ctx, m, user)
+	m := scram512
+	cred, decoy, err := c.lookup(ctx, scram512, user)
+	if err != nil {
+		return false, err
+	}
+	if decoy {
+		cred256, decoy256, err := c.lookup(ctx, scram256, user)
 		if err != nil {
 			return false, err
 		}
-		if !decoy {
-			break
+		if !decoy256 {
+			m, cred = scram256, cred256
 		}
 	}
 	// Kafka derives the salted password from the password's UTF-8 bytes,
