@@ -2,12 +2,14 @@ package member
 
 import (
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/base64"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl"
 	"go.uber.org/zap"
 
 	"github.com/tenure-dev/tenure/epoch"
@@ -19,12 +21,23 @@ import (
 type Config struct {
 	// Brokers are the seed brokers: tenure's address, or a Kafka cluster's.
 	Brokers []string
+	// TLS, if not nil, makes the client Join creates from Brokers
+	// connect with TLS (kgo.DialTLSConfig): to tenure's SSL and SASL_SSL
+	// listeners. Certificates in it are shown to a listener that requires
+	// them (mTLS).
+	TLS *tls.Config
+	// SASL, if not nil, makes the client Join creates authenticate with
+	// it (kgo.SASL), to tenure's SASL_PLAINTEXT and SASL_SSL listeners:
+	// kgo's sasl/plain or sasl/scram, for example
+	// scram.Auth{User: "alice", Pass: pass}.AsSha512Mechanism().
+	SASL sasl.Mechanism
 	// ClientOpts are extra options for the client Join creates from
-	// Brokers: TLS (kgo.DialTLSConfig), SASL (kgo.SASL), a dialer, a
-	// logger...
+	// Brokers: a dialer, a logger... They come after those of TLS and
+	// SASL, and so override them.
 	ClientOpts []kgo.Opt
-	// Client, if not nil, is used instead of creating one (Brokers and
-	// ClientOpts are then ignored), and is not closed by the session. The
+	// Client, if not nil, is used instead of creating one (Brokers, TLS,
+	// SASL and ClientOpts are then ignored), and is not closed by the
+	// session. The
 	// member only sends requests through it; it must not consume as a
 	// group itself.
 	Client *kgo.Client
@@ -97,6 +110,18 @@ func (c Config) defaults() Config {
 		c.Logger = zap.NewNop()
 	}
 	return c
+}
+
+// clientOpts are the options of the client Join creates.
+func (c Config) clientOpts() []kgo.Opt {
+	opts := []kgo.Opt{kgo.SeedBrokers(c.Brokers...)}
+	if c.TLS != nil {
+		opts = append(opts, kgo.DialTLSConfig(c.TLS))
+	}
+	if c.SASL != nil {
+		opts = append(opts, kgo.SASL(c.SASL))
+	}
+	return append(opts, c.ClientOpts...)
 }
 
 // machineConfig is the core's share of the config.

@@ -123,7 +123,7 @@
 // epoch.ErrUnsafeTiming if healthy members would go Suspect.
 //
 // The client is franz-go's kgo: it finds the coordinator, reconnects, and
-// brings TLS and SASL ([Config.ClientOpts]). Requests are sent raw
+// brings TLS and SASL ([Config.TLS], [Config.SASL]). Requests are sent raw
 // (kmsg), so the library does not consume as a kgo group does.
 //
 // # The core

@@ -140,7 +140,7 @@ func Join(ctx context.Context, cfg Config, handler Handler) (*Session, error) {
 	}
 	s.cl = cfg.Client
 	if s.cl == nil {
-		cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(cfg.Brokers...)}, cfg.ClientOpts...)...)
+		cl, err := kgo.NewClient(cfg.clientOpts()...)
 		if err != nil {
 			return nil, fmt.Errorf("member: %w", err)
 		}

@@ -12,14 +12,16 @@ import (
 // adminFlags are the flags of the commands that administer a cluster over
 // the Kafka protocol (tenure groups, tenure topics).
 type adminFlags struct {
-	brokers *string
-	timeout *time.Duration
+	brokers  *string
+	timeout  *time.Duration
+	security *clientSecurity
 }
 
 func addAdminFlags(fs *flag.FlagSet) adminFlags {
 	return adminFlags{
-		brokers: fs.String("brokers", "127.0.0.1:9092", "comma-separated `host:port` list of the coordinator (or Kafka brokers)"),
-		timeout: fs.Duration("timeout", 10*time.Second, "give up on the cluster after this long"),
+		brokers:  fs.String("brokers", "127.0.0.1:9092", "comma-separated `host:port` list of the coordinator (or Kafka brokers)"),
+		timeout:  fs.Duration("timeout", 10*time.Second, "give up on the cluster after this long"),
+		security: addClientSecurityFlags(fs),
 	}
 }
 
@@ -45,9 +47,23 @@ func (a adminFlags) client() (adm *kadm.Client, done func(), err error) {
 	if *a.timeout <= 0 {
 		return nil, nil, usagef("--timeout must be positive")
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
+	opts, err := a.kgoOpts()
+	if err != nil {
+		return nil, nil, err
+	}
+	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, nil, err
 	}
 	return kadm.NewClient(cl), cl.Close, nil
+}
+
+// kgoOpts are the options of a client of --brokers with the TLS and SASL
+// flags.
+func (a adminFlags) kgoOpts() ([]kgo.Opt, error) {
+	sec, err := a.security.kgoOpts()
+	if err != nil {
+		return nil, err
+	}
+	return append([]kgo.Opt{kgo.SeedBrokers(splitList(*a.brokers)...)}, sec...), nil
 }

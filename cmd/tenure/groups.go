@@ -14,6 +14,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tenure-dev/tenure/internal/adminapi"
 )
@@ -63,8 +64,9 @@ type groupsRun func(ctx context.Context, cl groupsClient, args []string) (result
 type groupsClient struct {
 	adm     *kadm.Client
 	timeout time.Duration
-	// brokers are --brokers, for a request kadm does not make.
-	brokers []string
+	// clientOpts make a client of --brokers with the TLS and SASL
+	// flags, for a request kadm does not make.
+	clientOpts []kgo.Opt
 	// api is the admin API of the node at --admin (explain, drain).
 	api *adminapi.Client
 	// remove is --remove, which what-if and drain share.
@@ -188,7 +190,11 @@ func (c *groupsCLI) run(ctx context.Context, args []string) error {
 		return err
 	}
 	defer done()
-	r, err := c.runs[i](ctx, groupsClient{adm: adm, timeout: *c.admin.timeout, brokers: splitList(*c.admin.brokers),
+	clientOpts, err := c.admin.kgoOpts()
+	if err != nil {
+		return err
+	}
+	r, err := c.runs[i](ctx, groupsClient{adm: adm, timeout: *c.admin.timeout, clientOpts: clientOpts,
 		api: &adminapi.Client{Base: *c.adminURL}, remove: c.remove}, args)
 	if err != nil {
 		return err

@@ -31,7 +31,7 @@ func groupsDrain() groupsSubcommand {
 			undo := fs.Bool("undo", false, "drain: let a drained member be assigned partitions again")
 			wait := fs.Bool("wait", true, "drain: wait for the hand-off to finish (bounded by --timeout) and print it")
 			return func(ctx context.Context, cl groupsClient, args []string) (result, error) {
-				o := drainOpts{undo: *undo, wait: *wait, brokers: cl.brokers}
+				o := drainOpts{undo: *undo, wait: *wait, clientOpts: cl.clientOpts}
 				switch {
 				case len(args) == 2 && len(cl.remove) == 0:
 					o.member = args[1]
@@ -55,7 +55,7 @@ func groupsDrain() groupsSubcommand {
 type drainOpts struct {
 	member             string
 	remove, undo, wait bool
-	brokers            []string // for LeaveGroup (classic --remove)
+	clientOpts         []kgo.Opt // for LeaveGroup (classic --remove)
 }
 
 // drained is the result of `groups drain`.
@@ -200,7 +200,7 @@ func drainClassic(ctx context.Context, adm *kadm.Client, group, member string, o
 	if !o.remove || o.undo {
 		return nil, fmt.Errorf("drain: %q is a classic group: its leader client computes the assignment, so the coordinator cannot move partitions off a member that stays; --remove removes %s with LeaveGroup (the group rebalances, revoking before it reassigns)", group, target.MemberID)
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(o.brokers...))
+	cl, err := kgo.NewClient(o.clientOpts...)
 	if err != nil {
 		return nil, err
 	}

@@ -37,6 +37,7 @@ func commands() []*command {
 		workerCommand(),
 		groupsCommand(),
 		topicsCommand(),
+		usersCommand(),
 	}, chaosCommands()...)
 }
 

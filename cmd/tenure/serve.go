@@ -8,7 +8,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -45,7 +44,7 @@ fenced by the partition's token.`,
 func setupServe(fs *flag.FlagSet) func(ctx context.Context, args []string) error {
 	def := server.DefaultConfig()
 	var (
-		listen        = fs.String("listen", "127.0.0.1:9092", "`host:port` to accept Kafka clients on")
+		listen        = fs.String("listen", "127.0.0.1:9092", "`host:port` to accept Kafka clients on, in plaintext without authentication (for several listeners, TLS or SASL: --listeners)")
 		advertise     = fs.String("advertise", "", "`host:port` clients are told to connect to, in Metadata and FindCoordinator (default: the address bound by --listen)")
 		partitions    = fs.Int("partitions", int(def.DefaultPartitions), "partitions of a topic created by Metadata auto-creation or by CreateTopics with -1")
 		autoCreate    = fs.Bool("auto-create-topics", def.AutoCreateTopics, "create an unknown topic when a client asks for it in Metadata")
@@ -73,6 +72,7 @@ func setupServe(fs *flag.FlagSet) func(ctx context.Context, args []string) error
 		logLevel      = fs.String("log-level", "info", "log `level`: debug, info, warn or error")
 		topics        = declaredTopics(fs)
 		unsafeTiming  = fs.Bool("allow-unsafe-timing", false, "start with a KIP-848 heartbeat and session that epoch.Timing calls unsafe (a warning instead of a refusal)")
+		listeners     = addListenerFlags(fs)
 	)
 	return func(ctx context.Context, args []string) error {
 		if len(args) > 0 {
@@ -86,7 +86,12 @@ func setupServe(fs *flag.FlagSet) func(ctx context.Context, args []string) error
 
 		cfg := def
 		cfg.Logger = log
-		cfg.Advertise = *advertise
+		given := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+		bound, err := listeners.resolve(&cfg, *listen, *advertise, given["listen"], given["advertise"], log)
+		if err != nil {
+			return err
+		}
 		cfg.DefaultPartitions = int32(*partitions)
 		cfg.AutoCreateTopics = *autoCreate
 		for _, t := range *topics {
@@ -167,10 +172,11 @@ func setupServe(fs *flag.FlagSet) func(ctx context.Context, args []string) error
 			return err
 		}
 		defer be.close()
-		ln, err := net.Listen("tcp", *listen)
+		lns, err := listenAll(bound)
 		if err != nil {
-			return fmt.Errorf("listen: %w", err)
+			return err
 		}
+		ln := multiCloser(lns)
 		hln, err := listenHTTP(httpSpec{addr: httpAddr, optional: httpOptional}, log)
 		if err != nil {
 			ln.Close()
@@ -200,15 +206,22 @@ func setupServe(fs *flag.FlagSet) func(ctx context.Context, args []string) error
 			// of a cluster) every node is part of an HA set: it
 			// coordinates groups while it leads, under a store guarded by
 			// its leadership.
+			// One listener: its address is the node's; several: the
+			// node's address is the first's, and each is registered.
+			var advs map[string]string
 			adv := cfg.Advertise
-			if adv == "" {
-				adv = ln.Addr().String()
+			switch {
+			case len(cfg.Listeners) > 0:
+				advs = advertisedListeners(cfg.Listeners, lns)
+				adv = advs[cfg.Listeners[0].Name]
+			case adv == "":
+				adv = lns[0].Addr().String()
 			}
 			httpAdv := ""
 			if hln != nil {
 				httpAdv = httpAdvertise(hln.Addr(), adv)
 			}
-			cluster, err := joinCluster(ctx, be.cli, adv, httpAdv, storeFlags.prefix, *electionTTL, be.storeOpts, log, reg)
+			cluster, err := joinCluster(ctx, be.cli, adv, advs, httpAdv, storeFlags.prefix, *electionTTL, be.storeOpts, log, reg)
 			if err != nil {
 				ln.Close()
 				return fmt.Errorf("joining the HA set: %w", err)
@@ -217,6 +230,7 @@ func setupServe(fs *flag.FlagSet) func(ctx context.Context, args []string) error
 			cfg.Cluster = cluster
 			cfg.TopicStore = etcdstore.NewTopics(be.cli, etcdstore.Prefix(storeFlags.prefix))
 			cfg.LogStore = etcdstore.NewLogs(be.cli, etcdstore.Prefix(storeFlags.prefix))
+			cfg.Credentials = etcdstore.NewUsers(be.cli, etcdstore.Prefix(storeFlags.prefix))
 		}
 		if err := cfg.Validate(); err != nil {
 			ln.Close()
@@ -233,7 +247,7 @@ func setupServe(fs *flag.FlagSet) func(ctx context.Context, args []string) error
 			return err
 		}
 		defer stopHTTP()
-		return srv.Serve(ctx, ln)
+		return srv.Serve(ctx, lns...)
 	}
 }
 

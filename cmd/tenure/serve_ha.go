@@ -32,12 +32,13 @@ type haCluster struct {
 var _ server.Cluster = (*haCluster)(nil)
 
 // joinCluster joins this node (reachable by Kafka clients at advertise,
-// and by the other nodes' admin API at httpAddr, "" if it serves none) to
-// the HA set on cli's etcd. storeOpts are the group store's options, to
-// which each term adds its guard.
-func joinCluster(ctx context.Context, cli *clientv3.Client, advertise, httpAddr, prefix string, ttl time.Duration,
+// and on each listener at its address in listeners, and by the other
+// nodes' admin API at httpAddr, "" if it serves none) to the HA set on
+// cli's etcd. storeOpts are the group store's options, to which each term
+// adds its guard.
+func joinCluster(ctx context.Context, cli *clientv3.Client, advertise string, listeners map[string]string, httpAddr, prefix string, ttl time.Duration,
 	storeOpts []etcdstore.Opt, log *zap.Logger, reg prometheus.Registerer) (*haCluster, error) {
-	opts := []ha.Opt{ha.Prefix(prefix), ha.ElectionTTL(ttl), ha.Logger(log), ha.Registerer(reg)}
+	opts := []ha.Opt{ha.Prefix(prefix), ha.ElectionTTL(ttl), ha.Logger(log), ha.Registerer(reg), ha.Listeners(listeners)}
 	if httpAddr != "" {
 		opts = append(opts, ha.HTTPAddr(httpAddr))
 	}
@@ -137,7 +138,7 @@ func (c *haCluster) Leader() (server.Node, bool) {
 func (c *haCluster) Terms() <-chan server.Term { return c.terms }
 
 func serverNode(n ha.NodeInfo) server.Node {
-	return server.Node{ID: n.ID, Addr: n.Addr, HTTP: n.HTTP}
+	return server.Node{ID: n.ID, Addr: n.Addr, HTTP: n.HTTP, Listeners: n.Listeners}
 }
 
 // haTerm is a won term with its guarded store.

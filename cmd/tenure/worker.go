@@ -117,6 +117,7 @@ type workerOptions struct {
 	attemptLog string
 	unfenced   bool
 	route      string
+	security   *clientSecurity
 	// joinTimeout bounds the join; 0 waits until the context ends.
 	joinTimeout time.Duration
 
@@ -152,6 +153,7 @@ func addWorkerFlags(fs *flag.FlagSet) *workerOptions {
 	fs.BoolVar(&o.unfenced, "unfenced", false, "TEST/DEMO ONLY: write without checking tokens, so stale writes land (a chaos test's control run)")
 	fs.DurationVar(&o.pauseAfter, "pause-after", 0, "freeze the worker after running this long (with --pause-for)")
 	fs.DurationVar(&o.pauseFor, "pause-for", 0, "length of the freeze; longer than the session timeout to see the worker fenced")
+	o.security = addClientSecurityFlags(fs)
 	fs.StringVar(&o.route, "route", "", "dial the coordinator's nodes through proxies: comma-separated `host:port=host:port` pairs, each node's address as it advertises it = the proxy's (a fault-injection test's)")
 	return o
 }
@@ -227,6 +229,9 @@ func (o *workerOptions) validate() error {
 	if _, err := parseRoutes(o.route); err != nil {
 		return err
 	}
+	if _, _, err := o.security.config(); err != nil {
+		return err
+	}
 	return nil
 }
 
@@ -285,13 +290,22 @@ func runWorker(ctx context.Context, o *workerOptions, log *zap.Logger) (err erro
 		}
 		o.dial = rs.dialer()
 	}
+	tlsCfg, mech, err := o.security.config()
+	if err != nil {
+		return err
+	}
 	var pause *workload.Pause
 	var clientOpts []kgo.Opt
+	dial := o.dial
 	if o.pauseFor > 0 {
 		pause = new(workload.Pause)
-		clientOpts = append(clientOpts, kgo.Dialer(pause.Dialer(o.dial)))
-	} else if o.dial != nil {
-		clientOpts = append(clientOpts, kgo.Dialer(o.dial))
+		dial = pause.Dialer(o.dial)
+	}
+	if dial != nil {
+		// kgo takes a dialer or a TLS configuration, not both: the
+		// dialer does the TLS.
+		clientOpts = append(clientOpts, kgo.Dialer(tlsDialer(dial, tlsCfg)))
+		tlsCfg = nil
 	}
 	w, err := workload.New(workload.Config{
 		Resource:     res,
@@ -317,6 +331,8 @@ func runWorker(ctx context.Context, o *workerOptions, log *zap.Logger) (err erro
 	}
 	s, err := member.Join(jctx, member.Config{
 		Brokers:          splitList(o.brokers),
+		TLS:              tlsCfg,
+		SASL:             mech,
 		ClientOpts:       clientOpts,
 		Group:            o.group,
 		Topics:           []string{o.topic},

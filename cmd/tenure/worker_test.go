@@ -70,6 +70,7 @@ func TestWorkerFlags(t *testing.T) {
 		rebalanceTimeout: time.Minute, logLevel: "info", resource: "postgres", etcdEndpoints: "127.0.0.1:2379",
 		postgresTable: "tenure_records", workInterval: 200 * time.Millisecond, commitEvery: 3,
 		writeTimeout: 5 * time.Second, pauseAfter: 5 * time.Second, pauseFor: 15 * time.Second, joinTimeout: 30 * time.Second,
+		security: o.security, // TestClientSecurityFlags checks them
 	}
 	if fmt.Sprintf("%+v", *o) != fmt.Sprintf("%+v", want) {
 		t.Errorf("options\n%+v\nwant\n%+v", *o, want)
@@ -91,6 +92,7 @@ func TestWorkerRejectsBadSettings(t *testing.T) {
 		{"no resource", []string{"--resource", ","}, nil, "--resource is empty"},
 		{"postgres without dsn in a list", []string{"--resource", "etcd,postgres"}, nil, "--postgres-dsn"},
 		{"zero write timeout", []string{"--write-timeout", "0s"}, nil, "--write-timeout"},
+		{"SASL without a user", []string{"--sasl-mechanism", "SCRAM-SHA-512"}, nil, "needs --sasl-user"},
 		{"postgres without dsn", []string{"--resource", "postgres"}, nil, "--postgres-dsn"},
 		{"bad table", []string{"--resource", "postgres", "--postgres-dsn", "postgres://x", "--postgres-table", "a-b"}, nil, "invalid table name"},
 		{"no endpoints", []string{"--etcd-endpoints", " , "}, nil, "--etcd-endpoints"},

@@ -3,6 +3,7 @@ package ha_test
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -59,7 +60,7 @@ func TestElection(t *testing.T) {
 	testenv.Eventually(t, 5*time.Second, "every node to see three nodes and the leader", func() bool {
 		for _, n := range nodes {
 			got, ok := n.Leader()
-			if !slices.Equal(n.Nodes(), want) || !ok || got != leader {
+			if !reflect.DeepEqual(n.Nodes(), want) || !ok || !reflect.DeepEqual(got, leader) {
 				return false
 			}
 		}
@@ -196,14 +197,15 @@ func TestHTTPAddr(t *testing.T) {
 	a := join(t, etcd.Client(t), prefix, addr(0), ha.HTTPAddr("tenure-0.test:9644"))
 	b := join(t, etcd.Client(t), prefix, addr(1))
 	want := []ha.NodeInfo{{ID: 0, Addr: addr(0), HTTP: "tenure-0.test:9644"}, {ID: 1, Addr: addr(1)}}
-	if got := []ha.NodeInfo{a.Self(), b.Self()}; !slices.Equal(got, want) {
+	if got := []ha.NodeInfo{a.Self(), b.Self()}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("Self: %+v, want %+v", got, want)
 	}
 	testenv.Eventually(t, 5*time.Second, "both nodes to see both, and the same leader", func() bool {
 		l0, ok0 := a.Leader()
 		l1, ok1 := b.Leader()
-		return ok0 && ok1 && l0 == l1 && slices.Contains(want, l0) &&
-			slices.Equal(a.Nodes(), want) && slices.Equal(b.Nodes(), want)
+		return ok0 && ok1 && reflect.DeepEqual(l0, l1) &&
+			slices.ContainsFunc(want, func(n ha.NodeInfo) bool { return reflect.DeepEqual(n, l0) }) &&
+			reflect.DeepEqual(a.Nodes(), want) && reflect.DeepEqual(b.Nodes(), want)
 	})
 	resp, err := cli.Get(testenv.Context(t), prefix+"meta/ha/nodes/1")
 	if err != nil || len(resp.Kvs) != 1 {

@@ -26,6 +26,10 @@ type NodeInfo struct {
 	// admin API; see HTTPAddr), "" if it has none. Registrations written
 	// before the field existed read as "".
 	HTTP string `json:"http,omitempty"`
+	// Listeners are the host:port the node advertises on each of its
+	// listeners, by listener name (the Listeners option); clients are
+	// told the address of the listener they came in on.
+	Listeners map[string]string `json:"listeners,omitempty"`
 }
 
 // A Node is this process's membership of the HA set: its registration,
@@ -94,7 +98,7 @@ func Join(ctx context.Context, cli *clientv3.Client, advertise string, opts ...O
 		n.abort(l)
 		return nil, fmt.Errorf("ha: register: %w", err)
 	}
-	n.self.Store(&NodeInfo{ID: id, Addr: advertise, HTTP: c.http})
+	n.self.Store(&NodeInfo{ID: id, Addr: advertise, HTTP: c.http, Listeners: c.listeners})
 	n.cur.Store(l)
 	rev, err := n.load(ctx)
 	if err != nil {
@@ -254,7 +258,7 @@ func (n *Node) recover(old *lease, stale []clientv3.LeaseID) (*lease, []clientv3
 						zap.Int32("old_id", self.ID), zap.Int32("new_id", id))
 					n.logp.Store(n.cfg.log.With(zap.Int32("node_id", id)))
 				}
-				n.self.Store(&NodeInfo{ID: id, Addr: self.Addr, HTTP: self.HTTP})
+				n.self.Store(&NodeInfo{ID: id, Addr: self.Addr, HTTP: self.HTTP, Listeners: self.Listeners})
 				n.cur.Store(l)
 				n.logger().Info("registered again", l.field())
 				return l, n.revoke(stale)

@@ -3,6 +3,7 @@ package ha
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"time"
 
@@ -27,6 +28,8 @@ type cfg struct {
 	maxDrift float64
 	margin   time.Duration // 0: TTL/10, decided in validate
 	http     string
+	// listeners are the advertised addresses by listener name.
+	listeners map[string]string
 }
 
 // Defaults of the options.
@@ -115,6 +118,13 @@ func Margin(d time.Duration) Opt { return opt(func(c *cfg) { c.margin = d }) }
 // reach, with a port other than 0.
 func HTTPAddr(addr string) Opt { return opt(func(c *cfg) { c.http = addr }) }
 
+// Listeners registers the node's advertised host:port on each of its
+// listeners, by listener name (NodeInfo.Listeners), beside the advertised
+// address Join takes; default none. Each address must be host:port.
+func Listeners(addrs map[string]string) Opt {
+	return opt(func(c *cfg) { c.listeners = maps.Clone(addrs) })
+}
+
 // ErrInvalidOption is wrapped by Join's errors for bad options.
 var ErrInvalidOption = errors.New("ha: invalid option")
 
@@ -165,6 +175,11 @@ func (c *cfg) validate() error {
 	if c.http != "" {
 		if err := checkHostPort("HTTP address", c.http); err != nil {
 			errs = append(errs, err)
+		}
+	}
+	for name, addr := range c.listeners {
+		if err := checkAddr(addr); err != nil {
+			errs = append(errs, fmt.Errorf("listener %s: %w", name, err))
 		}
 	}
 	return errors.Join(errs...)

@@ -12,7 +12,8 @@ import (
 
 // Metadata: v0-12.
 //
-// One broker, this node, at the advertised address; it leads every
+// One broker, this node, at the address advertised on the client's
+// listener (in an HA set, every live node that has it); it leads every
 // partition and is the controller. Topics are listed with their stable IDs
 // (v10+) and partitions 0..N-1. A null topic list (v1+; an empty one at
 // v0) lists every topic, sorted by name. An unknown topic is created with
@@ -54,8 +55,10 @@ func (s *Server) handleMetadata(c *conn, req *kmsg.MetadataRequest, now time.Tim
 	for _, n := range s.nodes() {
 		b := kmsg.NewMetadataResponseBroker()
 		b.NodeID = n.ID
-		b.Host, b.Port = n.hostPort()
-		resp.Brokers = append(resp.Brokers, b)
+		var ok bool
+		if b.Host, b.Port, ok = n.hostPortOn(c.ln.Name); ok { // the client's listener only, as Kafka
+			resp.Brokers = append(resp.Brokers, b)
+		}
 	}
 	self := s.self().ID
 	resp.ClusterID = &s.cfg.ClusterID

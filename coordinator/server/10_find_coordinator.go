@@ -10,7 +10,8 @@ import (
 // FindCoordinator: v0-4.
 //
 // Every group's coordinator is this node, or in an HA set the leader (while
-// none leads, COORDINATOR_NOT_AVAILABLE). v0-3 carry one key, v4 a batch
+// none leads, COORDINATOR_NOT_AVAILABLE), at the address it advertises on
+// the client's listener. v0-3 carry one key, v4 a batch
 // (KIP-699). Only group coordinators (type 0) exist: a transaction
 // coordinator lookup is INVALID_REQUEST, as Kafka answers an unknown type.
 
@@ -19,7 +20,7 @@ func init() {
 		key: 10, min: 0, max: 4,
 		aliasFree: true,
 		handle: func(s *Server, c *conn, sl *slot, now time.Time) {
-			c.respond(sl, s.handleFindCoordinator(sl.req.(*kmsg.FindCoordinatorRequest), now))
+			c.respond(sl, s.handleFindCoordinator(c.ln.Name, sl.req.(*kmsg.FindCoordinatorRequest), now))
 		},
 		errorResponse: func(req kmsg.Request, code int16) kmsg.Response {
 			r := req.(*kmsg.FindCoordinatorRequest)
@@ -50,9 +51,16 @@ func init() {
 	})
 }
 
-func (s *Server) handleFindCoordinator(req *kmsg.FindCoordinatorRequest, now time.Time) kmsg.Response {
+func (s *Server) handleFindCoordinator(listener string, req *kmsg.FindCoordinatorRequest, now time.Time) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
 	coord, known := s.coordinatorNode(now)
+	var host string
+	var port int32
+	if known {
+		// A coordinator without the client's listener cannot be
+		// reached by the client: as if there were none (Kafka).
+		host, port, known = coord.hostPortOn(listener)
+	}
 	keys := req.CoordinatorKeys
 	if req.Version <= 3 {
 		keys = []string{req.CoordinatorKey}
@@ -66,7 +74,7 @@ func (s *Server) handleFindCoordinator(req *kmsg.FindCoordinatorRequest, now tim
 			c.ErrorMessage = &msg
 		} else if known {
 			c.NodeID = coord.ID
-			c.Host, c.Port = coord.hostPort()
+			c.Host, c.Port = host, port
 		} else {
 			// No node leads: an election is under way, or etcd lost
 			// its quorum. Retriable: the client asks again.

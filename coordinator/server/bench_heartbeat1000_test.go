@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -14,6 +15,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tenure-dev/tenure/internal/proctest"
 )
 
 const (
@@ -147,6 +150,8 @@ func prepareHeartbeats(b *testing.B, bins serverBinaries, srv string, proto benc
 		profile = []string{"--cpuprofile", filepath.Join(*benchProfileDir, srv+"-"+proto.String()+".pprof")}
 	}
 	var p *serverProcess
+	var loadAddr string // the load's address when it is not p's
+	var loadOpts []kgo.Opt
 	switch srv {
 	case "tenure":
 		timeouts := []string{"--consumer-session-timeout", benchSession.String(), "--consumer-heartbeat-interval", "5s"}
@@ -158,13 +163,30 @@ func prepareHeartbeats(b *testing.B, bins serverBinaries, srv string, proto benc
 	case "tenure-etcd":
 		p = startProcess(b, srv, bins.tenure, "serve", "--data-dir", filepath.Join(b.TempDir(), "data"), "--listen", "{addr}",
 			"--log-level", "warn", "--consumer-session-timeout", benchSession.String(), "--consumer-heartbeat-interval", "5s")
+	case "tenure-tls":
+		// Members are set up on the plaintext listener; the load goes
+		// to the TLS one.
+		var certFile, keyFile string
+		var clientTLS *tls.Config
+		certFile, keyFile, clientTLS = benchTLSFiles(b)
+		tlsAddr, err := proctest.FreeAddr()
+		if err != nil {
+			b.Fatal(err)
+		}
+		p = startProcess(b, srv, bins.tenure, "serve", "--store", "memory", "--listeners", "PLAINTEXT://{addr},SSL://"+tlsAddr,
+			"--tls-cert", certFile, "--tls-key", keyFile, "--log-level", "warn",
+			"--consumer-session-timeout", benchSession.String(), "--consumer-heartbeat-interval", "5s")
+		loadAddr, loadOpts = tlsAddr, []kgo.Opt{kgo.DialTLSConfig(clientTLS)}
 	case "nologic":
 		p = startProcess(b, srv, bins.nologic, append([]string{"--listen", "{addr}"}, profile...)...)
 	case "kfake":
 		p = startProcess(b, srv, bins.kfake, append([]string{"--listen", "{addr}", "--topic", benchTopic, "--partitions", "64",
 			"--consumer-session-timeout", benchSession.String(), "--consumer-heartbeat-interval", "5s"}, profile...)...)
 	}
-	t := &hbTarget{p: p, proto: proto, clients: newBenchClients(b, p.addr, hbClients)}
+	if loadAddr == "" {
+		loadAddr = p.addr
+	}
+	t := &hbTarget{p: p, proto: proto, clients: newBenchClients(b, loadAddr, hbClients, loadOpts...)}
 	if srv == "nologic" {
 		t.members = make([]benchMember, hbMembers)
 		for i := range t.members {

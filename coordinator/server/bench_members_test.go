@@ -61,11 +61,11 @@ const (
 )
 
 // newBenchClients returns n kgo clients of addr, closed when b ends.
-func newBenchClients(b *testing.B, addr string, n int) []*kgo.Client {
+func newBenchClients(b *testing.B, addr string, n int, opts ...kgo.Opt) []*kgo.Client {
 	b.Helper()
 	clients := make([]*kgo.Client, n)
 	for i := range clients {
-		cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.RequestTimeoutOverhead(30*time.Second))
+		cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr), kgo.RequestTimeoutOverhead(30 * time.Second)}, opts...)...)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -47,21 +47,33 @@ type Term interface {
 // Node is one node of an HA set, as clients are told to reach it.
 type Node struct {
 	ID   int32
-	Addr string // host:port
+	Addr string // host:port: its first listener's
+	// Listeners are the node's advertised host:port by listener name. A
+	// node without any (registered by an older tenure) is reached at
+	// Addr whatever the listener.
+	Listeners map[string]string
 	// HTTP is the host:port of the node's HTTP listener (tenure serve
 	// --http), where the admin API forwards what only the leader can do;
 	// "" if the node has none.
 	HTTP string
 }
 
-// hostPort splits n.Addr for Metadata and FindCoordinator.
-func (n Node) hostPort() (string, int32) {
-	host, port, err := net.SplitHostPort(n.Addr)
-	if err != nil {
-		return n.Addr, -1
+// hostPortOn splits the address n advertises on the listener named name,
+// for Metadata and FindCoordinator; ok is false when n has no such
+// listener, and Kafka then leaves the node out.
+func (n Node) hostPortOn(name string) (host string, port int32, ok bool) {
+	addr := n.Addr
+	if len(n.Listeners) > 0 {
+		if addr, ok = n.Listeners[name]; !ok {
+			return "", -1, false
+		}
 	}
-	p, _ := strconv.Atoi(port)
-	return host, int32(p)
+	host, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr, -1, true
+	}
+	pn, _ := strconv.Atoi(p)
+	return host, int32(pn), true
 }
 
 // self is this node as clients reach it.
@@ -69,7 +81,7 @@ func (s *Server) self() Node {
 	if s.cfg.Cluster != nil {
 		return s.cfg.Cluster.Self()
 	}
-	return Node{ID: s.cfg.NodeID, Addr: net.JoinHostPort(s.advHost, strconv.Itoa(int(s.advPort)))}
+	return s.selfNode
 }
 
 // nodes are the nodes Metadata lists.

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -65,7 +66,50 @@ type Config struct {
 
 	// Advertise is the host:port clients are told to connect to, in
 	// Metadata and FindCoordinator. Empty means the listener's address.
+	// Only without Listeners, which advertise their own.
 	Advertise string
+
+	// Listeners are the listeners Serve serves, in the order of its
+	// net.Listeners, each with its name, security protocol and
+	// advertised address. Empty means one PLAINTEXT listener named
+	// PLAINTEXT, advertised at Advertise: no TLS, no authentication.
+	Listeners []Listener
+
+	// TLS is the server side of the SSL and SASL_SSL listeners (required
+	// with them): its certificate, and with ClientAuth
+	// RequireAndVerifyClientCert, the client certificates it requires
+	// (mTLS). A MinVersion below TLS 1.2 is raised to 1.2. LoadTLS builds
+	// one from PEM files that is reloaded when the files change.
+	TLS *tls.Config
+
+	// SASLMechanisms are the mechanisms the SASL listeners offer, among
+	// PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512. Default SCRAM-SHA-256 and
+	// SCRAM-SHA-512. PLAIN sends the password itself: offer it over TLS
+	// only (SASL_SSL).
+	SASLMechanisms []string
+
+	// Credentials keeps the SASL users' SCRAM credentials, which the
+	// SASL listeners check and DescribeUserScramCredentials and
+	// AlterUserScramCredentials manage. Default: Store, if it implements
+	// store.CredentialStore. Every node of an HA set shares one
+	// (etcdstore.Users).
+	Credentials store.CredentialStore
+
+	// AuthTimeout closes a connection that has not finished its TLS
+	// handshake and its SASL authentication this long after it was
+	// accepted. Default 10 s.
+	AuthTimeout time.Duration
+
+	// AuthFailureDelay delays the answer to a failed SASL authentication,
+	// and the close that follows it, to slow down password guessing
+	// (Kafka: connection.failed.authentication.delay.ms). Default 100 ms.
+	AuthFailureDelay time.Duration
+
+	// MaxAuthFrameSize is the largest request a SASL client may send
+	// before it has authenticated (Kafka: sasl.server.max.receive.size);
+	// a larger one closes its connection before anything is allocated for
+	// it. Default 64 KiB: a SCRAM message is a few hundred bytes.
+	MaxAuthFrameSize int32
 
 	// ClusterID is reported in Metadata. Default "tenure".
 	ClusterID string
@@ -169,6 +213,10 @@ func DefaultConfig() Config {
 		ShutdownTimeout:   5 * time.Second,
 		StoreTimeout:      10 * time.Second,
 		TopicRefresh:      time.Second,
+		SASLMechanisms:    []string{ScramSHA256, ScramSHA512},
+		AuthTimeout:       10 * time.Second,
+		AuthFailureDelay:  100 * time.Millisecond,
+		MaxAuthFrameSize:  64 << 10,
 	}
 }
 
@@ -196,6 +244,7 @@ func (c *Config) Validate() error {
 	if c.NodeID < 0 {
 		bad("node ID %d is negative", c.NodeID)
 	}
+	errs = append(errs, c.validateSecurity()...)
 	if c.Advertise != "" {
 		host, port, err := net.SplitHostPort(c.Advertise)
 		if err != nil || host == "" {

@@ -40,7 +40,9 @@ const maxKeptWriteBuffer = 64 << 10
 // ready in order. The reader never writes while holding a group.
 type conn struct {
 	s    *Server
-	nc   net.Conn
+	nc   net.Conn  // the connection, TLS or not
+	raw  net.Conn  // the TCP connection under nc (nc itself without TLS)
+	ln   *listener // the listener it came in on
 	br   *bufio.Reader
 	addr string // remote address, for logs
 	host string // remote host, the ClientHost of DescribeGroups
@@ -53,6 +55,7 @@ type conn struct {
 	// ("User:alice"): AnonymousPrincipal until a TLS client certificate
 	// or SASL authentication names someone. Authorization reads it.
 	principal string
+	auth      authState // authn.go
 
 	mu        sync.Mutex
 	q         []*slot // response queue; q[head:] are pending
@@ -71,10 +74,12 @@ type conn struct {
 	stopDL    time.Time // write deadline once stopping
 }
 
-func newConn(s *Server, nc net.Conn) *conn {
+func newConn(s *Server, nc, raw net.Conn, ln *listener) *conn {
 	c := &conn{
 		s:     s,
 		nc:    nc,
+		raw:   raw,
+		ln:    ln,
 		br:    bufio.NewReaderSize(nc, readBufferSize),
 		addr:  nc.RemoteAddr().String(),
 		space: make(chan struct{}, 1),
@@ -106,6 +111,10 @@ const (
 
 // serve runs the reader; it returns once the connection is closed.
 func (c *conn) serve() {
+	if reason, err := c.startAuth(); reason != "" {
+		c.finish(reason, err)
+		return
+	}
 	reason, err := c.readLoop()
 	c.finish(reason, err)
 }
@@ -125,6 +134,8 @@ func (c *conn) readLoop() (string, error) {
 			switch {
 			case c.isStopping():
 				return closeShutdown, nil
+			case c.authTimedOut():
+				return closeAuthTimeout, errAuthTimeout
 			case errors.Is(err, errNegativeSize), errors.Is(err, errFrameTooLarge):
 				if errors.Is(err, errFrameTooLarge) {
 					c.s.m.limits.WithLabelValues("frame_size").Inc()
@@ -151,12 +162,19 @@ func (c *conn) readLoop() (string, error) {
 			c.br.Discard(4 + len(body))
 		}
 		if err != nil {
-			return closeProtocol, err
+			return closeReason(err), err
 		}
 		// A pipelining client's next request may already be here: answer
 		// it too before writing, so both responses go out in one write.
+		// Under TLS the read buffer holds one record at a time, and the
+		// next may be waiting in TLS's own buffer: the writer writes,
+		// batching what the reader answers meanwhile.
 		if !c.hasBufferedFrame() {
-			c.flush()
+			if c.nc != c.raw {
+				c.kickWriter()
+			} else {
+				c.flush()
+			}
 		}
 	}
 }
@@ -186,7 +204,7 @@ func (c *conn) readFrame() (body []byte, owned bool, err error) {
 	switch {
 	case size < 0:
 		return nil, false, errNegativeSize
-	case size > c.s.cfg.MaxFrameSize:
+	case size > c.frameLimit():
 		return nil, false, errFrameTooLarge
 	}
 	total := 4 + int(size)
@@ -270,6 +288,9 @@ func (c *conn) handleFrame(body []byte, owned bool, now time.Time) error {
 		c.respond(sl, apiVersionsTooNew())
 		return nil
 	}
+	if err := c.admit(h.key); err != nil {
+		return err
+	}
 	if !owned && !apis[h.key].aliasFree {
 		rest = append([]byte(nil), rest...)
 	}
@@ -283,7 +304,7 @@ func (c *conn) handleFrame(body []byte, owned bool, now time.Time) error {
 	sl.req = req
 	c.enqueue(sl)
 	c.s.dispatch(c, sl, now)
-	return nil
+	return c.afterAuthRequest()
 }
 
 func (c *conn) setClientID(h header) {
@@ -424,6 +445,14 @@ func (c *conn) deliver(sl *slot, resp kmsg.Response, seq uint64, kick bool) bool
 	return true
 }
 
+// kickWriter wakes the writer goroutine.
+func (c *conn) kickWriter() {
+	select {
+	case c.kick <- struct{}{}:
+	default:
+	}
+}
+
 // writeLoop is the writer goroutine: it flushes when kicked.
 func (c *conn) writeLoop() {
 	for {
@@ -541,7 +570,10 @@ func (c *conn) closeLocked() {
 			sl.timer = nil
 		}
 	}
-	c.nc.Close()
+	// The TCP connection, not TLS's: tls.Conn.Close writes a close_notify
+	// alert, which waits for a writer blocked on a client that does not
+	// read.
+	c.raw.Close()
 	c.wakeReader()
 }
 
@@ -595,9 +627,22 @@ func (c *conn) finish(reason string, err error) {
 			time.Sleep(time.Millisecond)
 		}
 	}
-	if reason == closeProtocol {
-		// Answers to the valid requests before the bad one still go out.
-		c.flush()
+	c.stopAuthTimer()
+	if reason == closeProtocol || reason == closeAuth {
+		// Answers to the valid requests before the bad one still go out
+		// (the refusal of a failed authentication among them), after
+		// what the writer goroutine may be writing.
+		deadline := time.Now().Add(time.Second)
+		for {
+			c.flush()
+			c.mu.Lock()
+			busy := c.writing && !c.closed
+			c.mu.Unlock()
+			if !busy || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
 	}
 	c.mu.Lock()
 	wasClosed := c.closed

@@ -114,6 +114,23 @@
 //
 // Every refusal is logged and counted in tenure_limit_rejections_total.
 //
+// # Listeners, TLS and SASL
+//
+// Serve serves one net.Listener per Config.Listeners entry, each with its
+// security protocol (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL) and
+// advertised address; Metadata and FindCoordinator answer a client with
+// the addresses of the listener it came in on. A connection authenticates
+// once, before anything else (authn.go): at accept on PLAINTEXT, by its
+// TLS handshake on SSL (its verified certificate's subject is its
+// principal, as Kafka writes it), by SaslHandshake and SaslAuthenticate
+// (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 on xdg-go/scram) on the SASL
+// listeners, against the SCRAM credentials of Config.Credentials, which
+// DescribeUserScramCredentials and AlterUserScramCredentials manage.
+// Before that only ApiVersions and the SASL requests pass, each at most
+// MaxAuthFrameSize bytes, and within AuthTimeout of the accept. LoadTLS
+// reloads certificates when their files change. docs/SECURITY.md has the
+// details.
+//
 // # Metrics
 //
 // With Config.Registerer set:
@@ -141,6 +158,7 @@
 //	tenure_group_panics_total                 counter
 //	tenure_coordinating                       gauge (1 while this node coordinates the groups)
 //	tenure_coordinator_terms_total            counter (terms served: loads of every group)
+//	tenure_authentications_total{mechanism,result} counter (SASL: ok, failed; none/refused)
 //
 // The three per-group gauges add one series per group each and disappear
 // with the group; turn them off with Config.PerGroupMetrics = false on a

@@ -29,9 +29,10 @@ func TestMain(m *testing.M) {
 // testServer is a running server on a loopback port.
 type testServer struct {
 	*Server
-	addr string
-	reg  *prometheus.Registry
-	stop func() // cancels Serve and waits for it to return
+	addr  string            // the first listener's
+	addrs map[string]string // every listener's, by name
+	reg   *prometheus.Registry
+	stop  func() // cancels Serve and waits for it to return
 }
 
 // startServer starts a server with test-friendly defaults, modified by
@@ -56,14 +57,20 @@ func startServerLogger(t testing.TB, log *zap.Logger, mutate func(*Config)) *tes
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	ts := &testServer{Server: s, reg: reg, addrs: make(map[string]string)}
+	var lns []net.Listener
+	for _, l := range cfg.listeners() {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lns = append(lns, ln)
+		ts.addrs[l.Name] = ln.Addr().String()
 	}
+	ts.addr = lns[0].Addr().String()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- s.Serve(ctx, ln) }()
-	ts := &testServer{Server: s, addr: ln.Addr().String(), reg: reg}
+	go func() { done <- s.Serve(ctx, lns...) }()
 	var once sync.Once
 	ts.stop = func() {
 		// Concurrent callers all wait for the first to finish.

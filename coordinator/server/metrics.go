@@ -33,6 +33,7 @@ type metrics struct {
 	corePanics      prometheus.Counter
 	leading         prometheus.Gauge
 	terms           prometheus.Counter
+	authentications *prometheus.CounterVec
 
 	// okRequests caches the error="NONE" child of every served key, so
 	// the common path is one atomic add.
@@ -138,6 +139,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "tenure_group_panics_total",
 			Help: "Panics of a group core, each contained to its group. Any is a bug: the log has the stack and the request.",
 		}),
+		authentications: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tenure_authentications_total",
+			Help: "SASL authentications by mechanism and result (ok, failed); mechanism none, result refused counts requests sent before authenticating, which close their connection.",
+		}, []string{"mechanism", "result"}),
 	}
 	for a := range served {
 		m.okRequests[a.key] = m.requests.WithLabelValues(kmsg.NameForKey(a.key), "NONE")
@@ -149,7 +154,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			m.requests, m.heartbeat, m.rebalances, m.handoff, m.generation, m.members, m.unowned,
 			m.commitsRejected, m.connections, m.connClosed, m.limits, m.groups, m.topics,
 			m.storeFailures, m.persistSeconds, m.batchRecords, m.batchWrites, m.groupsOffline,
-			m.groupLoads, m.corePanics, m.leading, m.terms,
+			m.groupLoads, m.corePanics, m.leading, m.terms, m.authentications,
 		} {
 			reg.MustRegister(c)
 		}

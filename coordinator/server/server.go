@@ -2,15 +2,15 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
-	"github.com/prometheus/client_golang/prometheus"
 	"net"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"go.uber.org/zap"
 
@@ -44,9 +44,14 @@ type Server struct {
 	// persists before its reply.
 	storeCtx context.Context
 
-	// Advertised address, resolved by Serve.
-	advHost string
-	advPort int32
+	// listeners are what Serve serves, their addresses resolved; selfNode
+	// is this node with their advertised addresses (without a Cluster).
+	listeners []*listener
+	selfNode  Node
+	// tls is the configuration of the TLS listeners; creds checks the
+	// SASL listeners' clients.
+	tls   *tls.Config
+	creds *credentials
 
 	// stopTerms ends the terms goroutine of an HA node at shutdown.
 	stopTerms func()
@@ -82,6 +87,13 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.core = cfg.Core
 	s.core.Topics = s.topics
+	s.tls = serverTLS(cfg.TLS)
+	cs := cfg.Credentials
+	if cs == nil {
+		cs, _ = cfg.Store.(store.CredentialStore)
+	}
+	s.creds = newCredentials(cs)
+	s.selfNode = Node{ID: cfg.NodeID}
 	s.topicStore = cfg.TopicStore
 	s.logStore = cfg.LogStore
 	if ls, ok := cfg.Store.(store.LogStore); ok && s.logStore == nil {
@@ -121,7 +133,9 @@ func (s *Server) unownedPartitions() float64 {
 var ErrServing = errors.New("server: Serve called twice")
 
 // Serve loads every topic and group from the store, then accepts
-// connections on ln and serves them until ctx is cancelled or ln fails. In
+// connections on lns and serves them until ctx is cancelled or a listener
+// fails. lns are the listeners of Config.Listeners, in order (one, the
+// PLAINTEXT listener, without them). In
 // an HA set (Config.Cluster) it serves at once, and coordinates groups
 // during each term it wins, loading them at the term's start. Then it
 // shuts down gracefully: it stops accepting, stops every group's timers,
@@ -130,12 +144,13 @@ var ErrServing = errors.New("server: Serve called twice")
 // JoinGroup or SyncGroup with COORDINATOR_NOT_AVAILABLE so its client
 // looks for the coordinator again), closes every connection and returns.
 // It returns nil after a cancellation, and the load's or the listener's
-// error otherwise. ln is closed on return.
-func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+// error otherwise. lns are closed on return.
+func (s *Server) Serve(ctx context.Context, lns ...net.Listener) error {
 	if !s.serving.CompareAndSwap(false, true) {
 		return ErrServing
 	}
-	if err := s.resolveAdvertised(ln.Addr()); err != nil {
+	ln := multiListener(lns)
+	if err := s.resolveListeners(lns); err != nil {
 		ln.Close()
 		return err
 	}
@@ -174,10 +189,12 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		s.shutdown()
 		return err
 	}
-	s.log.Info("serving",
-		zap.String("listen", ln.Addr().String()),
-		zap.String("advertise", net.JoinHostPort(s.advHost, strconv.Itoa(int(s.advPort)))),
-		zap.Int32("node", s.self().ID))
+	for _, l := range s.listeners {
+		s.log.Info("serving",
+			zap.String("listener", l.Name), zap.Stringer("protocol", l.Protocol),
+			zap.String("listen", l.bound.String()), zap.String("advertise", l.advertise),
+			zap.Int32("node", s.self().ID))
+	}
 
 	stopped := make(chan struct{})
 	go func() {
@@ -188,7 +205,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		case <-stopped:
 		}
 	}()
-	err := s.acceptLoop(ln)
+	err := s.acceptAll(lns)
 	close(stopped)
 	s.closing.Store(true)
 	ln.Close()
@@ -199,7 +216,28 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	return err
 }
 
-func (s *Server) acceptLoop(ln net.Listener) error {
+// acceptAll runs an accept loop on each listener; when one ends, by a
+// failure or a cancellation, it closes the others. It returns the first
+// failure.
+func (s *Server) acceptAll(lns []net.Listener) error {
+	errc := make(chan error, len(lns))
+	for i, ln := range lns {
+		go func() { errc <- s.acceptLoop(ln, s.listeners[i]) }()
+	}
+	var first error
+	for range lns {
+		err := <-errc
+		if first == nil && err != nil {
+			first = err
+		}
+		if s.closing.CompareAndSwap(false, true) {
+			multiListener(lns).Close()
+		}
+	}
+	return first
+}
+
+func (s *Server) acceptLoop(ln net.Listener, l *listener) error {
 	var backoff time.Duration
 	for {
 		nc, err := ln.Accept()
@@ -217,7 +255,7 @@ func (s *Server) acceptLoop(ln net.Listener) error {
 			return fmt.Errorf("server: accept: %w", err)
 		}
 		backoff = 0
-		s.addConn(nc)
+		s.addConn(nc, l)
 	}
 }
 
@@ -228,22 +266,26 @@ func isTemporary(err error) bool {
 	return errors.As(err, &te) && te.Temporary()
 }
 
-func (s *Server) addConn(nc net.Conn) {
+func (s *Server) addConn(raw net.Conn, ln *listener) {
 	s.connMu.Lock()
 	if s.closing.Load() {
 		s.connMu.Unlock()
-		nc.Close()
+		raw.Close()
 		return
 	}
 	if s.nconns >= s.cfg.MaxConnections {
 		s.connMu.Unlock()
 		s.m.limits.WithLabelValues("connections").Inc()
 		s.log.Warn("connection refused: connection limit reached",
-			zap.String("remote", nc.RemoteAddr().String()), zap.Int("limit", s.cfg.MaxConnections))
-		nc.Close()
+			zap.String("remote", raw.RemoteAddr().String()), zap.Int("limit", s.cfg.MaxConnections))
+		raw.Close()
 		return
 	}
-	c := newConn(s, nc)
+	nc := raw
+	if ln.Protocol.TLS() {
+		nc = tls.Server(raw, s.tls)
+	}
+	c := newConn(s, nc, raw, ln)
 	s.conns[c] = struct{}{}
 	s.nconns++
 	s.connWG.Add(2)
@@ -309,23 +351,37 @@ func (s *Server) shutdown() {
 	s.log.Info("stopped")
 }
 
-func (s *Server) resolveAdvertised(bound net.Addr) error {
-	addr := s.cfg.Advertise
-	if addr == "" {
-		addr = bound.String()
+// resolveListeners pairs lns with the configured listeners and resolves
+// their advertised addresses.
+func (s *Server) resolveListeners(lns []net.Listener) error {
+	cfgs := s.cfg.listeners()
+	if len(lns) != len(cfgs) {
+		return fmt.Errorf("server: Serve got %d net.Listeners for %d configured listeners", len(lns), len(cfgs))
 	}
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return fmt.Errorf("server: advertised address %q: %w", addr, err)
+	s.selfNode.Listeners = make(map[string]string, len(cfgs))
+	for i, ln := range lns {
+		l, err := resolveListener(cfgs[i], ln.Addr())
+		if err != nil {
+			return err
+		}
+		if host, _, _ := net.SplitHostPort(l.advertise); net.ParseIP(host) != nil && net.ParseIP(host).IsUnspecified() {
+			s.log.Warn("advertising an unspecified address; clients cannot connect to it, set the advertised address",
+				zap.String("listener", l.Name), zap.String("advertise", l.advertise))
+		}
+		s.listeners = append(s.listeners, l)
+		s.selfNode.Listeners[l.Name] = l.advertise
 	}
-	p, err := strconv.Atoi(port)
-	if err != nil || p <= 0 || p > 65535 {
-		return fmt.Errorf("server: advertised port %q is not in 1..65535", port)
-	}
-	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
-		s.log.Warn("advertising an unspecified address; clients cannot connect to it, set the advertised address",
-			zap.String("advertise", addr))
-	}
-	s.advHost, s.advPort = host, int32(p)
+	s.selfNode.Addr = s.listeners[0].advertise
 	return nil
+}
+
+// multiListener closes several listeners at once.
+type multiListener []net.Listener
+
+func (m multiListener) Close() error {
+	var errs []error
+	for _, ln := range m {
+		errs = append(errs, ln.Close())
+	}
+	return errors.Join(errs...)
 }

@@ -24,7 +24,7 @@ func TestStatusViews(t *testing.T) {
 		}
 	}
 
-	if l := ts.Leadership(); !l.Leading || !l.LeaderKnown || l.Leader != l.Self || l.Self.Addr != ts.addr {
+	if l := ts.Leadership(); !l.Leading || !l.LeaderKnown || l.Leader.ID != l.Self.ID || l.Leader.Addr != l.Self.Addr || l.Self.Addr != ts.addr || l.Self.Listeners["PLAINTEXT"] != ts.addr {
 		t.Errorf("leadership of a single node: %+v", l)
 	}
 	sums, err := ts.Groups()

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/tenure-dev/tenure/coordinator"
@@ -21,11 +22,14 @@ type Memory struct {
 	mu     sync.Mutex
 	closed bool
 	set    *coordinator.RecordSet
+	creds  map[credentialKey]*Credential
 }
+
+type credentialKey struct{ user, mechanism string }
 
 // NewMemory returns an empty in-memory store.
 func NewMemory() *Memory {
-	return &Memory{set: coordinator.NewRecordSet()}
+	return &Memory{set: coordinator.NewRecordSet(), creds: make(map[credentialKey]*Credential)}
 }
 
 // Persist implements Store. A batch with a record of an unknown type
@@ -130,6 +134,56 @@ func (m *Memory) LoadTopics(context.Context) ([]*coordinator.TopicRecord, error)
 		return nil, ErrClosed
 	}
 	return m.set.Topics(), nil
+}
+
+// Credential implements CredentialStore.
+func (m *Memory) Credential(_ context.Context, user, mechanism string) (*Credential, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil, ErrClosed
+	}
+	c, ok := m.creds[credentialKey{user, mechanism}]
+	if !ok {
+		return nil, ErrNoCredential
+	}
+	return c, nil
+}
+
+// Credentials implements CredentialStore.
+func (m *Memory) Credentials(context.Context) ([]*Credential, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil, ErrClosed
+	}
+	out := make([]*Credential, 0, len(m.creds))
+	for _, c := range m.creds {
+		out = append(out, c)
+	}
+	SortCredentials(out)
+	return out, nil
+}
+
+// AlterCredentials implements CredentialStore. The store keeps its own
+// copies, so the caller may reuse creds.
+func (m *Memory) AlterCredentials(_ context.Context, creds []*Credential) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return ErrClosed
+	}
+	for _, c := range creds {
+		k := credentialKey{c.User, c.Mechanism}
+		if c.Deleted {
+			delete(m.creds, k)
+			continue
+		}
+		cp := *c
+		cp.Salt, cp.StoredKey, cp.ServerKey = slices.Clone(c.Salt), slices.Clone(c.StoredKey), slices.Clone(c.ServerKey)
+		m.creds[k] = &cp
+	}
+	return nil
 }
 
 // Close implements Store.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/tenure-dev/tenure/coordinator"
 	"github.com/tenure-dev/tenure/coordinator/store"
+	"github.com/tenure-dev/tenure/coordinator/store/storetest"
 )
 
 // describe renders records one per line, for comparison.
@@ -197,3 +198,5 @@ func TestMemoryTopicsCreateIfAbsent(t *testing.T) {
 		t.Fatalf("LoadTopics: %v %v", all, err)
 	}
 }
+
+func TestMemoryCredentials(t *testing.T) { storetest.Credentials(t, store.NewMemory()) }

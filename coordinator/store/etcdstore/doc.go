@@ -6,7 +6,8 @@
 // New opens a store on any etcd cluster; StartEmbedded runs an etcd member
 // in this process: alone, for a tenure that runs alone, or as one member of
 // a cluster whose other members the other tenure nodes embed. Topics is
-// the fence-free topic registry that every node of an HA set shares.
+// the fence-free topic registry that every node of an HA set shares, and
+// Users the SASL users' SCRAM credentials, shared alike.
 //
 // Persist writes a batch of records as a few transactions, in order, each
 // guarded (Guard, for fail-over) and fenced, so that a write that fails

@@ -17,6 +17,7 @@ import (
 //	p groups/<g>/assignments/<member>     AssignmentRecord
 //	p groups/<g>/offsets/<topic>/<part>   OffsetRecord
 //	p log/<g>/<epoch>                     GenerationRecord (10 digits)
+//	p users/<user>/<mechanism>            a SASL user's SCRAM credential (users.go)
 //
 // Names are escaped (escape) so that no component holds a '/': a group's
 // keys are exactly those with its directory as prefix. Partitions are
@@ -33,6 +34,7 @@ const (
 	assignDir  = "assignments/"
 	offsetsDir = "offsets/"
 	logDir     = "log/"
+	usersDir   = "users/"
 )
 
 // keys builds and parses the keys of one prefix.
@@ -42,6 +44,27 @@ func (k keys) format() string { return k.prefix + formatKey }
 func (k keys) fence() string  { return k.prefix + fenceKey }
 
 func (k keys) topic(name string) string { return k.prefix + topicsDir + escape(name) }
+
+// user is the key of user's credential for mechanism (a SASL mechanism
+// name, which needs no escaping: validMechanismKey).
+func (k keys) user(user, mechanism string) string {
+	return k.prefix + usersDir + escape(user) + "/" + mechanism
+}
+
+// validMechanismKey reports whether m may be the last component of a user
+// key: a SASL mechanism name (RFC 4422: A-Z, 0-9, '-' and '_', at most 20
+// characters).
+func validMechanismKey(m string) bool {
+	if m == "" || len(m) > 20 {
+		return false
+	}
+	for i := 0; i < len(m); i++ {
+		if c := m[i]; !(c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
 
 // groupDir is the directory of every key of group g.
 func (k keys) groupDir(g string) string { return k.prefix + groupsDir + escape(g) + "/" }
@@ -101,13 +124,15 @@ const (
 	kindAssignment
 	kindOffset
 	kindLog
+	kindUser
 )
 
 // parsedKey is a key taken apart.
 type parsedKey struct {
 	kind      keyKind
 	group     string
-	name      string // topic (kindTopic, kindOffset) or member ID
+	name      string // topic (kindTopic, kindOffset), member ID or user
+	mechanism string // kindUser
 	partition int32
 }
 
@@ -134,6 +159,14 @@ func (k keys) parse(key string) (parsedKey, error) {
 		}
 		g, err := unescape(eg)
 		return parsedKey{kind: kindLog, group: g, partition: int32(n)}, err
+	}
+	if entry, ok := strings.CutPrefix(rest, usersDir); ok {
+		eu, mech, ok := strings.Cut(entry, "/")
+		if !ok || !validMechanismKey(mech) {
+			return parsedKey{}, errBadKey
+		}
+		u, err := unescape(eu)
+		return parsedKey{kind: kindUser, name: u, mechanism: mech}, err
 	}
 	rest, ok = strings.CutPrefix(rest, groupsDir)
 	if !ok {

@@ -24,8 +24,9 @@ import (
 // this package writes, kept in <prefix>meta/format. Version 2 added the
 // generation log (log/) and drained members; a version 1 prefix is raised
 // to 2 when opened, so that an older tenure refuses it rather than fail on
-// keys it does not know.
-const formatVersion = 2
+// keys it does not know. Version 3 added the SASL users' credentials
+// (users/).
+const formatVersion = 3
 
 // ErrNewerFormat is returned by New for a prefix that a newer tenure has
 // written in a format this one does not know.
@@ -392,8 +393,8 @@ func (c *collected) add(k keys, key string, val []byte) error {
 	if err != nil {
 		return err
 	}
-	if pk.kind == kindMeta || pk.kind == kindLog {
-		return nil // not state
+	if pk.kind == kindMeta || pk.kind == kindLog || pk.kind == kindUser {
+		return nil // not group state
 	}
 	r, err := decodeValue(pk, val)
 	if err != nil {

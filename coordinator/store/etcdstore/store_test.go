@@ -401,7 +401,7 @@ func TestFormat(t *testing.T) {
 		value string
 		want  error
 	}{
-		{"3", etcdstore.ErrNewerFormat},
+		{"4", etcdstore.ErrNewerFormat},
 		{"x", nil},
 		{"0", nil},
 	} {
@@ -420,13 +420,13 @@ func TestFormat(t *testing.T) {
 	}
 	s, _, prefix := open(t)
 	resp, err := cli.Get(ctx, prefix+"meta/format")
-	if err != nil || len(resp.Kvs) != 1 || string(resp.Kvs[0].Value) != "2" {
+	if err != nil || len(resp.Kvs) != 1 || string(resp.Kvs[0].Value) != "3" {
 		t.Fatalf("a new prefix's format key: %v %v", resp, err)
 	}
 	s.Close()
 	openOn(t, cli, etcdstore.Prefix(prefix)) // the same format opens
 
-	// A format 1 prefix (before the generation log) is raised to 2, and
+	// A format 1 prefix (before the generation log) is raised to 3, and
 	// its state loads as it was.
 	old := uniquePrefix(t)
 	if _, err := cli.Put(ctx, old+"meta/format", "1"); err != nil {
@@ -440,7 +440,7 @@ func TestFormat(t *testing.T) {
 	if err != nil || len(recs) != 1 || recs[0].(*coordinator.GroupRecord).Epoch != 7 {
 		t.Fatalf("format 1 state after the upgrade: %v %v", recs, err)
 	}
-	if resp, err := cli.Get(ctx, old+"meta/format"); err != nil || string(resp.Kvs[0].Value) != "2" {
+	if resp, err := cli.Get(ctx, old+"meta/format"); err != nil || string(resp.Kvs[0].Value) != "3" {
 		t.Fatalf("format key after the upgrade: %v %v", resp, err)
 	}
 }
