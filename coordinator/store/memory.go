@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/tenure-dev/tenure/coordinator"
+	"github.com/tenure-dev/tenure/coordinator/acl"
 )
 
 // Memory is a Store that keeps the latest state of every group in process
@@ -21,6 +22,7 @@ type Memory struct {
 	mu     sync.Mutex
 	closed bool
 	set    *coordinator.RecordSet
+	acls   map[acl.Binding]bool
 }
 
 // NewMemory returns an empty in-memory store.

@@ -17,6 +17,8 @@ import (
 //	p groups/<g>/assignments/<member>     AssignmentRecord
 //	p groups/<g>/offsets/<topic>/<part>   OffsetRecord
 //	p log/<g>/<epoch>                     GenerationRecord (10 digits)
+//	p acls/<type>/<pattern>/<name>/<principal>/<host>/<op>/<perm>
+//	                                      an ACL binding (acls.go), empty
 //
 // Names are escaped (escape) so that no component holds a '/': a group's
 // keys are exactly those with its directory as prefix. Partitions are
@@ -33,6 +35,7 @@ const (
 	assignDir  = "assignments/"
 	offsetsDir = "offsets/"
 	logDir     = "log/"
+	aclsDir    = "acls/"
 )
 
 // keys builds and parses the keys of one prefix.
@@ -101,6 +104,7 @@ const (
 	kindAssignment
 	kindOffset
 	kindLog
+	kindACL
 )
 
 // parsedKey is a key taken apart.
@@ -121,6 +125,10 @@ func (k keys) parse(key string) (parsedKey, error) {
 	}
 	if strings.HasPrefix(rest, metaDir) {
 		return parsedKey{kind: kindMeta}, nil
+	}
+	if strings.HasPrefix(rest, aclsDir) {
+		// Not a record: the authorizer's (acls.go), which loads them.
+		return parsedKey{kind: kindACL}, nil
 	}
 	if name, ok := strings.CutPrefix(rest, topicsDir); ok {
 		n, err := unescape(name)

@@ -392,7 +392,7 @@ func (c *collected) add(k keys, key string, val []byte) error {
 	if err != nil {
 		return err
 	}
-	if pk.kind == kindMeta || pk.kind == kindLog {
+	if pk.kind == kindMeta || pk.kind == kindLog || pk.kind == kindACL {
 		return nil // not state
 	}
 	r, err := decodeValue(pk, val)
