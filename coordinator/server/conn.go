@@ -53,6 +53,7 @@ type conn struct {
 	// ("User:alice"): AnonymousPrincipal until a TLS client certificate
 	// or SASL authentication names someone. Authorization reads it.
 	principal string
+	quota     connQuota // request-rate quotas (quota.go)
 
 	mu        sync.Mutex
 	q         []*slot // response queue; q[head:] are pending
@@ -107,13 +108,14 @@ const (
 // serve runs the reader; it returns once the connection is closed.
 func (c *conn) serve() {
 	reason, err := c.readLoop()
+	c.s.quotas.release(&c.quota)
 	c.finish(reason, err)
 }
 
 func (c *conn) readLoop() (string, error) {
 	now := time.Now()
 	for {
-		if !c.waitForSpace() {
+		if !c.waitThrottle() || !c.waitForSpace() {
 			return c.stopReason(), nil
 		}
 		if !c.refreshReadDeadline(now) {
@@ -472,7 +474,7 @@ func (c *conn) flush() {
 		buf := c.wbuf[:0]
 		var err error
 		for i, sl := range batch {
-			buf = appendResponse(buf, sl.corr, sl.resp)
+			buf = appendResponse(buf, sl.corr, sl.outgoing())
 			c.s.m.countResponse(sl.resp)
 			// Write once per batch, or once per writeChunk of a
 			// batch of large responses, so the buffer stays small.

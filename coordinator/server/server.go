@@ -28,6 +28,9 @@ type Server struct {
 	topics     *topicRegistry
 	topicStore store.TopicStore
 	logStore   store.LogStore
+	authz      *authz
+	quotas     *quotas
+	perIP      connsPerIP
 
 	// lead is the term during which this node coordinates groups: for a
 	// single node, from the load at start-up to shutdown; in an HA set,
@@ -80,6 +83,8 @@ func New(cfg Config) (*Server, error) {
 		conns:    make(map[*conn]struct{}),
 		storeCtx: context.Background(),
 	}
+	s.authz = newAuthz(&cfg)
+	s.quotas = newQuotas(cfg.QuotaRequestRate, cfg.QuotaConnectionRequestRate)
 	s.core = cfg.Core
 	s.core.Topics = s.topics
 	s.topicStore = cfg.TopicStore
@@ -169,6 +174,13 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		stopTerms()
 		<-termsDone
 	}
+	stopACLs, aclErr := s.startACLs(ctx)
+	if aclErr != nil {
+		ln.Close()
+		s.shutdown()
+		return aclErr
+	}
+	defer stopACLs()
 	if err := s.declareTopics(); err != nil {
 		ln.Close()
 		s.shutdown()
@@ -243,6 +255,11 @@ func (s *Server) addConn(nc net.Conn) {
 		nc.Close()
 		return
 	}
+	if !s.admitIP(remoteIP(nc), nc.RemoteAddr().String()) {
+		s.connMu.Unlock()
+		nc.Close()
+		return
+	}
 	c := newConn(s, nc)
 	s.conns[c] = struct{}{}
 	s.nconns++
@@ -265,6 +282,7 @@ func (s *Server) closedConn(c *conn, reason string, err error) {
 	if _, ok := s.conns[c]; ok {
 		delete(s.conns, c)
 		s.nconns--
+		s.releaseIP(remoteIP(c.nc))
 		s.m.connections.Dec()
 	}
 	s.connMu.Unlock()
