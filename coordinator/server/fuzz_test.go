@@ -142,43 +142,6 @@ func FuzzDecodeFrame(f *testing.F) {
 	})
 }
 
-// FuzzParseHeader: the request header decoder never panics, and what it
-// decodes re-encodes to the bytes it read, leaving the rest of the frame
-// as it was (a null client ID is any negative length, as in Kafka, and
-// re-encodes as -1); checkHeader decides every header without panicking.
-func FuzzParseHeader(f *testing.F) {
-	for _, b := range seedFrames() {
-		f.Add(b)
-	}
-	f.Add([]byte{0, 18, 0, 3, 0, 0, 0, 1, 0xff, 0xff})
-	f.Add([]byte{0, 18, 0, 3, 0, 0, 0, 1, 0x7f, 0xff})
-	f.Fuzz(func(t *testing.T, body []byte) {
-		h, rest, err := parseHeader(body)
-		if err != nil {
-			return
-		}
-		_ = checkHeader(h)
-		enc := binary.BigEndian.AppendUint16(nil, uint16(h.key))
-		enc = binary.BigEndian.AppendUint16(enc, uint16(h.version))
-		enc = binary.BigEndian.AppendUint32(enc, uint32(h.corr))
-		want := body
-		if h.hasClientID {
-			enc = binary.BigEndian.AppendUint16(enc, uint16(len(h.clientID)))
-			enc = append(enc, h.clientID...)
-		} else {
-			if n := int16(binary.BigEndian.Uint16(body[8:])); n >= 0 {
-				t.Fatalf("client ID length %d decoded as null", n)
-			}
-			enc = binary.BigEndian.AppendUint16(enc, 0xffff)
-			want = append(append(append([]byte(nil), body[:8]...), 0xff, 0xff), body[10:]...)
-		}
-		enc = append(enc, rest...)
-		if !bytes.Equal(enc, want) {
-			t.Fatalf("header %+v re-encodes to\n%x\nfrom\n%x", h, enc, body)
-		}
-	})
-}
-
 // FuzzDecodeBody drives each request decoder directly: the key and version
 // pick the decoder (served ones only), the fuzzer writes the body.
 func FuzzDecodeBody(f *testing.F) {
