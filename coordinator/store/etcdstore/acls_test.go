@@ -1,6 +1,7 @@
 package etcdstore_test
 
 import (
+	"context"
 	"slices"
 	"testing"
 	"time"
@@ -19,7 +20,6 @@ import (
 // each deletion reports the same matches.
 func TestACLsMatchMemory(t *testing.T) {
 	cli := etcd.Client(t)
-	ctx := testenv.Context(t)
 	str := func(s string) *string { return &s }
 	names := rapid.SampledFrom([]string{"g", "g/1", "team-", "team-a", "*", "kafka-cluster"})
 	principals := rapid.SampledFrom([]string{"User:alice", "User:b/ob", "User:*"})
@@ -55,6 +55,10 @@ func TestACLsMatchMemory(t *testing.T) {
 		return f
 	})
 	rapid.Check(t, func(rt *rapid.T) {
+		// A deadline per case: a loaded machine may take a while
+		// over a hundred of them.
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
 		a := etcdstore.NewACLs(cli, etcdstore.Prefix(uniquePrefix(t)))
 		m := store.NewMemory()
 		for range rapid.IntRange(1, 6).Draw(rt, "steps") {
