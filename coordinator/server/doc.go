@@ -111,7 +111,6 @@
 //   - MaxGroups (100,000): a request that would create one more group is
 //     COORDINATOR_NOT_AVAILABLE, which clients retry, so they get in once
 //     a group is deleted.
-//
 //   - MaxConnectionsPerIP (off): a connection from an IP holding that
 //     many is closed on accept (connlimit.go).
 //   - MaxParkedPerConnection (16), MaxParkedPerGroup (20,000): requests

@@ -14,11 +14,9 @@ import (
 var (
 	errNegativeSize      = errors.New("server: negative frame size")
 	errFrameTooLarge     = errors.New("server: frame larger than the limit")
-	errShortHeader       = wire.ErrShortHeader
 	errUnknownKey        = errors.New("server: unknown API key")
 	errUnsupportedKey    = errors.New("server: API key not served")
 	errUnsupportedVer    = errors.New("server: unsupported API version")
-	errMalformed         = wire.ErrMalformed
 	errClosedMidFrame    = errors.New("server: connection closed mid-frame")
 	errApiVersionsTooNew = errors.New("server: ApiVersions version above the served range")
 )
