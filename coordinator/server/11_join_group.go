@@ -14,6 +14,9 @@ import (
 // metadata, so the request is decoded from its own copy of the frame.
 //
 // Authorization: READ on the group, else GROUP_AUTHORIZATION_FAILED.
+// A connection holding MaxParkedPerConnection parked requests, or a group
+// holding MaxParkedPerGroup, gets COORDINATOR_LOAD_IN_PROGRESS instead of
+// parking one more (parked.go).
 
 func init() {
 	register(api{

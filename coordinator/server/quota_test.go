@@ -6,6 +6,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 // TestBucket: a bucket passes a second's worth at once, then paces at its
@@ -147,7 +149,8 @@ func TestPrincipalQuota(t *testing.T) {
 // TestConnectionsPerIP: a connection beyond the per-IP limit is closed on
 // accept, counted and logged; closing one makes room.
 func TestConnectionsPerIP(t *testing.T) {
-	ts := startServer(t, func(c *Config) { c.MaxConnectionsPerIP = 2 })
+	core, logs := observer.New(zap.WarnLevel)
+	ts := startServerLogger(t, zap.New(core), func(c *Config) { c.MaxConnectionsPerIP = 2 })
 	a, b := dial(t, ts.addr), dial(t, ts.addr)
 	a.roundTrip(kmsg.NewPtrApiVersionsRequest())
 	b.roundTrip(kmsg.NewPtrApiVersionsRequest())
@@ -156,6 +159,13 @@ func TestConnectionsPerIP(t *testing.T) {
 	refused.expectClosed(5 * time.Second)
 	if n := ts.metric(t, "tenure_limit_rejections_total", "limit", "connections_per_ip"); n != 1 {
 		t.Fatalf("per-IP rejections %v, want 1", n)
+	}
+	refusals := logs.FilterMessage("connection refused: per-IP connection limit reached").All()
+	if len(refusals) != 1 {
+		t.Fatalf("%d refusals logged, want 1", len(refusals))
+	}
+	if f := refusals[0].ContextMap(); f["ip"] != "127.0.0.1" || f["open"] != int64(2) || f["limit"] != int64(2) || f["remote"] == nil {
+		t.Fatalf("refusal logged with %v", f)
 	}
 	a.roundTrip(kmsg.NewPtrApiVersionsRequest())
 	b.nc.Close()
