@@ -67,6 +67,13 @@ func setupServe(fs *flag.FlagSet) func(ctx context.Context, args []string) error
 		idleTimeout   = fs.Duration("idle-timeout", def.IdleTimeout, "close a connection silent this long with nothing pending (Kafka connections.max.idle.ms)")
 		writeTimeout  = fs.Duration("write-timeout", def.WriteTimeout, "close a connection whose client does not read its responses for this long")
 		groupMetrics  = fs.Bool("per-group-metrics", def.PerGroupMetrics, "export generation, members and unowned partitions per group (three series per group)")
+		authorizer    = fs.String("authorizer", "off", "Kafka ACL authorization: on (every request checked against the ACLs kept in the store, managed with kadm or kafka-acls; what no ACL allows is denied) or off (everything allowed; the ACL APIs answer SECURITY_DISABLED)")
+		superUsers    = fs.String("super-users", "", "`principals` allowed everything while --authorizer is on, separated by semicolons, as Kafka's super.users: User:admin;User:ops")
+		quotaRate     = fs.Float64("quota-request-rate", 0, "most requests per second of one principal over all its connections; a client over it is throttled as Kafka throttles (0: no quota)")
+		quotaConnRate = fs.Float64("quota-connection-request-rate", 0, "most requests per second of one connection; a client over it is throttled as Kafka throttles (0: no quota)")
+		maxPerIP      = fs.Int("max-connections-per-ip", def.MaxConnectionsPerIP, "most connections from one client IP address; one beyond it is closed on accept (0: no limit)")
+		parkedConn    = fs.Int("max-parked-per-connection", def.MaxParkedPerConnection, "most requests one connection may have parked (JoinGroup, SyncGroup, Fetch held for MaxWait); beyond it a Fetch is answered at once and a group request COORDINATOR_LOAD_IN_PROGRESS")
+		parkedGroup   = fs.Int("max-parked-per-group", def.MaxParkedPerGroup, "most requests one group may hold parked; beyond it a JoinGroup or SyncGroup is answered COORDINATOR_LOAD_IN_PROGRESS")
 		storeFlags    = addStoreFlags(fs)
 		electionTTL   = fs.Duration("election-ttl", 5*time.Second, "with the etcd store: how long a leader that stops renewing its lease (crash, pause, partition) keeps the groups before another node may take over; whole seconds")
 		logLevel      = fs.String("log-level", "info", "log `level`: debug, info, warn or error")
@@ -108,6 +115,26 @@ func setupServe(fs *flag.FlagSet) func(ctx context.Context, args []string) error
 		cfg.IdleTimeout = *idleTimeout
 		cfg.WriteTimeout = *writeTimeout
 		cfg.PerGroupMetrics = *groupMetrics
+		switch *authorizer {
+		case "on":
+			cfg.Authorization = true
+		case "off":
+		default:
+			return usagef("--authorizer %q: on or off", *authorizer)
+		}
+		for _, u := range strings.Split(*superUsers, ";") {
+			if u = strings.TrimSpace(u); u != "" {
+				cfg.SuperUsers = append(cfg.SuperUsers, u)
+			}
+		}
+		if len(cfg.SuperUsers) > 0 && !cfg.Authorization {
+			return usagef("--super-users is given but --authorizer is off")
+		}
+		cfg.QuotaRequestRate = *quotaRate
+		cfg.QuotaConnectionRequestRate = *quotaConnRate
+		cfg.MaxConnectionsPerIP = *maxPerIP
+		cfg.MaxParkedPerConnection = *parkedConn
+		cfg.MaxParkedPerGroup = *parkedGroup
 		cfg.Core.MinSessionTimeout = *minSession
 		cfg.Core.MaxSessionTimeout = *maxSession
 		cfg.Core.ConsumerSessionTimeout = *cSession
@@ -231,6 +258,7 @@ func setupServe(fs *flag.FlagSet) func(ctx context.Context, args []string) error
 			cfg.TopicStore = etcdstore.NewTopics(be.cli, etcdstore.Prefix(storeFlags.prefix))
 			cfg.LogStore = etcdstore.NewLogs(be.cli, etcdstore.Prefix(storeFlags.prefix))
 			cfg.Credentials = etcdstore.NewUsers(be.cli, etcdstore.Prefix(storeFlags.prefix))
+			cfg.ACLStore = etcdstore.NewACLs(be.cli, etcdstore.Prefix(storeFlags.prefix))
 		}
 		if err := cfg.Validate(); err != nil {
 			ln.Close()

@@ -64,6 +64,8 @@ func TestServeHelp(t *testing.T) {
 		"--etcd-username", "--etcd-prefix", "--max-txn-ops", "--etcd-dial-timeout",
 		"--etcd-name", "--etcd-initial-cluster", "--etcd-initial-cluster-token", "--etcd-initial-cluster-state",
 		"--etcd-peer-listen", "--etcd-client-listen", "TENURE_ETCD_INITIAL_CLUSTER",
+		"--authorizer", "--super-users", "TENURE_SUPER_USERS", "--quota-request-rate", "--quota-connection-request-rate",
+		"--max-connections-per-ip", "--max-parked-per-connection", "--max-parked-per-group",
 	} {
 		if !strings.Contains(help, want) {
 			t.Errorf("help lacks %q", want)
@@ -111,6 +113,12 @@ func TestServeRejectsBadSettings(t *testing.T) {
 		{name: "bad cluster state", args: []string{"--etcd-initial-cluster", three, "--etcd-name", "n1", "--etcd-initial-cluster-state", "old"},
 			want: "neither new nor existing"},
 		{name: "client listen on a name", args: []string{"--etcd-client-listen", "localhost.example:2379"}, want: "must be an IP address or localhost"},
+		{name: "authorizer neither on nor off", args: []string{"--authorizer", "yes"}, want: "on or off"},
+		{name: "super users without the authorizer", args: []string{"--super-users", "User:admin"}, want: "--authorizer is off"},
+		{name: "super user without a type", args: []string{"--authorizer", "on", "--super-users", "User:admin;root"}, want: `super user "root"`},
+		{name: "negative quota", args: []string{"--quota-request-rate", "-1"}, want: "must not be negative"},
+		{name: "negative per-IP limit", args: []string{"--max-connections-per-ip", "-1"}},
+		{name: "no parked requests", args: []string{"--max-parked-per-connection", "0"}},
 		{name: "http and its deprecated name disagree", args: []string{"--http", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:1"},
 			want: "--metrics-listen is the deprecated name of --http"},
 	} {

@@ -19,6 +19,11 @@ import (
 // UNKNOWN_TOPIC_OR_PARTITION for it. Incremental fetch sessions are not
 // kept: the session ID is always 0, and a request naming a session gets
 // FETCH_SESSION_ID_NOT_FOUND.
+//
+// Authorization: READ on each topic, else TOPIC_AUTHORIZATION_FAILED for
+// its partitions (before their existence is checked, as in Kafka), which
+// answers the Fetch at once. A connection holding MaxParkedPerConnection
+// requests already gets its Fetch answered at once (parked.go).
 
 func init() {
 	register(api{
@@ -34,12 +39,25 @@ func init() {
 
 func (s *Server) handleFetch(c *conn, sl *slot, req *kmsg.FetchRequest) {
 	resp := emptyFetch(req, s.topics)
+	if s.authz.on {
+		for i := range resp.Topics {
+			st := &resp.Topics[i]
+			if s.authorized(c, 1, resTopic, st.Topic, opRead) {
+				continue
+			}
+			for j := range st.Partitions {
+				p := &st.Partitions[j]
+				p.ErrorCode = kerr.TopicAuthorizationFailed.Code
+				p.HighWatermark, p.LastStableOffset, p.LogStartOffset = -1, -1, -1
+			}
+		}
+	}
 	if req.Version >= 7 && req.SessionID != 0 {
 		resp.ErrorCode = kerr.FetchSessionIDNotFound.Code
 		resp.Topics = nil
 	}
 	wait := min(time.Duration(req.MaxWaitMillis)*time.Millisecond, s.cfg.MaxFetchWait)
-	if wait <= 0 || responseCode(resp) != 0 {
+	if wait <= 0 || responseCode(resp) != 0 || !s.parkAllowed(c) {
 		c.respond(sl, resp)
 		return
 	}

@@ -14,13 +14,16 @@ import (
 // offset starts cleanly at 0. Leader epochs are -1: the server does not
 // serve OffsetForLeaderEpoch, so clients skip epoch validation. A partition
 // that does not exist is UNKNOWN_TOPIC_OR_PARTITION.
+//
+// Authorization: DESCRIBE on each topic, else TOPIC_AUTHORIZATION_FAILED
+// for its partitions.
 
 func init() {
 	register(api{
 		key: 2, min: 0, max: 7,
 		aliasFree: true,
 		handle: func(s *Server, c *conn, sl *slot, _ time.Time) {
-			c.respond(sl, s.handleListOffsets(sl.req.(*kmsg.ListOffsetsRequest)))
+			c.respond(sl, s.handleListOffsets(c, sl.req.(*kmsg.ListOffsetsRequest)))
 		},
 		errorResponse: func(req kmsg.Request, code int16) kmsg.Response {
 			resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
@@ -50,17 +53,20 @@ func init() {
 	})
 }
 
-func (s *Server) handleListOffsets(req *kmsg.ListOffsetsRequest) kmsg.Response {
+func (s *Server) handleListOffsets(c *conn, req *kmsg.ListOffsetsRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
 	for _, rt := range req.Topics {
 		st := kmsg.NewListOffsetsResponseTopic()
 		st.Topic = rt.Topic
 		t := s.topics.get(rt.Topic)
+		allowed := s.authorized(c, 2, resTopic, rt.Topic, opDescribe)
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewListOffsetsResponseTopicPartition()
 			sp.Partition = rp.Partition
 			sp.LeaderEpoch = -1
 			switch {
+			case !allowed:
+				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
 			case t == nil || rp.Partition < 0 || rp.Partition >= t.partitions:
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 			case req.Version == 0:

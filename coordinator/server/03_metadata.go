@@ -8,6 +8,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
+
+	"github.com/tenure-dev/tenure/coordinator/acl"
 )
 
 // Metadata: v0-12.
@@ -22,6 +24,15 @@ import (
 // (UNKNOWN_TOPIC_ID when asked by ID). A creation refused by a limit is
 // POLICY_VIOLATION, an invalid name INVALID_TOPIC_EXCEPTION. v10+ carries
 // the topic IDs that KIP-848 clients need.
+//
+// Authorization, as Kafka's: a listing of every topic leaves out those
+// the client may not DESCRIBE. A topic asked for by name that it may not
+// DESCRIBE is TOPIC_AUTHORIZATION_FAILED, whether or not it exists, and is
+// never created; one asked for by ID is TOPIC_AUTHORIZATION_FAILED without
+// its name (an unknown ID stays UNKNOWN_TOPIC_ID: IDs reveal nothing). An
+// auto-creation needs CREATE on the cluster or on the topic, else the
+// topic is TOPIC_AUTHORIZATION_FAILED. Topic authorized operations (v8+)
+// are reported when asked for.
 
 func init() {
 	register(api{
@@ -73,6 +84,9 @@ func (s *Server) handleMetadata(c *conn, req *kmsg.MetadataRequest, now time.Tim
 		rt.Topic = &name
 		rt.TopicID = t.id
 		rt.Partitions = t.metadataPartitions(self)
+		if req.IncludeTopicAuthorizedOperations {
+			rt.AuthorizedOperations = s.authorizedOps(c, resTopic, name, topicOps)
+		}
 		resp.Topics = append(resp.Topics, rt)
 	}
 	addErr := func(name *string, id [16]byte, code int16) {
@@ -85,7 +99,7 @@ func (s *Server) handleMetadata(c *conn, req *kmsg.MetadataRequest, now time.Tim
 
 	if req.Topics == nil || req.Version == 0 && len(req.Topics) == 0 {
 		for _, name := range s.topics.Names() {
-			if t := s.topics.get(name); t != nil {
+			if t := s.topics.get(name); t != nil && s.visible(c, resTopic, name, opDescribe) {
 				add(t)
 			}
 		}
@@ -93,6 +107,8 @@ func (s *Server) handleMetadata(c *conn, req *kmsg.MetadataRequest, now time.Tim
 	}
 
 	allowAuto := s.cfg.AutoCreateTopics && (req.Version < 4 || req.AllowAutoTopicCreation)
+	// Kafka asks the cluster once and the topics only without it.
+	createAll := allowAuto && s.visible(c, resCluster, acl.ClusterName, opCreate)
 	if s.cfg.Cluster != nil {
 		// Another node of the HA set may have just created a topic asked
 		// for: look it up before calling it unknown. A topic this node
@@ -121,6 +137,10 @@ func (s *Server) handleMetadata(c *conn, req *kmsg.MetadataRequest, now time.Tim
 				addErr(nil, rt.TopicID, kerr.UnknownTopicID.Code)
 				continue
 			}
+			if !s.authorized(c, 3, resTopic, t.name, opDescribe) {
+				addErr(nil, rt.TopicID, kerr.TopicAuthorizationFailed.Code)
+				continue
+			}
 			if !seen[t.name] {
 				seen[t.name] = true
 				add(t)
@@ -135,8 +155,16 @@ func (s *Server) handleMetadata(c *conn, req *kmsg.MetadataRequest, now time.Tim
 			continue
 		}
 		seen[name] = true
+		if !s.authorized(c, 3, resTopic, name, opDescribe) {
+			addErr(rt.Topic, [16]byte{}, kerr.TopicAuthorizationFailed.Code)
+			continue
+		}
 		t := s.topics.get(name)
 		if t == nil {
+			if allowAuto && !createAll && !s.authorized(c, 3, resTopic, name, opCreate) {
+				addErr(rt.Topic, [16]byte{}, kerr.TopicAuthorizationFailed.Code)
+				continue
+			}
 			if !allowAuto {
 				s.unknownTopic(c.clientID, c.host, name, "metadata")
 				addErr(rt.Topic, [16]byte{}, kerr.UnknownTopicOrPartition.Code)

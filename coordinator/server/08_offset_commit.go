@@ -3,6 +3,7 @@ package server
 import (
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -15,6 +16,13 @@ import (
 // (an admin or a consumer outside group management commits to a group
 // nobody joined). Consumer-protocol groups need v9, which carries the
 // member epoch.
+//
+// Authorization, as Kafka's: READ on the group, else every partition is
+// GROUP_AUTHORIZATION_FAILED and nothing is committed; then READ on each
+// topic, else its partitions are TOPIC_AUTHORIZATION_FAILED while the
+// other topics' commits go ahead (the refused topics are taken out of the
+// request and their answers merged into the group's, slot.merge). A
+// commit none of whose topics may be read does not reach the group.
 
 func init() {
 	register(api{
@@ -22,6 +30,9 @@ func init() {
 		aliasFree: true,
 		handle: func(s *Server, c *conn, sl *slot, now time.Time) {
 			req := sl.req.(*kmsg.OffsetCommitRequest)
+			if s.authz.on && !s.authorizeCommit(c, sl, req) {
+				return
+			}
 			if s.cfg.Cluster != nil {
 				names, ids := make([]string, 0, len(req.Topics)), make([][16]byte, 0, len(req.Topics))
 				for _, t := range req.Topics {
@@ -49,6 +60,53 @@ func init() {
 			return 0
 		},
 	})
+}
+
+// authorizeCommit applies the commit's authorization: it answers the
+// request and reports false if nothing of it may go to the group, and
+// otherwise takes the topics the client may not read out of req and has
+// their refusals merged into the response.
+func (s *Server) authorizeCommit(c *conn, sl *slot, req *kmsg.OffsetCommitRequest) bool {
+	if !s.authorized(c, 8, resGroup, req.Group, opRead) {
+		c.respond(sl, offsetCommitErrorResponse(req, kerr.GroupAuthorizationFailed.Code))
+		return false
+	}
+	var kept []kmsg.OffsetCommitRequestTopic
+	var refused []kmsg.OffsetCommitResponseTopic
+	for i, rt := range req.Topics {
+		if s.authorized(c, 8, resTopic, rt.Topic, opRead) {
+			if refused != nil {
+				kept = append(kept, rt)
+			}
+			continue
+		}
+		if refused == nil {
+			kept = append(kept, req.Topics[:i]...)
+		}
+		st := kmsg.NewOffsetCommitResponseTopic()
+		st.Topic, st.TopicID = rt.Topic, rt.TopicID
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewOffsetCommitResponseTopicPartition()
+			sp.Partition, sp.ErrorCode = rp.Partition, kerr.TopicAuthorizationFailed.Code
+			st.Partitions = append(st.Partitions, sp)
+		}
+		refused = append(refused, st)
+	}
+	if refused == nil {
+		return true
+	}
+	if len(kept) == 0 {
+		resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
+		resp.Topics = refused
+		c.respond(sl, resp)
+		return false
+	}
+	req.Topics = kept
+	sl.merge = func(resp kmsg.Response) {
+		r := resp.(*kmsg.OffsetCommitResponse)
+		r.Topics = append(r.Topics, refused...)
+	}
+	return true
 }
 
 // offsetCommitErrorResponse refuses every partition of req with code:

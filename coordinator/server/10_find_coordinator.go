@@ -14,13 +14,16 @@ import (
 // the client's listener. v0-3 carry one key, v4 a batch
 // (KIP-699). Only group coordinators (type 0) exist: a transaction
 // coordinator lookup is INVALID_REQUEST, as Kafka answers an unknown type.
+//
+// Authorization: DESCRIBE on the group, else GROUP_AUTHORIZATION_FAILED
+// for its key, before anything else is said of it.
 
 func init() {
 	register(api{
 		key: 10, min: 0, max: 4,
 		aliasFree: true,
 		handle: func(s *Server, c *conn, sl *slot, now time.Time) {
-			c.respond(sl, s.handleFindCoordinator(c.ln.Name, sl.req.(*kmsg.FindCoordinatorRequest), now))
+			c.respond(sl, s.handleFindCoordinator(c, sl.req.(*kmsg.FindCoordinatorRequest), now))
 		},
 		errorResponse: func(req kmsg.Request, code int16) kmsg.Response {
 			r := req.(*kmsg.FindCoordinatorRequest)
@@ -51,7 +54,7 @@ func init() {
 	})
 }
 
-func (s *Server) handleFindCoordinator(listener string, req *kmsg.FindCoordinatorRequest, now time.Time) kmsg.Response {
+func (s *Server) handleFindCoordinator(cn *conn, req *kmsg.FindCoordinatorRequest, now time.Time) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
 	coord, known := s.coordinatorNode(now)
 	var host string
@@ -59,7 +62,7 @@ func (s *Server) handleFindCoordinator(listener string, req *kmsg.FindCoordinato
 	if known {
 		// A coordinator without the client's listener cannot be
 		// reached by the client: as if there were none (Kafka).
-		host, port, known = coord.hostPortOn(listener)
+		host, port, known = coord.hostPortOn(cn.ln.Name)
 	}
 	keys := req.CoordinatorKeys
 	if req.Version <= 3 {
@@ -68,7 +71,10 @@ func (s *Server) handleFindCoordinator(listener string, req *kmsg.FindCoordinato
 	for _, key := range keys {
 		c := kmsg.NewFindCoordinatorResponseCoordinator()
 		c.Key = key
-		if req.CoordinatorType != 0 {
+		if req.CoordinatorType == 0 && !s.authorized(cn, 10, resGroup, key, opDescribe) {
+			c.ErrorCode = kerr.GroupAuthorizationFailed.Code
+			c.NodeID, c.Port = -1, -1
+		} else if req.CoordinatorType != 0 {
 			c.ErrorCode = kerr.InvalidRequest.Code
 			msg := "tenure coordinates consumer groups only"
 			c.ErrorMessage = &msg

@@ -12,12 +12,22 @@ import (
 // the classic rebalance ends (coordinator/classic_join.go). A JoinGroup may
 // create its group, as in Kafka. The core keeps the members' protocol
 // metadata, so the request is decoded from its own copy of the frame.
+//
+// Authorization: READ on the group, else GROUP_AUTHORIZATION_FAILED.
+// A connection holding MaxParkedPerConnection parked requests, or a group
+// holding MaxParkedPerGroup, gets COORDINATOR_LOAD_IN_PROGRESS instead of
+// parking one more (parked.go).
 
 func init() {
 	register(api{
 		key: 11, min: 0, max: 9,
+		parks: true,
 		handle: func(s *Server, c *conn, sl *slot, now time.Time) {
-			s.step(c, sl, sl.req.(*kmsg.JoinGroupRequest).Group, true, now)
+			name := sl.req.(*kmsg.JoinGroupRequest).Group
+			if s.groupDenied(c, sl, name, opRead) {
+				return
+			}
+			s.step(c, sl, name, true, now)
 		},
 		errorResponse: func(req kmsg.Request, code int16) kmsg.Response {
 			resp := req.ResponseKind().(*kmsg.JoinGroupResponse)

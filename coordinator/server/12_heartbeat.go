@@ -13,6 +13,8 @@ import (
 // classic group's hot path: the request and response objects are the
 // slot's own, so a steady-state heartbeat allocates only the strings it
 // decodes, and its handling time is the heartbeat histogram's.
+//
+// Authorization: READ on the group, else GROUP_AUTHORIZATION_FAILED.
 
 func init() {
 	register(api{
@@ -28,7 +30,11 @@ func init() {
 			return &sl.hbResp
 		},
 		handle: func(s *Server, c *conn, sl *slot, now time.Time) {
-			s.step(c, sl, sl.req.(*kmsg.HeartbeatRequest).Group, false, now)
+			name := sl.req.(*kmsg.HeartbeatRequest).Group
+			if s.groupDenied(c, sl, name, opRead) {
+				return
+			}
+			s.step(c, sl, name, false, now)
 			s.m.hbClassic.Observe(time.Since(now).Seconds())
 		},
 		errorResponse: func(req kmsg.Request, code int16) kmsg.Response {

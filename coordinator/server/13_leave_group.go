@@ -11,13 +11,19 @@ import (
 // Stepped into the group's core (coordinator/classic_leave.go); it never
 // creates a group. v3+ names a batch of members, each answered with its
 // own code.
+//
+// Authorization: READ on the group, else GROUP_AUTHORIZATION_FAILED.
 
 func init() {
 	register(api{
 		key: 13, min: 0, max: 5,
 		aliasFree: true,
 		handle: func(s *Server, c *conn, sl *slot, now time.Time) {
-			s.step(c, sl, sl.req.(*kmsg.LeaveGroupRequest).Group, false, now)
+			name := sl.req.(*kmsg.LeaveGroupRequest).Group
+			if s.groupDenied(c, sl, name, opRead) {
+				return
+			}
+			s.step(c, sl, name, false, now)
 		},
 		errorResponse: func(req kmsg.Request, code int16) kmsg.Response {
 			resp := req.ResponseKind().(*kmsg.LeaveGroupResponse)

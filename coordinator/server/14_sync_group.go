@@ -12,12 +12,22 @@ import (
 // arrives (coordinator/classic_sync.go); it never creates a group. The core
 // keeps the leader's assignments, so the request is decoded from its own
 // copy of the frame.
+//
+// Authorization: READ on the group, else GROUP_AUTHORIZATION_FAILED.
+// A connection holding MaxParkedPerConnection parked requests, or a group
+// holding MaxParkedPerGroup, gets COORDINATOR_LOAD_IN_PROGRESS instead of
+// parking one more (parked.go).
 
 func init() {
 	register(api{
 		key: 14, min: 0, max: 5,
+		parks: true,
 		handle: func(s *Server, c *conn, sl *slot, now time.Time) {
-			s.step(c, sl, sl.req.(*kmsg.SyncGroupRequest).Group, false, now)
+			name := sl.req.(*kmsg.SyncGroupRequest).Group
+			if s.groupDenied(c, sl, name, opRead) {
+				return
+			}
+			s.step(c, sl, name, false, now)
 		},
 		errorResponse: func(req kmsg.Request, code int16) kmsg.Response {
 			resp := req.ResponseKind().(*kmsg.SyncGroupResponse)

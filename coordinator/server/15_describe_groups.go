@@ -16,13 +16,17 @@ import (
 // Dead, as Kafka does; so is a KIP-848 group (which ConsumerGroupDescribe
 // describes), for which the core answers GROUP_ID_NOT_FOUND, a code Kafka
 // only returns from v6, so it is dropped here.
+//
+// Authorization: DESCRIBE on each group, else it is
+// GROUP_AUTHORIZATION_FAILED with no state. The group's authorized
+// operations (v3+) are reported when asked for.
 
 func init() {
 	register(api{
 		key: 15, min: 0, max: 5,
 		aliasFree: true,
 		handle: func(s *Server, c *conn, sl *slot, _ time.Time) {
-			c.respond(sl, s.handleDescribeGroups(sl.req.(*kmsg.DescribeGroupsRequest)))
+			c.respond(sl, s.handleDescribeGroups(c, sl.req.(*kmsg.DescribeGroupsRequest)))
 		},
 		errorResponse: func(req kmsg.Request, code int16) kmsg.Response {
 			resp := req.ResponseKind().(*kmsg.DescribeGroupsResponse)
@@ -44,12 +48,21 @@ func init() {
 	})
 }
 
-func (s *Server) handleDescribeGroups(req *kmsg.DescribeGroupsRequest) kmsg.Response {
+func (s *Server) handleDescribeGroups(c *conn, req *kmsg.DescribeGroupsRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.DescribeGroupsResponse)
 	for _, name := range req.Groups {
+		if !s.authorized(c, 15, resGroup, name, opDescribe) {
+			dg := kmsg.NewDescribeGroupsResponseGroup()
+			dg.Group, dg.ErrorCode = name, kerr.GroupAuthorizationFailed.Code
+			resp.Groups = append(resp.Groups, dg)
+			continue
+		}
 		dg := s.describeGroup(name)
 		if req.Version < 6 && dg.ErrorCode == kerr.GroupIDNotFound.Code {
 			dg.ErrorCode, dg.ErrorMessage = 0, nil
+		}
+		if req.IncludeAuthorizedOperations && dg.ErrorCode == 0 {
+			dg.AuthorizedOperations = s.authorizedOps(c, resGroup, name, groupOps)
 		}
 		resp.Groups = append(resp.Groups, dg)
 	}

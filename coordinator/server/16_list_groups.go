@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tenure-dev/tenure/coordinator/acl"
 )
 
 // ListGroups: v0-5.
@@ -15,13 +17,16 @@ import (
 // filters match case-insensitively, as in Kafka. Each group is read while
 // the server owns it, one at a time. A node of an HA set that does not lead
 // lists no group.
+//
+// Authorization, as Kafka's: a client that may DESCRIBE the cluster sees
+// every group; any other sees the groups it may DESCRIBE.
 
 func init() {
 	register(api{
 		key: 16, min: 0, max: 5,
 		aliasFree: true,
 		handle: func(s *Server, c *conn, sl *slot, now time.Time) {
-			c.respond(sl, s.handleListGroups(sl.req.(*kmsg.ListGroupsRequest), now))
+			c.respond(sl, s.handleListGroups(c, sl.req.(*kmsg.ListGroupsRequest), now))
 		},
 		errorResponse: func(req kmsg.Request, code int16) kmsg.Response {
 			resp := req.ResponseKind().(*kmsg.ListGroupsResponse)
@@ -32,7 +37,7 @@ func init() {
 	})
 }
 
-func (s *Server) handleListGroups(req *kmsg.ListGroupsRequest, now time.Time) kmsg.Response {
+func (s *Server) handleListGroups(c *conn, req *kmsg.ListGroupsRequest, now time.Time) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.ListGroupsResponse)
 	tm := s.leading(now)
 	if tm == nil {
@@ -43,7 +48,11 @@ func (s *Server) handleListGroups(req *kmsg.ListGroupsRequest, now time.Time) km
 	match := func(filter []string, v string) bool {
 		return len(filter) == 0 || slices.ContainsFunc(filter, func(f string) bool { return strings.EqualFold(f, v) })
 	}
+	all := s.visible(c, resCluster, acl.ClusterName, opDescribe)
 	for _, e := range tm.groups.snapshot() {
+		if !all && !s.visible(c, resGroup, e.name, opDescribe) {
+			continue
+		}
 		e.mu.Lock()
 		if e.gone || e.offline || e.g.Deleted() {
 			e.mu.Unlock()

@@ -6,6 +6,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tenure-dev/tenure/coordinator/acl"
 )
 
 // CreateTopics: v0-7.
@@ -19,13 +21,17 @@ import (
 // other replication factor is accepted and reported as 1: topics are
 // virtual and hold no data to replicate. Configs are ignored. ValidateOnly
 // checks without creating. Existing groups learn of new topics at once.
+//
+// Authorization, as Kafka's: CREATE on the cluster allows every topic;
+// without it each topic needs CREATE on itself, else it is
+// TOPIC_AUTHORIZATION_FAILED (after the check for names listed twice).
 
 func init() {
 	register(api{
 		key: 19, min: 0, max: 7,
 		aliasFree: true,
 		handle: func(s *Server, c *conn, sl *slot, now time.Time) {
-			c.respond(sl, s.handleCreateTopics(sl.req.(*kmsg.CreateTopicsRequest), now))
+			c.respond(sl, s.handleCreateTopics(c, sl.req.(*kmsg.CreateTopicsRequest), now))
 		},
 		errorResponse: func(req kmsg.Request, code int16) kmsg.Response {
 			resp := req.ResponseKind().(*kmsg.CreateTopicsResponse)
@@ -48,13 +54,14 @@ func init() {
 	})
 }
 
-func (s *Server) handleCreateTopics(req *kmsg.CreateTopicsRequest, now time.Time) kmsg.Response {
+func (s *Server) handleCreateTopics(c *conn, req *kmsg.CreateTopicsRequest, now time.Time) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.CreateTopicsResponse)
 	count := make(map[string]int, len(req.Topics))
 	for _, rt := range req.Topics {
 		count[rt.Topic]++
 	}
 	created := false
+	createAll := s.visible(c, resCluster, acl.ClusterName, opCreate)
 	for _, rt := range req.Topics {
 		st := kmsg.NewCreateTopicsResponseTopic()
 		st.Topic = rt.Topic
@@ -80,6 +87,9 @@ func (s *Server) handleCreateTopics(req *kmsg.CreateTopicsRequest, now time.Time
 		switch {
 		case count[rt.Topic] > 1:
 			fail(kerr.InvalidRequest.Code, "topic listed more than once")
+			continue
+		case !createAll && !s.authorized(c, 19, resTopic, rt.Topic, opCreate):
+			fail(kerr.TopicAuthorizationFailed.Code, "Authorization failed.")
 			continue
 		case rt.ReplicationFactor == 0 || rt.ReplicationFactor < -1:
 			fail(kerr.InvalidReplicationFactor.Code, "replication factor must be positive or -1")

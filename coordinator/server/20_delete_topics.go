@@ -30,13 +30,17 @@ import (
 // deleted. Store failures are KAFKA_STORAGE_ERROR, retriable. Each distinct
 // name or ID is answered once, in request order. TimeoutMillis is ignored:
 // a deletion is answered when it is done, within the store timeout.
+//
+// Authorization, as Kafka's: DELETE on each topic, else
+// TOPIC_AUTHORIZATION_FAILED; a topic named by ID also needs DESCRIBE,
+// without which its name is not revealed.
 
 func init() {
 	register(api{
 		key: 20, min: 0, max: 6,
 		aliasFree: true,
 		handle: func(s *Server, c *conn, sl *slot, now time.Time) {
-			c.respond(sl, s.handleDeleteTopics(sl.req.(*kmsg.DeleteTopicsRequest), now))
+			c.respond(sl, s.handleDeleteTopics(c, sl.req.(*kmsg.DeleteTopicsRequest), now))
 		},
 		errorResponse: func(req kmsg.Request, code int16) kmsg.Response {
 			resp := req.ResponseKind().(*kmsg.DeleteTopicsResponse)
@@ -71,7 +75,7 @@ func deleteTopicsRequested(req *kmsg.DeleteTopicsRequest) []kmsg.DeleteTopicsReq
 	return out
 }
 
-func (s *Server) handleDeleteTopics(req *kmsg.DeleteTopicsRequest, now time.Time) kmsg.Response {
+func (s *Server) handleDeleteTopics(c *conn, req *kmsg.DeleteTopicsRequest, now time.Time) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.DeleteTopicsResponse)
 	requested := deleteTopicsRequested(req)
 	if s.cfg.Cluster != nil {
@@ -130,12 +134,24 @@ func (s *Server) handleDeleteTopics(req *kmsg.DeleteTopicsRequest, now time.Time
 		switch {
 		case st.ErrorCode != 0:
 		case rt.Topic != nil:
-			if t = s.topics.get(*rt.Topic); t == nil {
+			if !s.authorized(c, 20, resTopic, *rt.Topic, opDelete) {
+				fail(&st, kerr.TopicAuthorizationFailed.Code, "")
+			} else if t = s.topics.get(*rt.Topic); t == nil {
 				fail(&st, kerr.UnknownTopicOrPartition.Code, "")
 			}
 		default:
 			if t = s.topics.getID(rt.TopicID); t == nil {
 				fail(&st, kerr.UnknownTopicID.Code, "")
+			} else if !s.authorized(c, 20, resTopic, t.name, opDescribe) {
+				t = nil
+				fail(&st, kerr.TopicAuthorizationFailed.Code, "")
+			} else if !s.authorized(c, 20, resTopic, t.name, opDelete) {
+				if req.Version >= 6 {
+					name := t.name
+					st.Topic = &name
+				}
+				t = nil
+				fail(&st, kerr.TopicAuthorizationFailed.Code, "")
 			}
 		}
 		if t != nil {

@@ -3,6 +3,7 @@ package server
 import (
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
 
@@ -17,13 +18,15 @@ import (
 // then forgotten, but for its tombstone in the store: a group re-created
 // under the name continues above its epochs. A group that does not exist
 // is GROUP_ID_NOT_FOUND.
+//
+// Authorization: DELETE on each group, else GROUP_AUTHORIZATION_FAILED.
 
 func init() {
 	register(api{
 		key: 42, min: 0, max: 2,
 		aliasFree: true,
 		handle: func(s *Server, c *conn, sl *slot, now time.Time) {
-			c.respond(sl, s.handleDeleteGroups(sl.req.(*kmsg.DeleteGroupsRequest), now))
+			c.respond(sl, s.handleDeleteGroups(c, sl.req.(*kmsg.DeleteGroupsRequest), now))
 		},
 		errorResponse: func(req kmsg.Request, code int16) kmsg.Response {
 			resp := req.ResponseKind().(*kmsg.DeleteGroupsResponse)
@@ -45,12 +48,16 @@ func init() {
 	})
 }
 
-func (s *Server) handleDeleteGroups(req *kmsg.DeleteGroupsRequest, now time.Time) kmsg.Response {
+func (s *Server) handleDeleteGroups(c *conn, req *kmsg.DeleteGroupsRequest, now time.Time) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.DeleteGroupsResponse)
 	for _, name := range req.Groups {
 		dg := kmsg.NewDeleteGroupsResponseGroup()
 		dg.Group = name
-		dg.ErrorCode = s.deleteGroup(name, now)
+		if !s.authorized(c, 42, resGroup, name, opDelete) {
+			dg.ErrorCode = kerr.GroupAuthorizationFailed.Code
+		} else {
+			dg.ErrorCode = s.deleteGroup(name, now)
+		}
 		resp.Groups = append(resp.Groups, dg)
 	}
 	return resp

@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
 
+	"github.com/tenure-dev/tenure/coordinator/acl"
 	"github.com/tenure-dev/tenure/coordinator/store"
 )
 
@@ -26,6 +27,11 @@ func init() {
 		key: 50, min: 0, max: 0,
 		aliasFree: true,
 		handle: func(s *Server, c *conn, sl *slot, _ time.Time) {
+			// Kafka: DESCRIBE on the cluster.
+			if !s.authorized(c, 50, resCluster, acl.ClusterName, opDescribe) {
+				c.respond(sl, apis[50].errorResponse(sl.req, kerr.ClusterAuthorizationFailed.Code))
+				return
+			}
 			c.respond(sl, s.handleDescribeUserScramCredentials(sl.req.(*kmsg.DescribeUserSCRAMCredentialsRequest)))
 		},
 		errorResponse: func(req kmsg.Request, code int16) kmsg.Response {

@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
 
+	"github.com/tenure-dev/tenure/coordinator/acl"
 	"github.com/tenure-dev/tenure/coordinator/store"
 )
 
@@ -32,6 +33,11 @@ func init() {
 	register(api{
 		key: 51, min: 0, max: 0,
 		handle: func(s *Server, c *conn, sl *slot, _ time.Time) {
+			// Kafka: ALTER on the cluster; every user is refused.
+			if !s.authorized(c, 51, resCluster, acl.ClusterName, opAlter) {
+				c.respond(sl, apis[51].errorResponse(sl.req, kerr.ClusterAuthorizationFailed.Code))
+				return
+			}
 			c.respond(sl, s.handleAlterUserScramCredentials(c, sl.req.(*kmsg.AlterUserSCRAMCredentialsRequest)))
 		},
 		errorResponse: func(req kmsg.Request, code int16) kmsg.Response {

@@ -30,6 +30,10 @@ type api struct {
 	// protocol metadata.
 	aliasFree bool
 
+	// parks says a request of this key may wait in its group for others
+	// (JoinGroup, SyncGroup): the parked bounds apply to it (parked.go).
+	parks bool
+
 	// handle answers sl.req, a decoded request of this key, at once or
 	// later: a group request may park in its group, a Fetch is held.
 	handle func(s *Server, c *conn, sl *slot, now time.Time)
@@ -119,6 +123,9 @@ var apiVersionsKeys = sync.OnceValue(func() []kmsg.ApiVersionsResponseApiKey {
 // admitted. Requests answered on the spot are completed by their handler;
 // group requests go to their group, which may park them.
 func (s *Server) dispatch(c *conn, sl *slot, now time.Time) {
+	if s.quotas.on() {
+		sl.throttle = throttleMillis(s.quotas.charge(c, now))
+	}
 	apis[sl.key].handle(s, c, sl, now)
 }
 

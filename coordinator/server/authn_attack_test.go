@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/x509/pkix"
 	"fmt"
-	"github.com/tenure-dev/tenure/coordinator"
 	"net"
 	"slices"
 	"strings"
@@ -15,6 +14,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	xscram "github.com/xdg-go/scram"
 	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/tenure-dev/tenure/coordinator"
 )
 
 // attackEnv is a server with a SASL_PLAINTEXT listener (SASL) and an mTLS

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -184,6 +185,56 @@ type Config struct {
 	// longer fails, which takes its groups offline until they are
 	// reloaded. Default 10 s.
 	StoreTimeout time.Duration
+
+	// Authorization turns on Kafka's ACL authorization (authz.go): every
+	// request is checked as Kafka checks it against the bindings in
+	// ACLStore, and what no binding allows is denied. Off (the default),
+	// every request is allowed and the ACL APIs answer SECURITY_DISABLED,
+	// as a Kafka broker without an authorizer does.
+	Authorization bool
+
+	// SuperUsers may do anything while Authorization is on, whatever the
+	// ACLs say (Kafka's super.users): principals such as "User:admin".
+	SuperUsers []string
+
+	// ACLStore keeps the ACLs. Default: Store, if it implements
+	// store.ACLStore. Every node of an HA set shares one.
+	ACLStore store.ACLStore
+
+	// ACLRefresh is how often the ACLs are reloaded from ACLStore as a
+	// fallback: they are reloaded at once after every change made through
+	// this node, and, with a store that watches (etcd), after every
+	// change made through another. Default 30 s.
+	ACLRefresh time.Duration
+
+	// QuotaRequestRate is the most requests per second one principal may
+	// send, over all its connections; 0 (the default) is no quota.
+	// QuotaConnectionRequestRate is the same for one connection. A
+	// client over either is throttled as Kafka throttles (quota.go): its
+	// responses carry throttle_time_ms and the server reads nothing more
+	// from the connection until the throttle time has passed.
+	QuotaRequestRate           float64
+	QuotaConnectionRequestRate float64
+
+	// MaxParkedPerConnection is the most requests one connection may have
+	// parked at once: JoinGroups and SyncGroups waiting in their group,
+	// Fetches held for MaxWait. Beyond it a Fetch is answered at once and
+	// a JoinGroup or SyncGroup COORDINATOR_LOAD_IN_PROGRESS, which
+	// clients retry. Default 16: a consumer parks one of each.
+	MaxParkedPerConnection int
+
+	// MaxParkedPerGroup is the most requests one group may hold parked,
+	// from all its members' connections; beyond it a JoinGroup or
+	// SyncGroup is answered COORDINATOR_LOAD_IN_PROGRESS. Each parked
+	// request keeps its frame, so this bounds a group's memory apart
+	// from its member count. Default 20,000: two per member of a full
+	// group of the default size.
+	MaxParkedPerGroup int
+
+	// MaxConnectionsPerIP is the most connections open at once from one
+	// client IP address; one beyond it is closed on accept. 0 (the
+	// default) is no limit.
+	MaxConnectionsPerIP int
 }
 
 // TopicSpec names a topic and its partition count.
@@ -217,6 +268,10 @@ func DefaultConfig() Config {
 		AuthTimeout:       10 * time.Second,
 		AuthFailureDelay:  100 * time.Millisecond,
 		MaxAuthFrameSize:  64 << 10,
+
+		ACLRefresh:             30 * time.Second,
+		MaxParkedPerConnection: 16,
+		MaxParkedPerGroup:      20000,
 	}
 }
 
@@ -300,6 +355,31 @@ func (c *Config) Validate() error {
 	}
 	if c.StoreTimeout <= 0 {
 		bad("store timeout %v must be positive", c.StoreTimeout)
+	}
+	if c.Authorization && c.ACLStore == nil {
+		if _, ok := c.Store.(store.ACLStore); !ok {
+			bad("authorization needs an ACL store: Store does not keep ACLs")
+		}
+	}
+	for _, u := range c.SuperUsers {
+		if i := strings.IndexByte(u, ':'); i <= 0 || i == len(u)-1 {
+			bad("super user %q is not a principal of the form User:name", u)
+		}
+	}
+	if c.ACLRefresh <= 0 {
+		bad("ACL refresh %v must be positive", c.ACLRefresh)
+	}
+	if c.QuotaRequestRate < 0 || c.QuotaConnectionRequestRate < 0 {
+		bad("request quotas %v (principal) and %v (connection) must not be negative", c.QuotaRequestRate, c.QuotaConnectionRequestRate)
+	}
+	if c.MaxParkedPerConnection <= 0 {
+		bad("max parked per connection %d must be positive", c.MaxParkedPerConnection)
+	}
+	if c.MaxParkedPerGroup <= 0 {
+		bad("max parked per group %d must be positive", c.MaxParkedPerGroup)
+	}
+	if c.MaxConnectionsPerIP < 0 {
+		bad("max connections per IP %d is negative", c.MaxConnectionsPerIP)
 	}
 	core := c.Core
 	if core.Topics == nil {

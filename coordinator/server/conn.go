@@ -56,6 +56,7 @@ type conn struct {
 	// or SASL authentication names someone. Authorization reads it.
 	principal string
 	auth      authState // authn.go
+	quota     connQuota // request-rate quotas (quota.go)
 
 	mu        sync.Mutex
 	q         []*slot // response queue; q[head:] are pending
@@ -116,13 +117,14 @@ func (c *conn) serve() {
 		return
 	}
 	reason, err := c.readLoop()
+	c.s.quotas.release(&c.quota)
 	c.finish(reason, err)
 }
 
 func (c *conn) readLoop() (string, error) {
 	now := time.Now()
 	for {
-		if !c.waitForSpace() {
+		if !c.waitThrottle() || !c.waitForSpace() {
 			return c.stopReason(), nil
 		}
 		if !c.refreshReadDeadline(now) {
@@ -501,7 +503,7 @@ func (c *conn) flush() {
 		buf := c.wbuf[:0]
 		var err error
 		for i, sl := range batch {
-			buf = appendResponse(buf, sl.corr, sl.resp)
+			buf = appendResponse(buf, sl.corr, sl.outgoing())
 			c.s.m.countResponse(sl.resp)
 			// Write once per batch, or once per writeChunk of a
 			// batch of large responses, so the buffer stays small.

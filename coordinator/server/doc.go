@@ -111,6 +111,14 @@
 //   - MaxGroups (100,000): a request that would create one more group is
 //     COORDINATOR_NOT_AVAILABLE, which clients retry, so they get in once
 //     a group is deleted.
+//   - MaxConnectionsPerIP (off): a connection from an IP holding that
+//     many is closed on accept (connlimit.go).
+//   - MaxParkedPerConnection (16), MaxParkedPerGroup (20,000): requests
+//     parked (JoinGroup, SyncGroup, held Fetch) beyond them are answered
+//     at once (parked.go).
+//   - QuotaRequestRate, QuotaConnectionRequestRate (off): requests per
+//     second of a principal and of a connection; a client over them is
+//     throttled as Kafka throttles (quota.go).
 //
 // Every refusal is logged and counted in tenure_limit_rejections_total.
 //
@@ -130,6 +138,15 @@
 // MaxAuthFrameSize bytes, and within AuthTimeout of the accept. LoadTLS
 // reloads certificates when their files change. docs/SECURITY.md has the
 // details.
+//
+// # Authorization
+//
+// With Config.Authorization every request is checked as Kafka checks it,
+// for the connection's principal and host, against the ACL bindings of
+// Config.ACLStore and the super users (authz.go; the decision is package
+// acl's). The ACL APIs (DescribeAcls, CreateAcls, DeleteAcls) manage the
+// bindings, which every node of an HA set shares. docs/SECURITY.md has
+// the table of what each request needs.
 //
 // # Metrics
 //
@@ -159,6 +176,10 @@
 //	tenure_coordinating                       gauge (1 while this node coordinates the groups)
 //	tenure_coordinator_terms_total            counter (terms served: loads of every group)
 //	tenure_authentications_total{mechanism,result} counter (SASL: ok, failed; none/refused)
+//	tenure_authorization_denied_total{api}    counter (authorization refusals)
+//	tenure_acls                               gauge (ACL bindings in force)
+//	tenure_throttled_requests_total{quota}    counter (principal, connection)
+//	tenure_throttle_seconds_total             counter (throttle time given)
 //
 // The three per-group gauges add one series per group each and disappear
 // with the group; turn them off with Config.PerGroupMetrics = false on a

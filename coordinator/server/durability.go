@@ -72,7 +72,7 @@ func (s *Server) replyWhenDurable(e *groupEntry, r coordinator.Reply, self *conn
 	}
 	if sl, ok := r.Ref.(*slot); ok {
 		// No longer parked in the core: the reply is decided.
-		sl.group.Store(nil)
+		sl.unpark()
 	}
 	e.waiting = append(e.waiting, heldReply{seq: e.issued, r: r})
 }
@@ -188,7 +188,7 @@ func (s *Server) answerParked(match func(*groupEntry) bool, code int16) {
 		}
 		c.mu.Unlock()
 		for _, sl := range parked {
-			sl.group.Store(nil)
+			sl.unpark()
 			c.deliver(sl, errorResponse(sl.req, code), 0, true)
 		}
 	})

@@ -4,8 +4,9 @@ import (
 	"encoding/binary"
 	"errors"
 
-	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tenure-dev/tenure/coordinator/server/internal/wire"
 )
 
 // Errors that close a connection. A malformed or hostile frame only ever
@@ -13,11 +14,9 @@ import (
 var (
 	errNegativeSize      = errors.New("server: negative frame size")
 	errFrameTooLarge     = errors.New("server: frame larger than the limit")
-	errShortHeader       = errors.New("server: truncated request header")
 	errUnknownKey        = errors.New("server: unknown API key")
 	errUnsupportedKey    = errors.New("server: API key not served")
 	errUnsupportedVer    = errors.New("server: unsupported API version")
-	errMalformed         = errors.New("server: malformed request body")
 	errClosedMidFrame    = errors.New("server: connection closed mid-frame")
 	errApiVersionsTooNew = errors.New("server: ApiVersions version above the served range")
 )
@@ -34,31 +33,13 @@ type header struct {
 	hasClientID bool
 }
 
-// minHeaderSize is key, version, correlation ID and the client ID's length.
-const minHeaderSize = 2 + 2 + 4 + 2
-
 // parseHeader decodes the fixed part of the request header at the start of
-// body and returns the bytes after it: for flexible versions these still
-// begin with the header's tagged fields, which decodeBody skips.
+// body and returns the bytes after it (wire.ParseHeader): for flexible
+// versions these still begin with the header's tagged fields, which
+// decodeBody skips.
 func parseHeader(body []byte) (header, []byte, error) {
-	if len(body) < minHeaderSize {
-		return header{}, nil, errShortHeader
-	}
-	h := header{
-		key:     int16(binary.BigEndian.Uint16(body[0:])),
-		version: int16(binary.BigEndian.Uint16(body[2:])),
-		corr:    int32(binary.BigEndian.Uint32(body[4:])),
-	}
-	n := int16(binary.BigEndian.Uint16(body[8:]))
-	rest := body[minHeaderSize:]
-	if n >= 0 {
-		if int(n) > len(rest) {
-			return header{}, nil, errShortHeader
-		}
-		h.clientID, h.hasClientID = rest[:n], true
-		rest = rest[n:]
-	}
-	return h, rest, nil
+	h, rest, err := wire.ParseHeader(body)
+	return header{key: h.Key, version: h.Version, corr: h.Corr, clientID: h.ClientID, hasClientID: h.HasClientID}, rest, err
 }
 
 // checkHeader decides whether the server serves h's key and version:
@@ -91,22 +72,10 @@ var kmsgKeys = func() (t [maxKey + 1]bool) {
 }()
 
 // decodeBody skips the header's tagged fields (flexible versions) and
-// decodes the request body into req, whose version it sets. req's []byte
-// fields alias rest.
+// decodes the request body into req, whose version it sets
+// (wire.DecodeBody). req's []byte fields alias rest.
 func decodeBody(req kmsg.Request, version int16, rest []byte) error {
-	req.SetVersion(version)
-	if req.IsFlexible() {
-		r := kbin.Reader{Src: rest}
-		kmsg.SkipTags(&r)
-		if !r.Ok() {
-			return errMalformed
-		}
-		rest = r.Src
-	}
-	if err := req.ReadFrom(rest); err != nil {
-		return errMalformed
-	}
-	return nil
+	return wire.DecodeBody(req, version, rest)
 }
 
 // decodeFrame decodes a whole frame body (everything after the 4-byte
@@ -151,21 +120,5 @@ func appendResponse(dst []byte, corr int32, resp kmsg.Response) []byte {
 // appendRequest appends one complete request frame to dst, as a client
 // writes it; tests and fuzz seeds use it.
 func appendRequest(dst []byte, corr int32, clientID *string, req kmsg.Request) []byte {
-	start := len(dst)
-	dst = append(dst, 0, 0, 0, 0)
-	dst = binary.BigEndian.AppendUint16(dst, uint16(req.Key()))
-	dst = binary.BigEndian.AppendUint16(dst, uint16(req.GetVersion()))
-	dst = binary.BigEndian.AppendUint32(dst, uint32(corr))
-	if clientID == nil {
-		dst = binary.BigEndian.AppendUint16(dst, 0xffff)
-	} else {
-		dst = binary.BigEndian.AppendUint16(dst, uint16(len(*clientID)))
-		dst = append(dst, *clientID...)
-	}
-	if req.IsFlexible() {
-		dst = append(dst, 0)
-	}
-	dst = req.AppendTo(dst)
-	binary.BigEndian.PutUint32(dst[start:], uint32(len(dst)-start-4))
-	return dst
+	return wire.AppendRequest(dst, corr, clientID, req)
 }

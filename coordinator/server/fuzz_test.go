@@ -83,6 +83,19 @@ func sampleRequest(key, version int16) kmsg.Request {
 		r.Groups = []string{"g"}
 	case *kmsg.OffsetDeleteRequest:
 		r.Group = "g"
+	case *kmsg.DescribeACLsRequest:
+		r.ResourceType, r.ResourceName, r.ResourcePatternType = kmsg.ACLResourceTypeGroup, kmsg.StringPtr("g"), kmsg.ACLResourcePatternTypeLiteral
+		r.Principal, r.Operation, r.PermissionType = kmsg.StringPtr("User:a"), kmsg.ACLOperationAny, kmsg.ACLPermissionTypeAny
+	case *kmsg.CreateACLsRequest:
+		cr := kmsg.NewCreateACLsRequestCreation()
+		cr.ResourceType, cr.ResourceName, cr.Principal, cr.Host = kmsg.ACLResourceTypeTopic, topic, "User:a", "*"
+		cr.Operation, cr.PermissionType = kmsg.ACLOperationRead, kmsg.ACLPermissionTypeAllow
+		r.Creations = append(r.Creations, cr)
+	case *kmsg.DeleteACLsRequest:
+		df := kmsg.NewDeleteACLsRequestFilter()
+		df.ResourceType, df.ResourcePatternType = kmsg.ACLResourceTypeAny, kmsg.ACLResourcePatternTypeMatch
+		df.Operation, df.PermissionType = kmsg.ACLOperationAny, kmsg.ACLPermissionTypeAny
+		r.Filters = append(r.Filters, df)
 	case *kmsg.ApiVersionsRequest:
 		r.ClientSoftwareName, r.ClientSoftwareVersion = "kgo", "1"
 	}

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -51,6 +52,10 @@ type groupEntry struct {
 
 	timer *time.Timer
 	armed time.Time // the NextTick the timer is set for; zero if none
+
+	// parked counts the requests handed to the core and not yet answered
+	// (slot.enterGroup, slot.unpark), for MaxParkedPerGroup.
+	parked atomic.Int32
 
 	// Per-group gauges, nil with per-group metrics off.
 	generation, members, unowned prometheus.Gauge
@@ -233,13 +238,22 @@ func (s *Server) step(c *conn, sl *slot, name string, create bool, now time.Time
 		c.respond(sl, errorResponse(sl.req, s.notLeadingCode(now)))
 		return
 	}
+	parks := apis[sl.key].parks
+	if parks && !s.parkAllowed(c) {
+		c.respond(sl, errorResponse(sl.req, parkedCode))
+		return
+	}
 	e, code := s.acquire(tm, c, name, create, now)
 	if e == nil {
 		c.respond(sl, errorResponse(sl.req, code))
 		return
 	}
 	defer e.mu.Unlock()
-	sl.group.Store(e)
+	if parks && !s.parkGroupAllowed(e) {
+		c.respond(sl, errorResponse(sl.req, parkedCode))
+		return
+	}
+	sl.enterGroup(e)
 	req := coordinator.Request{
 		Ref:        sl,
 		Msg:        sl.req,
@@ -298,7 +312,7 @@ func (s *Server) reply(tm *term, r coordinator.Reply, self *conn) {
 		s.log.Error("group replied to a request the server did not give it", zap.Any("ref", r.Ref))
 		return
 	}
-	sl.group.Store(nil)
+	sl.unpark()
 	msg := r.Msg
 	if tm.t != nil {
 		if now := time.Now(); !tm.t.Valid(now) {

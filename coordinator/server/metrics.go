@@ -34,6 +34,10 @@ type metrics struct {
 	leading         prometheus.Gauge
 	terms           prometheus.Counter
 	authentications *prometheus.CounterVec
+	deniedVec       *prometheus.CounterVec
+	acls            prometheus.Gauge
+	throttled       *prometheus.CounterVec
+	throttleSeconds prometheus.Counter
 
 	// okRequests caches the error="NONE" child of every served key, so
 	// the common path is one atomic add.
@@ -42,6 +46,8 @@ type metrics struct {
 	errRequests sync.Map
 	// hbClassic and hbConsumer are the heartbeat histogram's children.
 	hbClassic, hbConsumer prometheus.Observer
+	// deniedByKey caches deniedVec's child of every served key.
+	deniedByKey [maxKey + 1]prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -143,9 +149,28 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "tenure_authentications_total",
 			Help: "SASL authentications by mechanism and result (ok, failed); mechanism none, result refused counts requests sent before authenticating, which close their connection.",
 		}, []string{"mechanism", "result"}),
+		deniedVec: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tenure_authorization_denied_total",
+			Help: "Authorization refusals, by API: requests, or resources within one (a topic of a commit, a group of a describe), answered with an *_AUTHORIZATION_FAILED code. Resources left out of listings are not counted.",
+		}, []string{"api"}),
+		acls: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "tenure_acls",
+			Help: "ACL bindings the authorizer holds.",
+		}),
+		throttled: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tenure_throttled_requests_total",
+			Help: "Requests answered with a throttle time because their client was over a request-rate quota, by quota: principal or connection (the larger throttle's).",
+		}, []string{"quota"}),
+		throttleSeconds: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tenure_throttle_seconds_total",
+			Help: "Throttle time given to clients over a request-rate quota, summed: how long their connections were not read.",
+		}),
 	}
 	for a := range served {
 		m.okRequests[a.key] = m.requests.WithLabelValues(kmsg.NameForKey(a.key), "NONE")
+	}
+	for a := range served {
+		m.deniedByKey[a.key] = m.deniedVec.WithLabelValues(kmsg.NameForKey(a.key))
 	}
 	m.hbClassic = m.heartbeat.WithLabelValues(kmsg.NameForKey(12))
 	m.hbConsumer = m.heartbeat.WithLabelValues(kmsg.NameForKey(68))
@@ -155,11 +180,20 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			m.commitsRejected, m.connections, m.connClosed, m.limits, m.groups, m.topics,
 			m.storeFailures, m.persistSeconds, m.batchRecords, m.batchWrites, m.groupsOffline,
 			m.groupLoads, m.corePanics, m.leading, m.terms, m.authentications,
+			m.deniedVec, m.acls, m.throttled, m.throttleSeconds,
 		} {
 			reg.MustRegister(c)
 		}
 	}
 	return m
+}
+
+// denied returns the authorization refusal counter of the API of key.
+func (m *metrics) denied(key int16) prometheus.Counter {
+	if key >= 0 && int(key) <= maxKey && m.deniedByKey[key] != nil {
+		return m.deniedByKey[key]
+	}
+	return m.deniedVec.WithLabelValues(kmsg.NameForKey(key))
 }
 
 // countResponse counts one answered request.

@@ -28,6 +28,9 @@ type Server struct {
 	topics     *topicRegistry
 	topicStore store.TopicStore
 	logStore   store.LogStore
+	authz      *authz
+	quotas     *quotas
+	perIP      connsPerIP
 
 	// lead is the term during which this node coordinates groups: for a
 	// single node, from the load at start-up to shutdown; in an HA set,
@@ -85,6 +88,8 @@ func New(cfg Config) (*Server, error) {
 		conns:    make(map[*conn]struct{}),
 		storeCtx: context.Background(),
 	}
+	s.authz = newAuthz(&cfg)
+	s.quotas = newQuotas(cfg.QuotaRequestRate, cfg.QuotaConnectionRequestRate)
 	s.core = cfg.Core
 	s.core.Topics = s.topics
 	s.tls = serverTLS(cfg.TLS)
@@ -184,6 +189,13 @@ func (s *Server) Serve(ctx context.Context, lns ...net.Listener) error {
 		stopTerms()
 		<-termsDone
 	}
+	stopACLs, aclErr := s.startACLs(ctx)
+	if aclErr != nil {
+		ln.Close()
+		s.shutdown()
+		return aclErr
+	}
+	defer stopACLs()
 	if err := s.declareTopics(); err != nil {
 		ln.Close()
 		s.shutdown()
@@ -281,6 +293,11 @@ func (s *Server) addConn(raw net.Conn, ln *listener) {
 		raw.Close()
 		return
 	}
+	if !s.admitIP(remoteIP(raw), raw.RemoteAddr().String()) {
+		s.connMu.Unlock()
+		raw.Close()
+		return
+	}
 	nc := raw
 	if ln.Protocol.TLS() {
 		nc = tls.Server(raw, s.tls)
@@ -307,6 +324,7 @@ func (s *Server) closedConn(c *conn, reason string, err error) {
 	if _, ok := s.conns[c]; ok {
 		delete(s.conns, c)
 		s.nconns--
+		s.releaseIP(remoteIP(c.nc))
 		s.m.connections.Dec()
 	}
 	s.connMu.Unlock()

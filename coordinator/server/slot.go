@@ -42,6 +42,15 @@ type slot struct {
 	// seq tells a timer's delivery from a later use of the slot.
 	seq uint64
 
+	// throttle is the throttle time in milliseconds the response
+	// carries (quota.go), and merge, if set, adds to the response the
+	// answers for the parts of the request a handler took out before
+	// handing it on (the topics of a commit the client may not read).
+	// Both are applied, and cleared, as the response is written
+	// (slot.outgoing).
+	throttle int32
+	merge    func(kmsg.Response)
+
 	// group is the group the request is parked in, for the store-failure
 	// path that must answer every request a dropped group holds.
 	group atomic.Pointer[groupEntry]

@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/tenure-dev/tenure/coordinator"
+	"github.com/tenure-dev/tenure/coordinator/acl"
 )
 
 // Memory is a Store that keeps the latest state of every group in process
@@ -23,6 +24,7 @@ type Memory struct {
 	closed bool
 	set    *coordinator.RecordSet
 	creds  map[credentialKey]*Credential
+	acls   map[acl.Binding]bool
 }
 
 type credentialKey struct{ user, mechanism string }

@@ -18,6 +18,8 @@ import (
 //	p groups/<g>/offsets/<topic>/<part>   OffsetRecord
 //	p log/<g>/<epoch>                     GenerationRecord (10 digits)
 //	p users/<user>/<mechanism>            a SASL user's SCRAM credential (users.go)
+//	p acls/<type>/<pattern>/<name>/<principal>/<host>/<op>/<perm>
+//	                                      an ACL binding (acls.go), empty
 //
 // Names are escaped (escape) so that no component holds a '/': a group's
 // keys are exactly those with its directory as prefix. Partitions are
@@ -35,6 +37,7 @@ const (
 	offsetsDir = "offsets/"
 	logDir     = "log/"
 	usersDir   = "users/"
+	aclsDir    = "acls/"
 )
 
 // keys builds and parses the keys of one prefix.
@@ -125,6 +128,7 @@ const (
 	kindOffset
 	kindLog
 	kindUser
+	kindACL
 )
 
 // parsedKey is a key taken apart.
@@ -146,6 +150,10 @@ func (k keys) parse(key string) (parsedKey, error) {
 	}
 	if strings.HasPrefix(rest, metaDir) {
 		return parsedKey{kind: kindMeta}, nil
+	}
+	if strings.HasPrefix(rest, aclsDir) {
+		// Not a record: the authorizer's (acls.go), which loads them.
+		return parsedKey{kind: kindACL}, nil
 	}
 	if name, ok := strings.CutPrefix(rest, topicsDir); ok {
 		n, err := unescape(name)

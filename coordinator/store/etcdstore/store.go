@@ -393,7 +393,7 @@ func (c *collected) add(k keys, key string, val []byte) error {
 	if err != nil {
 		return err
 	}
-	if pk.kind == kindMeta || pk.kind == kindLog || pk.kind == kindUser {
+	if pk.kind == kindMeta || pk.kind == kindLog || pk.kind == kindUser || pk.kind == kindACL {
 		return nil // not group state
 	}
 	r, err := decodeValue(pk, val)

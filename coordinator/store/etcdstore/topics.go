@@ -163,7 +163,7 @@ func (s *Store) LoadTopics(ctx context.Context) ([]*coordinator.TopicRecord, err
 
 // Decode returns the record a key and value of the layout under prefix
 // hold, as Load reads them; ok is false for a key that holds no record
-// (the meta/ keys, the HA set's, the users' credentials). Tools read the store's history with it:
+// (the meta/ keys, the HA set's, the users' credentials, the ACLs). Tools read the store's history with it:
 // the chaos checker replays the assignment keys' revisions.
 func Decode(prefix string, key, value []byte) (rec coordinator.Record, ok bool, err error) {
 	k := keys{prefix: prefix}
@@ -174,7 +174,7 @@ func Decode(prefix string, key, value []byte) (rec coordinator.Record, ok bool, 
 	if err != nil {
 		return nil, false, fmt.Errorf("etcdstore: key %q: %w", key, err)
 	}
-	if pk.kind == kindMeta || pk.kind == kindUser {
+	if pk.kind == kindMeta || pk.kind == kindUser || pk.kind == kindACL {
 		return nil, false, nil
 	}
 	r, err := decodeValue(pk, value)
