@@ -103,7 +103,7 @@ func (s *Server) saslStep(c *conn, mech string, msg []byte) (reply []byte, user 
 	if c.auth.scram == nil {
 		c.auth.scram = s.creds.newScramExchange(mechanisms[mech])
 	}
-	reply, done, user, err := c.auth.scram.step(ctx, msg)
+	reply, done, user, err := c.auth.scram.Step(ctx, msg)
 	if done {
 		c.auth.scram = nil
 	}

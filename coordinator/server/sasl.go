@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bytes"
 	"context"
 	"crypto/hmac"
 	"crypto/rand"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/xdg-go/scram"
 
+	"github.com/tenure-dev/tenure/coordinator/server/internal/saslwire"
 	"github.com/tenure-dev/tenure/coordinator/store"
 )
 
@@ -56,41 +56,22 @@ const (
 )
 
 // authError is an authentication failure as the client is told of it, in
-// Kafka's words.
-type authError string
-
-func (e authError) Error() string { return string(e) }
+// Kafka's words (package saslwire, which reads what unauthenticated
+// clients send).
+type authError = saslwire.Error
 
 // The failures a client is told of.
 const (
-	// errAuthFailed: a wrong password and an unknown user are not told
-	// apart.
-	errAuthFailed      authError = "Authentication failed: Invalid username or password"
-	errPlainTokens     authError = "Authentication failed: Invalid SASL/PLAIN response: expected 3 tokens"
-	errPlainNoUser     authError = "Authentication failed: username not specified"
-	errPlainNoPass     authError = "Authentication failed: password not specified"
-	errAuthzID         authError = "Authentication failed: Client requested an authorization id that is different from username"
-	errCredentialStore authError = "Authentication failed: the credential store is unavailable"
+	errAuthFailed      = saslwire.ErrAuthFailed
+	errPlainTokens     = saslwire.ErrPlainTokens
+	errPlainNoUser     = saslwire.ErrPlainNoUser
+	errPlainNoPass     = saslwire.ErrPlainNoPass
+	errAuthzID         = saslwire.ErrAuthzID
+	errCredentialStore = saslwire.ErrCredentialStore
 )
 
-// parsePlain splits a PLAIN message (RFC 4616: authzid NUL authcid NUL
-// passwd) as Kafka's PlainSaslServer does: exactly three fields, a
-// username and a password that are not empty, and an authorization ID
-// that is empty or the username.
-func parsePlain(msg []byte) (user, password string, err error) {
-	fields := bytes.Split(msg, []byte{0})
-	switch {
-	case len(fields) != 3:
-		return "", "", errPlainTokens
-	case len(fields[1]) == 0:
-		return "", "", errPlainNoUser
-	case len(fields[2]) == 0:
-		return "", "", errPlainNoPass
-	case len(fields[0]) != 0 && !bytes.Equal(fields[0], fields[1]):
-		return "", "", errAuthzID
-	}
-	return string(fields[1]), string(fields[2]), nil
-}
+// parsePlain splits a PLAIN message as Kafka's PlainSaslServer does.
+func parsePlain(msg []byte) (user, password string, err error) { return saslwire.ParsePlain(msg) }
 
 // credentials looks users' credentials up for authentication, inventing a
 // decoy for a user who has none, so that an unknown user fails exactly as
@@ -185,49 +166,13 @@ func scramKeys(h func() hash.Hash, salted []byte) (storedKey, serverKey []byte) 
 	return storedKey, mac.Sum(nil)
 }
 
-// scramExchange is one SCRAM authentication in progress: xdg-go/scram's
-// server conversation, and what its credential lookup found.
-type scramExchange struct {
-	conv     *scram.ServerConversation
-	ctx      context.Context // the current step's, which bounds the lookup
-	decoy    bool
-	storeErr error
-}
+// scramExchange is the server side of one SCRAM authentication.
+type scramExchange = saslwire.Exchange
 
 // newScramExchange starts a SCRAM authentication for m. The lookup runs
 // inside the conversation's first step, bounded by the step's ctx.
 func (c *credentials) newScramExchange(m *scramMechanism) *scramExchange {
-	x := &scramExchange{}
-	srv, err := m.hash.NewServer(func(user string) (scram.StoredCredentials, error) {
-		cred, decoy, err := c.lookup(x.ctx, m, user)
-		x.decoy, x.storeErr = decoy, err
-		return cred, err
+	return saslwire.NewExchange(m.hash, func(ctx context.Context, user string) (scram.StoredCredentials, bool, error) {
+		return c.lookup(ctx, m, user)
 	})
-	if err != nil {
-		panic(fmt.Sprintf("server: SCRAM server: %v", err)) // xdg-go/scram never fails here
-	}
-	x.conv = srv.NewConversation()
-	return x
-}
-
-// step answers one client message. done is true when the exchange is over;
-// user is set once the client authenticated. An error ends the exchange:
-// the client is told it failed.
-func (x *scramExchange) step(ctx context.Context, msg []byte) (reply []byte, done bool, user string, err error) {
-	x.ctx = ctx
-	out, err := x.conv.Step(string(msg))
-	x.ctx = nil
-	switch {
-	case x.storeErr != nil:
-		return nil, true, "", fmt.Errorf("%w: %w", errCredentialStore, x.storeErr)
-	case err != nil:
-		return nil, true, "", errAuthFailed
-	case !x.conv.Done():
-		return []byte(out), false, "", nil
-	case !x.conv.Valid() || x.decoy:
-		return nil, true, "", errAuthFailed
-	case x.conv.AuthzID() != "" && x.conv.AuthzID() != x.conv.Username():
-		return nil, true, "", errAuthzID
-	}
-	return []byte(out), true, x.conv.Username(), nil
 }
