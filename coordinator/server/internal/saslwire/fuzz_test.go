@@ -63,7 +63,11 @@ func FuzzScramExchange(f *testing.F) {
 		if err != nil {
 			f.Fatal(err)
 		}
-		mechs = append(mechs, mech{m.name, m.hash, cl.GetStoredCredentials(scram.KeyFactors{Salt: "salt-of-alice", Iters: 4096})})
+		cred, err := cl.GetStoredCredentialsWithError(scram.KeyFactors{Salt: "salt-of-alice", Iters: 4096})
+		if err != nil {
+			f.Fatal(err)
+		}
+		mechs = append(mechs, mech{m.name, m.hash, cred})
 	}
 	f.Fuzz(func(t *testing.T, first, final string) {
 		for _, m := range mechs {
@@ -103,7 +107,10 @@ func TestExchangeAuthenticates(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cred := cl.GetStoredCredentials(scram.KeyFactors{Salt: "salt", Iters: 4096})
+		cred, err := cl.GetStoredCredentialsWithError(scram.KeyFactors{Salt: "salt", Iters: 4096})
+		if err != nil {
+			t.Fatal(err)
+		}
 		for _, decoy := range []bool{false, true} {
 			x := NewExchange(hash, func(context.Context, string) (scram.StoredCredentials, bool, error) { return cred, decoy, nil })
 			conv := cl.NewConversation()
