@@ -57,8 +57,10 @@ type groupEntry struct {
 	// (slot.enterGroup, slot.unpark), for MaxParkedPerGroup.
 	parked atomic.Int32
 
-	// Per-group gauges, nil with per-group metrics off.
+	// Per-group gauges, nil with per-group metrics off; unownedStale says
+	// an event of the Ready being performed may have changed unowned.
 	generation, members, unowned prometheus.Gauge
+	unownedStale                 bool
 }
 
 // groupRegistry maps names to the groups of one term.
@@ -287,6 +289,11 @@ func (s *Server) performReady(e *groupEntry, self *conn) {
 	for i := range rd.Events {
 		s.observe(e, &rd.Events[i])
 	}
+	if e.unownedStale {
+		// Once per Ready: Stats costs the group's subscriptions.
+		e.unownedStale = false
+		s.updateUnowned(e)
+	}
 	g.Advance(rd)
 	if g.Deleted() {
 		// The group leaves the registry once its tombstone is durable,
@@ -391,14 +398,18 @@ func (s *Server) observe(e *groupEntry, ev *coordinator.Event) {
 		s.m.rebalances.WithLabelValues(e.g.Type().String(), ev.Reason).Inc()
 		s.log.Debug("new generation",
 			zap.String("group", ev.Group), zap.Int32("epoch", ev.Epoch), zap.Int("members", ev.Members), zap.String("reason", ev.Reason))
+		e.unownedStale = true
 	case coordinator.EventPartitionHandedOff:
 		s.m.handoff.Observe(ev.Duration.Seconds())
+		// A grant is when a partition stops being unowned: the
+		// per-group gauge follows it, not only membership changes.
+		e.unownedStale = true
 	case coordinator.EventRebalanceCompleted:
 		s.log.Info("rebalance completed",
 			zap.String("group", ev.Group), zap.String("type", e.g.Type().String()),
 			zap.Int32("epoch", ev.Epoch), zap.Int("members", ev.Members),
 			zap.Int("moves", ev.Moves), zap.String("reason", ev.Reason))
-		s.updateUnowned(e)
+		e.unownedStale = true
 	case coordinator.EventRebalanceStarted:
 		s.log.Debug("rebalance started",
 			zap.String("group", ev.Group), zap.Int32("epoch", ev.Epoch), zap.String("reason", ev.Reason))
@@ -410,7 +421,7 @@ func (s *Server) observe(e *groupEntry, ev *coordinator.Event) {
 		s.log.Info(ev.Kind.String(),
 			zap.String("group", ev.Group), zap.String("member", ev.MemberID),
 			zap.Int32("epoch", ev.Epoch), zap.Int("members", ev.Members), zap.String("reason", ev.Reason))
-		s.updateUnowned(e)
+		e.unownedStale = true
 	case coordinator.EventCommitRejected:
 		s.m.commitsRejected.Inc()
 		s.log.Info("commit rejected",
