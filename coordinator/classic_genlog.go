@@ -116,5 +116,12 @@ func (g *Group) classicMinMoves(ms []*classicMember) int {
 			partitions += int(n)
 		}
 	}
-	return minMoves(partitions, len(ms), g.owners.byCount)
+	// The plan is not applied yet: each member owns what it synced last.
+	sizes := make(map[int]int)
+	for _, mem := range ms {
+		if n := len(mem.owned); n > 0 {
+			sizes[n]++
+		}
+	}
+	return minMoves(partitions, len(ms), sizes)
 }

@@ -319,11 +319,11 @@ func (g *Group) maxSessionTimeout() time.Duration {
 }
 
 // minMoves returns the fewest owner changes that reach an assignment of
-// partitions over members balanced within one, from the ownership now:
-// members keep as much as they can of what they own, and the larger
-// quotas go to those owning most. byCount is the ownership table's
-// histogram (owned count -> members owning that many), so the cost is in
-// the number of distinct counts, not of members.
+// partitions over members balanced within one, from what the members hold
+// now (their targets, for KIP-848): members keep as much as they can, and
+// the larger quotas go to those holding most. byCount is a histogram (size
+// -> members holding that many), so the cost is in the number of distinct
+// sizes, not of members.
 func minMoves(partitions, members int, byCount map[int]int) int {
 	if members <= 0 || partitions <= 0 {
 		return 0

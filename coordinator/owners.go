@@ -25,11 +25,6 @@ type owner struct {
 type ownership struct {
 	cur  map[TopicPartition]owner
 	last map[TopicPartition]owner
-	// count is how many partitions each owner holds, and byCount how many
-	// owners hold each count: the generation log's minimum moves read
-	// them without walking the members.
-	count   map[string]int
-	byCount map[int]int
 	// changed, if set, hears every grant and release (the generation
 	// log's hand-off timing).
 	changed func(tp TopicPartition, member string, granted bool)
@@ -38,25 +33,6 @@ type ownership struct {
 func (o *ownership) init() {
 	o.cur = make(map[TopicPartition]owner)
 	o.last = make(map[TopicPartition]owner)
-	o.count = make(map[string]int)
-	o.byCount = make(map[int]int)
-}
-
-// recount moves member's count by delta.
-func (o *ownership) recount(member string, delta int) {
-	n := o.count[member]
-	if n > 0 {
-		if o.byCount[n]--; o.byCount[n] == 0 {
-			delete(o.byCount, n)
-		}
-	}
-	n += delta
-	if n == 0 {
-		delete(o.count, member)
-		return
-	}
-	o.count[member] = n
-	o.byCount[n]++
 }
 
 // assign makes member the owner of tp under token. The partition must be
@@ -77,7 +53,6 @@ func (o *ownership) assign(tp TopicPartition, member string, token epoch.Token) 
 	}
 	delete(o.last, tp)
 	o.cur[tp] = owner{member, token}
-	o.recount(member, 1)
 	if o.changed != nil {
 		o.changed(tp, member, true)
 	}
@@ -102,7 +77,6 @@ func (o *ownership) release(tp TopicPartition, member string) {
 	if cur, ok := o.cur[tp]; ok && cur.member == member {
 		delete(o.cur, tp)
 		o.last[tp] = cur
-		o.recount(member, -1)
 		if o.changed != nil {
 			o.changed(tp, member, false)
 		}

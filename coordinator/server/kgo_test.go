@@ -39,6 +39,27 @@ func newKgo(t testing.TB, ts *testServer, opts ...kgo.Opt) *kgo.Client {
 	return cl
 }
 
+// commitOne commits offset for topic[partition] in cl's group, and
+// returns the error of the request or of the partition.
+func commitOne(ctx context.Context, cl *kgo.Client, topic string, partition int32, offset int64) error {
+	var commitErr error
+	cl.CommitOffsetsSync(ctx, map[string]map[int32]kgo.EpochOffset{topic: {partition: {Epoch: -1, Offset: offset}}},
+		func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+			commitErr = err
+			if err != nil {
+				return
+			}
+			for _, rt := range resp.Topics {
+				for _, rp := range rt.Partitions {
+					if rp.ErrorCode != 0 {
+						commitErr = fmt.Errorf("%s[%d]: %w", rt.Topic, rp.Partition, kerr.ErrorForCode(rp.ErrorCode))
+					}
+				}
+			}
+		})
+	return commitErr
+}
+
 // TestKgoSmoke drives the server with a stock kgo client and kadm: API
 // versions, CreateTopics, Metadata, FindCoordinator, ListOffsets, and a
 // direct (groupless) consumer whose fetches are held rather than spun.
@@ -177,22 +198,8 @@ func testKgoGroup(t *testing.T, serverSide bool) {
 		return len(assigned) == 8
 	})
 
-	var commitErr error
-	cl.CommitOffsetsSync(ctx, map[string]map[int32]kgo.EpochOffset{"jobs": {3: {Epoch: -1, Offset: 42}}},
-		func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
-			commitErr = err
-			if err == nil {
-				for _, rt := range resp.Topics {
-					for _, rp := range rt.Partitions {
-						if rp.ErrorCode != 0 {
-							commitErr = fmt.Errorf("%s[%d]: %w", rt.Topic, rp.Partition, kerr.ErrorForCode(rp.ErrorCode))
-						}
-					}
-				}
-			}
-		})
-	if commitErr != nil {
-		t.Fatalf("commit: %v", commitErr)
+	if err := commitOne(ctx, cl, "jobs", 3, 42); err != nil {
+		t.Fatalf("commit: %v", err)
 	}
 	offsets, err := adm.FetchOffsets(ctx, "g")
 	if err != nil {

@@ -154,19 +154,7 @@ func kgoGroupRoundTripAs(t *testing.T, cl *kgo.Client, assigned <-chan struct{})
 	case <-ctx.Done():
 		t.Fatal("alice was given no partitions")
 	}
-	var commitErr error
-	cl.CommitOffsetsSync(ctx, map[string]map[int32]kgo.EpochOffset{"jobs": {0: {Epoch: -1, Offset: 1}}},
-		func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
-			commitErr = err
-			for _, rt := range resp.Topics {
-				for _, rp := range rt.Partitions {
-					if rp.ErrorCode != 0 {
-						commitErr = kerr.ErrorForCode(rp.ErrorCode)
-					}
-				}
-			}
-		})
-	if commitErr != nil {
-		t.Fatalf("alice's commit: %v", commitErr)
+	if err := commitOne(ctx, cl, "jobs", 0, 1); err != nil {
+		t.Fatalf("alice's commit: %v", err)
 	}
 }

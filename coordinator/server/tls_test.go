@@ -273,16 +273,8 @@ func kgoGroupRoundTrip(t *testing.T, ts *testServer, opts ...kgo.Opt) {
 	case <-ctx.Done():
 		t.Fatal("no assignment within 30 s")
 	}
-	var commitErr error
-	cl.CommitOffsetsSync(ctx, map[string]map[int32]kgo.EpochOffset{"jobs": {2: {Epoch: -1, Offset: 7}}},
-		func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
-			commitErr = err
-			if err == nil && resp.Topics[0].Partitions[0].ErrorCode != 0 {
-				commitErr = kerr.ErrorForCode(resp.Topics[0].Partitions[0].ErrorCode)
-			}
-		})
-	if commitErr != nil {
-		t.Fatalf("commit: %v", commitErr)
+	if err := commitOne(ctx, cl, "jobs", 2, 7); err != nil {
+		t.Fatalf("commit: %v", err)
 	}
 	offsets, err := adm.FetchOffsets(ctx, "g")
 	if err != nil || offsets["jobs"][2].At != 7 {
