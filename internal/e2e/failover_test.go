@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -30,23 +31,40 @@ const electionTTL = time.Second
 // figures of the fail-over work come from -e2e.rounds=10.
 var failoverRounds = flag.Int("e2e.rounds", 3, "leaders TestFailoverKill9 kills, one after another")
 
-// haSet is three `tenure serve` processes on a three-member etcd cluster
-// of separate etcd processes.
+// haSet is three `tenure serve` processes on an etcd cluster of separate
+// etcd processes (three members unless haOpts say otherwise).
 type haSet struct {
-	t         *testing.T
+	t         testing.TB
 	tenure    string
+	opts      haOpts
 	etcd      []*proctest.Process
 	nodes     []*proctest.Process // nil while a node is down
+	http      []string            // each node's --http address, kept across restarts; nil without
 	endpoints string
 }
 
-func startHASet(t *testing.T) *haSet {
+// haOpts shape an HA set beyond what the fail-over tests need.
+type haOpts struct {
+	// etcdMembers is the size of the etcd cluster: 3 if zero.
+	etcdMembers int
+	// args are `tenure serve` flags added after the set's own, so that
+	// they override them (the last occurrence of a flag wins).
+	args []string
+	// http gives each node an HTTP listener (--http) on a port of its
+	// own, for its /metrics.
+	http bool
+}
+
+func startHASet(t *testing.T) *haSet { return startHASetWith(t, haOpts{}) }
+
+func startHASetWith(t testing.TB, opts haOpts) *haSet {
 	bins := proctest.Build(t, "github.com/tenure-dev/tenure/cmd/tenure", "go.etcd.io/etcd/server/v3")
-	h := &haSet{t: t, tenure: bins[0]}
+	h := &haSet{t: t, tenure: bins[0], opts: opts}
+	members := cmp.Or(opts.etcdMembers, 3)
 	// The etcd members need each other's peer addresses before they
 	// start, and their client ports: take free ports first.
 	var peers, clients []string
-	for range 3 {
+	for range members {
 		p, err := proctest.FreeAddr()
 		if err != nil {
 			t.Fatal(err)
@@ -61,9 +79,9 @@ func startHASet(t *testing.T) *haSet {
 	for i, p := range peers {
 		cluster = append(cluster, fmt.Sprintf("e%d=http://%s", i, p))
 	}
-	starts := make(chan *proctest.Process, 3)
-	errs := make(chan error, 3)
-	for i := range 3 {
+	starts := make(chan *proctest.Process, members)
+	errs := make(chan error, members)
+	for i := range members {
 		go func() {
 			p, err := proctest.StartOn(fmt.Sprintf("etcd-%d", i), clients[i], bins[1],
 				"--name", fmt.Sprintf("e%d", i), "--data-dir", filepath.Join(t.TempDir(), "etcd"),
@@ -78,7 +96,7 @@ func startHASet(t *testing.T) *haSet {
 			starts <- p
 		}()
 	}
-	for range 3 {
+	for range members {
 		select {
 		case p := <-starts:
 			h.etcd = append(h.etcd, p)
@@ -105,6 +123,15 @@ func startHASet(t *testing.T) *haSet {
 		return err == nil
 	})
 	h.nodes = make([]*proctest.Process, 3)
+	if opts.http {
+		for range h.nodes {
+			a, err := proctest.FreeAddr()
+			if err != nil {
+				t.Fatal(err)
+			}
+			h.http = append(h.http, a)
+		}
+	}
 	for i := range 3 {
 		h.start(i)
 	}
@@ -117,6 +144,10 @@ func (h *haSet) start(i int) {
 	name := fmt.Sprintf("tenure-%d", i)
 	args := []string{"serve", "--listen", "{addr}", "--etcd-endpoints", h.endpoints, "--election-ttl", electionTTL.String(),
 		"--consumer-session-timeout", "10s", "--consumer-heartbeat-interval", "500ms", "--log-level", "info"}
+	if h.http != nil {
+		args = append(args, "--http", h.http[i])
+	}
+	args = append(args, h.opts.args...)
 	if h.nodes[i] == nil {
 		h.nodes[i] = proctest.Start(h.t, name, h.tenure, args...)
 		return

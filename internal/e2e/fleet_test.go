@@ -1,0 +1,616 @@
+package e2e
+
+import (
+	"container/heap"
+	"context"
+	"fmt"
+	"net"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// fleet is a load generator of raw KIP-848 members, many groups of them,
+// in this process: they send ConsumerGroupHeartbeat requests to the nodes
+// of an HA set on the interval the coordinator gives them. Each group
+// finds its coordinator with FindCoordinator and looks again after
+// NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE or a broken connection, as a
+// stock client does; a member reports a new assignment at once (it
+// revokes and takes partitions instantly) and otherwise sends a bare
+// heartbeat.
+//
+// Members are spread over lanes of perLane members: a lane has one
+// pipelined connection to each node (wire) and a scheduler that sends
+// each member's heartbeat when it is due, with at most inFlight requests
+// of the lane unanswered.
+//
+// It records what the checks of the shard tests need: per member the
+// epochs it was given (one that goes backwards is a violation),
+// expulsions (UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH), per group the nodes
+// that served its heartbeats with the time of the first success at each,
+// and per node the heartbeats it served.
+type fleet struct {
+	cfg     fleetConfig
+	nodeOf  map[string]int // node index by address
+	groups  []*fleetGroup
+	lanes   []*fleetLane
+	finders []*kgo.Client // one per node, for FindCoordinator
+
+	ok         []atomic.Int64 // successful heartbeats, by node index
+	epochMoves atomic.Int64   // member epoch changes after a member's first
+	transport  atomic.Int64   // requests that got no answer
+	lookups    atomic.Int64   // FindCoordinator requests
+
+	mu          sync.Mutex
+	codes       map[int16]int64 // heartbeat error codes
+	violations  []string        // the first few
+	nViolations int
+	expelled    int
+
+	ctx     context.Context
+	cancel  context.CancelFunc
+	stopped atomic.Bool
+	wg      sync.WaitGroup
+}
+
+// fleetConfig shapes a fleet.
+type fleetConfig struct {
+	addrs      []string // the nodes' addresses; the index is the node's name in the fleet's records
+	topic      string
+	topicID    [16]byte
+	partitions int // the topic's, to tell a settled group
+	groups     int
+	prefix     string          // group names are <prefix>-<index>
+	members    func(g int) int // members of group g
+	perLane    int             // members sharing one connection to each node
+	inFlight   int             // most requests of a lane unanswered
+	timeout    time.Duration   // of each request
+}
+
+// fleetGroup is one group of the fleet.
+type fleetGroup struct {
+	name    string
+	members []*fleetMember
+
+	mu      sync.Mutex
+	coord   int            // the node index serving it as far as the fleet knows; -1 if unknown
+	looking bool           // a lookup is under way
+	waiters []*fleetMember // members waiting for the lookup
+	retry   time.Time      // no FindCoordinator before this
+	backoff time.Duration
+	served  []serving // the nodes that answered its heartbeats, each from its first success
+}
+
+// serving is a node that served a group, from the first heartbeat it
+// answered with success after another node (or none) did.
+type serving struct {
+	node int
+	at   time.Time
+}
+
+// fleetMember is one raw KIP-848 member; its lane's lock guards it.
+type fleetMember struct {
+	g        *fleetGroup
+	lane     *fleetLane
+	id       string
+	epoch    int32
+	maxEpoch int32
+	owned    []int32 // sorted
+	reported bool    // the coordinator was told owned, subscription and all
+	due      time.Time
+	index    int // in its lane's heap; -1 when out of it
+}
+
+// fleetLane is a set of members with one connection to each node.
+type fleetLane struct {
+	f       *fleet
+	wires   []*wire // by node
+	members []*fleetMember
+	wake    chan struct{}
+
+	mu       sync.Mutex
+	due      memberHeap // members waiting to be sent
+	next     time.Time  // when the scheduler wakes next at the latest
+	inFlight int
+	req      kmsg.ConsumerGroupHeartbeatRequest // encoded at once: reused
+}
+
+func newFleet(tb testing.TB, cfg fleetConfig) *fleet {
+	f := &fleet{cfg: cfg, nodeOf: map[string]int{}, ok: make([]atomic.Int64, len(cfg.addrs)), codes: map[int16]int64{}}
+	for i, a := range cfg.addrs {
+		f.nodeOf[a] = i
+		cl, err := kgo.NewClient(kgo.SeedBrokers(a))
+		if err != nil {
+			tb.Fatal(err)
+		}
+		tb.Cleanup(cl.Close)
+		f.finders = append(f.finders, cl)
+	}
+	var all []*fleetMember
+	for gi := range cfg.groups {
+		g := &fleetGroup{name: fmt.Sprintf("%s-%05d", cfg.prefix, gi), coord: -1}
+		for mi := range cfg.members(gi) {
+			// Member IDs are the client's in KIP-848 v1: unique, 22
+			// characters or more, as a UUID is.
+			m := &fleetMember{g: g, id: fmt.Sprintf("%s-%05d-%03d-0000000000", cfg.prefix, gi, mi)}
+			g.members = append(g.members, m)
+			all = append(all, m)
+		}
+		f.groups = append(f.groups, g)
+	}
+	// A group's members are next to each other in all: dealt round the
+	// lanes, they use different connections, as consumers on different
+	// machines would.
+	lanes := (len(all) + cfg.perLane - 1) / cfg.perLane
+	for range lanes {
+		l := &fleetLane{f: f, wake: make(chan struct{}, 1)}
+		for _, a := range cfg.addrs {
+			l.wires = append(l.wires, newWire(a, cfg.timeout))
+		}
+		f.lanes = append(f.lanes, l)
+	}
+	for i, m := range all {
+		l := f.lanes[i%lanes]
+		m.lane, m.index = l, len(l.due)
+		l.members = append(l.members, m)
+		l.due = append(l.due, m)
+	}
+	return f
+}
+
+// start sets every member going: each joins at once (epoch 0), then
+// heartbeats on its interval until stop.
+func (f *fleet) start() {
+	f.ctx, f.cancel = context.WithCancel(context.Background())
+	for _, l := range f.lanes {
+		f.wg.Add(1)
+		go func() {
+			defer f.wg.Done()
+			l.run(f.ctx)
+		}()
+	}
+}
+
+// stop stops the members, fails what is in flight and waits for the
+// lookups to end.
+func (f *fleet) stop() {
+	if f.cancel == nil || f.stopped.Swap(true) {
+		return
+	}
+	f.cancel()
+	for _, l := range f.lanes {
+		for _, w := range l.wires {
+			w.close()
+		}
+	}
+	f.wg.Wait()
+}
+
+// run sends the lane's members' heartbeats as they fall due.
+func (l *fleetLane) run(ctx context.Context) {
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		l.mu.Lock()
+		now := time.Now()
+		for len(l.due) > 0 && l.inFlight < l.f.cfg.inFlight && !l.due[0].due.After(now) {
+			l.send(heap.Pop(&l.due).(*fleetMember), now)
+		}
+		wait := time.Hour
+		if len(l.due) > 0 && l.inFlight < l.f.cfg.inFlight {
+			wait = l.due[0].due.Sub(now)
+		}
+		l.next = now.Add(wait)
+		l.mu.Unlock()
+		timer.Reset(wait)
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C:
+		case <-l.wake:
+		}
+	}
+}
+
+// requeueLocked puts m back in the lane's heap, due at due.
+func (l *fleetLane) requeueLocked(m *fleetMember, due time.Time) {
+	m.due = due
+	heap.Push(&l.due, m)
+	if due.Before(l.next) {
+		l.next = due
+		l.kick()
+	}
+}
+
+func (l *fleetLane) kick() {
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+}
+
+// send sends m's heartbeat to its group's coordinator, or parks m with its
+// group until the coordinator is found. The lane's lock is held.
+func (l *fleetLane) send(m *fleetMember, now time.Time) {
+	f := l.f
+	node := f.route(m)
+	if node < 0 {
+		return
+	}
+	req := &l.req
+	*req = kmsg.ConsumerGroupHeartbeatRequest{Version: 1, Group: m.g.name, MemberID: m.id, MemberEpoch: m.epoch, RebalanceTimeoutMillis: -1}
+	full := !m.reported
+	if full {
+		req.RebalanceTimeoutMillis = 30000
+		req.SubscribedTopicNames = []string{f.cfg.topic}
+		req.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+		if len(m.owned) > 0 {
+			req.Topics = append(req.Topics, kmsg.ConsumerGroupHeartbeatRequestTopic{TopicID: f.cfg.topicID, Partitions: m.owned})
+		}
+	}
+	err := l.wires[node].send(req, func(resp kmsg.Response, err error) {
+		if f.stopped.Load() {
+			return
+		}
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if l.inFlight == f.cfg.inFlight {
+			l.kick()
+		}
+		l.inFlight--
+		l.takeLocked(m, node, full, now, resp, err)
+	})
+	if err != nil {
+		l.takeLocked(m, node, full, now, nil, err)
+		return
+	}
+	l.inFlight++
+}
+
+// takeLocked takes the answer to m's heartbeat sent to node at sent, and
+// puts m back in the heap, due when it should heartbeat next.
+func (l *fleetLane) takeLocked(m *fleetMember, node int, full bool, sent time.Time, resp kmsg.Response, err error) {
+	f := l.f
+	now := time.Now()
+	if err != nil {
+		f.transport.Add(1)
+		m.reported = false
+		m.g.lost(node, now)
+		l.requeueLocked(m, now)
+		return
+	}
+	r := resp.(*kmsg.ConsumerGroupHeartbeatResponse)
+	switch r.ErrorCode {
+	case 0:
+	case kerr.NotCoordinator.Code, kerr.CoordinatorNotAvailable.Code, kerr.CoordinatorLoadInProgress.Code:
+		f.count(r.ErrorCode)
+		m.reported = false
+		m.g.lost(node, now)
+		l.requeueLocked(m, now)
+		return
+	case kerr.UnknownMemberID.Code, kerr.FencedMemberEpoch.Code:
+		f.count(r.ErrorCode)
+		f.violation(true, "%s of %s at epoch %d, node %d: expelled: %v", m.id, m.g.name, m.epoch, node, kerr.ErrorForCode(r.ErrorCode))
+		// It joins again, as a stock client does.
+		m.epoch, m.owned, m.reported = 0, nil, false
+		l.requeueLocked(m, now)
+		return
+	default:
+		f.count(r.ErrorCode)
+		f.violation(false, "%s of %s, node %d: unexpected %v", m.id, m.g.name, node, kerr.ErrorForCode(r.ErrorCode))
+		m.reported = false
+		l.requeueLocked(m, now.Add(time.Second))
+		return
+	}
+	f.ok[node].Add(1)
+	m.g.servedBy(node, now)
+	if r.MemberEpoch < m.maxEpoch {
+		f.violation(false, "%s of %s: epoch %d after %d, from node %d", m.id, m.g.name, r.MemberEpoch, m.maxEpoch, node)
+	}
+	if m.epoch != 0 && r.MemberEpoch != m.epoch {
+		f.epochMoves.Add(1)
+	}
+	m.epoch = r.MemberEpoch
+	m.maxEpoch = max(m.maxEpoch, r.MemberEpoch)
+	if full {
+		m.reported = true
+	}
+	due := sent.Add(max(time.Duration(r.HeartbeatIntervalMillis)*time.Millisecond, 100*time.Millisecond))
+	if r.Assignment != nil {
+		var owned []int32
+		for _, t := range r.Assignment.Topics {
+			owned = append(owned, t.Partitions...)
+		}
+		slices.Sort(owned)
+		if !slices.Equal(owned, m.owned) {
+			// Revoked and taken at once: say so now.
+			m.owned, m.reported, due = owned, false, now
+		}
+	}
+	l.requeueLocked(m, due)
+}
+
+// route returns the index of the node m's group is sent to; or, if none
+// is known, parks m with the group (starting a lookup if none is under
+// way) and returns -1. m's lane's lock is held.
+func (f *fleet) route(m *fleetMember) int {
+	g := m.g
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.coord >= 0 {
+		return g.coord
+	}
+	g.waiters = append(g.waiters, m)
+	if !g.looking {
+		g.looking = true
+		f.wg.Add(1)
+		go f.lookup(g)
+	}
+	return -1
+}
+
+// lookup finds g's coordinator, asking the nodes in turn, no sooner than
+// the group's backoff allows, then sends the members that waited for it.
+func (f *fleet) lookup(g *fleetGroup) {
+	defer f.wg.Done()
+	for {
+		g.mu.Lock()
+		wait := time.Until(g.retry)
+		g.mu.Unlock()
+		if wait > 0 {
+			select {
+			case <-f.ctx.Done():
+				return
+			case <-time.After(wait):
+			}
+		}
+		node, ok := f.find(g.name)
+		g.mu.Lock()
+		if !ok {
+			g.backoffLocked(time.Now())
+			g.mu.Unlock()
+			continue
+		}
+		g.coord, g.looking = node, false
+		waiters := g.waiters
+		g.waiters = nil
+		g.mu.Unlock()
+		for _, m := range waiters {
+			m.lane.mu.Lock()
+			m.lane.requeueLocked(m, time.Now())
+			m.lane.mu.Unlock()
+		}
+		return
+	}
+}
+
+// find asks the nodes in turn for group's coordinator until one names a
+// node (its index) or says there is none.
+func (f *fleet) find(group string) (int, bool) {
+	first := int(f.lookups.Add(1))
+	for i := range f.finders {
+		node := (first + i) % len(f.finders)
+		ctx, cancel := context.WithTimeout(f.ctx, f.cfg.timeout)
+		addr, err := findCoordinatorAt(ctx, f.finders[node], group)
+		cancel()
+		if err != nil {
+			if kerrCode(err) != 0 {
+				return -1, false // the set answered: no coordinator yet
+			}
+			continue
+		}
+		if n, ok := f.nodeOf[addr]; ok {
+			return n, true
+		}
+		f.violation(false, "FindCoordinator for %s named %s, not a node of the set", group, addr)
+		return -1, false
+	}
+	return -1, false
+}
+
+// lost forgets that node coordinates g after it refused or did not
+// answer, and backs the group's next lookup off.
+func (g *fleetGroup) lost(node int, now time.Time) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.coord == node {
+		g.coord = -1
+		g.backoffLocked(now)
+	}
+}
+
+// Lookups of a group without a coordinator back off from 50 ms to 500 ms:
+// a dead node's groups wait for its lease to expire, and thousands of
+// them must not flood the survivors meanwhile.
+const (
+	findBackoffMin = 50 * time.Millisecond
+	findBackoffMax = 500 * time.Millisecond
+)
+
+func (g *fleetGroup) backoffLocked(now time.Time) {
+	g.backoff = min(max(2*g.backoff, findBackoffMin), findBackoffMax)
+	g.retry = now.Add(g.backoff)
+}
+
+func (g *fleetGroup) servedBy(node int, now time.Time) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.backoff = 0
+	if len(g.served) == 0 || g.served[len(g.served)-1].node != node {
+		g.served = append(g.served, serving{node: node, at: now})
+	}
+}
+
+// history returns the nodes that served g, in order.
+func (g *fleetGroup) history() []serving {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return slices.Clone(g.served)
+}
+
+// findCoordinatorAt asks the node cl is seeded with, and only it, for
+// group's coordinator; an error with a Kafka code if it has none.
+func findCoordinatorAt(ctx context.Context, cl *kgo.Client, group string) (string, error) {
+	fc := kmsg.NewPtrFindCoordinatorRequest()
+	fc.Version = 4
+	fc.CoordinatorKeys = []string{group}
+	resp, err := fc.RequestWith(ctx, cl.SeedBrokers()[0])
+	if err != nil {
+		return "", err
+	}
+	if len(resp.Coordinators) != 1 {
+		return "", fmt.Errorf("FindCoordinator for %s: %d answers", group, len(resp.Coordinators))
+	}
+	c := resp.Coordinators[0]
+	if c.ErrorCode != 0 {
+		return "", kerr.ErrorForCode(c.ErrorCode)
+	}
+	return net.JoinHostPort(c.Host, strconv.Itoa(int(c.Port))), nil
+}
+
+func (f *fleet) count(code int16) {
+	f.mu.Lock()
+	f.codes[code]++
+	f.mu.Unlock()
+}
+
+// violation records a broken expectation; the first 20 are kept.
+func (f *fleet) violation(expelled bool, format string, args ...any) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.nViolations++
+	if expelled {
+		f.expelled++
+	}
+	if len(f.violations) < 20 {
+		f.violations = append(f.violations, fmt.Sprintf(format, args...))
+	}
+}
+
+// check fails tb if a violation was recorded.
+func (f *fleet) check(tb testing.TB) {
+	tb.Helper()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.nViolations > 0 {
+		tb.Fatalf("%d violations (%d expulsions), the first: %q", f.nViolations, f.expelled, f.violations)
+	}
+}
+
+// errorCodes returns the heartbeat error codes seen, by name.
+func (f *fleet) errorCodes() map[string]int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := map[string]int64{}
+	for c, n := range f.codes {
+		out[kerr.ErrorForCode(c).Error()] = n
+	}
+	return out
+}
+
+// served returns the successful heartbeats so far, in total.
+func (f *fleet) served() int64 {
+	var n int64
+	for i := range f.ok {
+		n += f.ok[i].Load()
+	}
+	return n
+}
+
+// memberState is a member as a snapshot shows it.
+type memberState struct {
+	epoch    int32
+	owned    []int32
+	reported bool
+}
+
+// snapshot copies every member's state, by group; each lane's members are
+// copied between two of their answers.
+func (f *fleet) snapshot() map[*fleetGroup][]memberState {
+	out := make(map[*fleetGroup][]memberState, len(f.groups))
+	for _, l := range f.lanes {
+		l.mu.Lock()
+		for _, m := range l.members {
+			out[m.g] = append(out[m.g], memberState{epoch: m.epoch, owned: slices.Clone(m.owned), reported: m.reported})
+		}
+		l.mu.Unlock()
+	}
+	return out
+}
+
+// unsettled returns the groups whose members do not all hold their
+// target: a settled group's members are at one epoch, own every partition
+// of the topic between them, each exactly once, and have said so. It
+// returns the count and a description of the first.
+func (f *fleet) unsettled() (int, string) {
+	n, first := 0, ""
+	for g, ms := range f.snapshot() {
+		owners := make([]int, f.cfg.partitions)
+		ok := true
+		for _, m := range ms {
+			if m.epoch == 0 || m.epoch != ms[0].epoch || !m.reported {
+				ok = false
+			}
+			for _, p := range m.owned {
+				if int(p) >= len(owners) {
+					ok = false
+					continue
+				}
+				owners[p]++
+			}
+		}
+		ok = ok && !slices.ContainsFunc(owners, func(c int) bool { return c != 1 })
+		if !ok {
+			if n == 0 {
+				first = fmt.Sprintf("%s: %+v", g.name, ms)
+			}
+			n++
+		}
+	}
+	return n, first
+}
+
+// epochs returns each member's epoch, by member ID.
+func (f *fleet) epochs() map[string]int32 {
+	out := map[string]int32{}
+	for _, l := range f.lanes {
+		l.mu.Lock()
+		for _, m := range l.members {
+			out[m.id] = m.epoch
+		}
+		l.mu.Unlock()
+	}
+	return out
+}
+
+// memberHeap orders a lane's members by when they are due.
+type memberHeap []*fleetMember
+
+func (h memberHeap) Len() int           { return len(h) }
+func (h memberHeap) Less(i, j int) bool { return h[i].due.Before(h[j].due) }
+func (h memberHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].index, h[j].index = i, j
+}
+
+func (h *memberHeap) Push(x any) {
+	m := x.(*fleetMember)
+	m.index = len(*h)
+	*h = append(*h, m)
+}
+
+func (h *memberHeap) Pop() any {
+	old := *h
+	m := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	m.index = -1
+	return m
+}

@@ -1,0 +1,263 @@
+package e2e
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"math"
+	"runtime/debug"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/tenure-dev/tenure/internal/testenv"
+)
+
+var (
+	benchShards = flag.Int("e2e.shards", 48, "BenchmarkShards: --shards of the nodes (0 leaves the flag out: one leader serves every group)")
+	benchGroups = flag.Int("e2e.groups", 10000, "BenchmarkShards: groups")
+	benchSize   = flag.Int("e2e.members", 16, "BenchmarkShards: members per group")
+	benchWindow = flag.Duration("e2e.window", 30*time.Second, "BenchmarkShards: length of the steady-state window")
+	benchTTL    = flag.Duration("e2e.ttl", 5*time.Second, "BenchmarkShards: --election-ttl of the nodes (tenure's default)")
+	benchLane   = flag.Int("e2e.perconn", 4000, "BenchmarkShards: members sharing one connection to each node")
+	benchFlight = flag.Int("e2e.inflight", 64, "BenchmarkShards: most requests of the members sharing connections unanswered")
+)
+
+// benchHeartbeat and benchSession are the nodes' KIP-848 heartbeat
+// interval and session timeout.
+const (
+	benchHeartbeat = 5 * time.Second
+	benchSession   = 45 * time.Second
+)
+
+// BenchmarkShards runs 10,000 groups of 16 raw KIP-848 members (a topic of
+// 64 partitions) on three `tenure serve --shards 48` nodes over one etcd
+// process, all on loopback, with the load generator (fleet) in this
+// process: one connection per node per 4,000 members, 16 requests in
+// flight on each. The nodes tell members to heartbeat every 5 s (session
+// 45 s). It runs the scenario once, whatever b.N, and reports:
+//
+//	join-s          from the first join to every group settled (each
+//	                member holds its target and has said so)
+//	hb/s            heartbeats answered without error per second at steady
+//	                state, summed over the nodes, over -e2e.window (30 s)
+//	cpu-dev-%       the largest deviation of a node's share of the three
+//	                nodes' CPU over the window from an even third (goal: 20)
+//	etcd-writes/s   the etcd revision's growth per second over the window
+//	                (goal: near zero: heartbeats that change nothing write
+//	                nothing; lease renewals do not move the revision)
+//	loadgen-cores   this process's CPU over the window, per second
+//	failover-s      from a kill -9 of one node to the first heartbeat
+//	                answered by the new owner for the last of that node's
+//	                groups (bound below by the election TTL, -e2e.ttl)
+//
+// and fails if a group is unsettled or a member's epoch moves at steady
+// state, if a member is expelled or its epoch goes backwards at any time,
+// or if the kill moves a group the dead node did not coordinate. The -e2e
+// flags change the shape; -e2e.shards=0 runs one leader, as tenure did
+// before shards.
+//
+//	go test -run '^$' -bench BenchmarkShards -benchtime 1x ./internal/e2e/
+func BenchmarkShards(b *testing.B) {
+	if testing.Short() {
+		b.Skip("runs real processes under heavy load")
+	}
+	// The generator allocates for every request (kgo does): collect less
+	// often, so that it leaves the cores to the nodes.
+	defer debug.SetGCPercent(debug.SetGCPercent(400))
+	args := []string{"--consumer-heartbeat-interval", benchHeartbeat.String(), "--consumer-session-timeout", benchSession.String(),
+		"--election-ttl", benchTTL.String(), "--log-level", "warn"}
+	if *benchShards > 0 {
+		args = append(args, "--shards", strconv.Itoa(*benchShards))
+	}
+	h := startHASetWith(b, haOpts{etcdMembers: 1, http: true, args: args})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	sc := &shardCheck{h: h, cli: h.etcdClient(), shards: *benchShards}
+	if *benchShards > 0 {
+		testenv.Eventually(b, time.Minute, "the shards to be spread over the nodes", func() bool {
+			_, err := sc.coordination(ctx)
+			return err == nil
+		})
+	} else {
+		h.leader(ctx)
+	}
+	topicID := createTopicOn(b, h.nodes[0].Addr, "bench", partitions)
+	f := newFleet(b, fleetConfig{addrs: h.addrs(), topic: "bench", topicID: topicID, partitions: partitions,
+		groups: *benchGroups, prefix: "bench", members: func(int) int { return *benchSize },
+		perLane: *benchLane, inFlight: *benchFlight, timeout: 10 * time.Second})
+	sc.f = f
+	b.Logf("%d groups of %d members on %d connections to each node, %d in flight on each; %d shards, election TTL %v",
+		*benchGroups, *benchSize, len(f.lanes), *benchFlight, *benchShards, *benchTTL)
+
+	// Join.
+	start := time.Now()
+	f.start()
+	defer f.stop()
+	var join time.Duration
+	for last := start; ; {
+		time.Sleep(time.Second)
+		n, first := f.unsettled()
+		if n == 0 {
+			join = time.Since(start)
+			break
+		}
+		if time.Since(last) >= 10*time.Second {
+			last = time.Now()
+			b.Logf("joining, %v: %d groups unsettled (%s), %d heartbeats answered, errors %v",
+				time.Since(start).Round(time.Second), n, first, f.served(), f.errorCodes())
+		}
+		if time.Since(start) > 20*time.Minute {
+			b.Fatalf("%d groups still unsettled after %v, the first %s", n, time.Since(start).Round(time.Second), first)
+		}
+		f.check(b)
+	}
+	b.Logf("joined in %v", join.Round(time.Millisecond))
+	// The members that reported their assignment last are due again an
+	// interval later: let that pass before measuring.
+	time.Sleep(benchHeartbeat + time.Second)
+
+	// Steady state.
+	w0 := sc.sample(ctx)
+	time.Sleep(*benchWindow)
+	w1 := sc.sample(ctx)
+	window := w1.at.Sub(w0.at)
+	if moves := w1.epochMoves - w0.epochMoves; moves > 0 {
+		b.Errorf("%d member epochs moved at steady state", moves)
+	}
+	if n, first := f.unsettled(); n > 0 {
+		b.Errorf("%d groups unsettled at steady state, the first %s", n, first)
+	}
+	f.check(b)
+	var cpus []time.Duration
+	var cpuSum time.Duration
+	for i := range h.nodes {
+		c := w1.cpu[i] - w0.cpu[i]
+		cpus = append(cpus, c)
+		cpuSum += c
+	}
+	hbRate := float64(w1.served-w0.served) / window.Seconds()
+	writes := float64(w1.rev-w0.rev) / window.Seconds()
+	loadgen := (w1.self - w0.self).Seconds() / window.Seconds()
+	dev := 0.0
+	var table strings.Builder
+	fmt.Fprintf(&table, "steady state over %v:\n%-8s %7s %8s %10s %7s\n", window.Round(time.Millisecond), "process", "shards", "hb/s", "cpu-cores", "share")
+	for i, c := range cpus {
+		share := c.Seconds() / cpuSum.Seconds()
+		dev = max(dev, math.Abs(share-1.0/3)*3*100)
+		fmt.Fprintf(&table, "tenure-%d %7d %8.0f %10.3f %6.1f%%\n", i, w1.led[i], float64(w1.ok[i]-w0.ok[i])/window.Seconds(),
+			c.Seconds()/window.Seconds(), share*100)
+	}
+	fmt.Fprintf(&table, "%-8s %7s %8s %10.3f\n", "etcd", "", "", (w1.etcdCPU-w0.etcdCPU).Seconds()/window.Seconds())
+	fmt.Fprintf(&table, "%-8s %7s %8.0f %10.3f\n", "loadgen", "", hbRate, loadgen)
+	fmt.Fprintf(&table, "etcd revision +%d: %.2f writes/s", w1.rev-w0.rev, writes)
+	b.Log(table.String())
+
+	// Kill -9 the node that serves the most groups (with one leader, the
+	// leader); its groups move to the others.
+	before := sc.histories()
+	byNode := make([][]*fleetGroup, len(h.nodes))
+	for _, g := range f.groups {
+		hist := before[g.name]
+		n := hist[len(hist)-1].node
+		byNode[n] = append(byNode[n], g)
+	}
+	victim := 0
+	for i := range byNode {
+		if len(byNode[i]) > len(byNode[victim]) {
+			victim = i
+		}
+	}
+	affected := byNode[victim]
+	h.nodes[victim].Kill()
+	killed := time.Now()
+	var back time.Time
+	testenv.Eventually(b, *benchTTL+5*time.Minute, "every group of the killed node to be served again", func() bool {
+		back = time.Time{}
+		for _, g := range affected {
+			hist := g.history()
+			last := hist[len(hist)-1]
+			if last.node == victim {
+				return false
+			}
+			if last.at.After(back) {
+				back = last.at
+			}
+		}
+		return true
+	})
+	failover := back.Sub(killed)
+	b.Logf("node %d killed: its %d groups served again by the others %v later (election TTL %v)",
+		victim, len(affected), failover.Round(time.Millisecond), *benchTTL)
+	moved := 0
+	for _, g := range f.groups {
+		if was := before[g.name]; was[len(was)-1].node != victim && !slices.Equal(g.history(), was) {
+			moved++
+		}
+	}
+	if moved > 0 {
+		b.Errorf("the kill moved %d groups whose node lived", moved)
+	}
+	f.check(b)
+	b.Logf("heartbeat errors seen: %v", f.errorCodes())
+
+	b.ReportMetric(join.Seconds(), "join-s")
+	b.ReportMetric(hbRate, "hb/s")
+	b.ReportMetric(dev, "cpu-dev-%")
+	b.ReportMetric(writes, "etcd-writes/s")
+	b.ReportMetric(loadgen, "loadgen-cores")
+	b.ReportMetric(failover.Seconds(), "failover-s")
+}
+
+// sample is what the benchmark reads of the set and the fleet at one
+// instant.
+type sample struct {
+	at         time.Time
+	cpu        []time.Duration // by node
+	etcdCPU    time.Duration
+	self       time.Duration // this process's
+	rev        int64         // etcd's revision
+	led        []int         // shards by node
+	ok         []int64       // heartbeats answered by node
+	served     int64
+	epochMoves int64
+}
+
+func (sc *shardCheck) sample(ctx context.Context) sample {
+	h, f := sc.h, sc.f
+	tb := h.t
+	s := sample{at: time.Now(), served: f.served(), epochMoves: f.epochMoves.Load()}
+	for i, p := range h.nodes {
+		c, err := p.CPU()
+		if err != nil {
+			tb.Fatal(err)
+		}
+		s.cpu = append(s.cpu, c)
+		s.ok = append(s.ok, f.ok[i].Load())
+		led := -1
+		if sc.shards > 0 {
+			if led, err = h.shardsLed(ctx, i); err != nil {
+				tb.Fatal(err)
+			}
+		}
+		s.led = append(s.led, led)
+	}
+	var err error
+	if s.etcdCPU, err = h.etcd[0].CPU(); err != nil {
+		tb.Fatal(err)
+	}
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		tb.Fatal(err)
+	}
+	s.self = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	resp, err := sc.cli.Get(ctx, "/e2e/ready")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	s.rev = resp.Header.Revision
+	return s
+}
