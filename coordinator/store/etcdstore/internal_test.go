@@ -170,7 +170,9 @@ func TestDecideLayout(t *testing.T) {
 		{name: "newer before the count", format: kv("5"), shards: 8, err: ErrNewerFormat},
 		{name: "bad format", format: kv("three"), shards: 1, errText: "not a format version"},
 		{name: "bad count", format: kv("4"), count: kv("+8"), shards: 8, errText: "not a shard count"},
-		{name: "count alone", count: kv("8"), shards: 8, errText: "is missing"},
+		{name: "count alone, recorded by the HA set", count: kv("8"), shards: 8, want: layoutWrites{format: 4}},
+		{name: "count alone, unsharded", count: kv("1"), shards: 1, want: layoutWrites{format: 3}},
+		{name: "count alone, another", count: kv("8"), shards: 2, err: ErrShardCount},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			k := newKeys("/p/", 0, tc.shards)

@@ -108,20 +108,23 @@ type layoutWrites struct {
 // absent), whether a store of format want and shards shards may open the
 // prefix of k, and what it must write first.
 func decideLayout(k keys, format, count *mvccpb.KeyValue, want, shards int) (layoutWrites, error) {
-	if format == nil {
-		if count != nil {
-			return layoutWrites{}, fmt.Errorf("etcdstore: %q holds %q but %q is missing; not a prefix of this layout",
-				k.shardCount(), count.Value, k.format())
+	if format == nil && count == nil {
+		return layoutWrites{format: want, count: true}, nil // a new prefix
+	}
+	v := 0
+	if format != nil {
+		var err error
+		v, err = strconv.Atoi(string(format.Value))
+		switch {
+		case err != nil || v < 1:
+			return layoutWrites{}, fmt.Errorf("etcdstore: key %q holds %q, not a format version", k.format(), format.Value)
+		case v > formatVersion:
+			return layoutWrites{}, fmt.Errorf("%w: prefix %q has format %d, this tenure knows up to %d", ErrNewerFormat, k.prefix, v, formatVersion)
 		}
-		return layoutWrites{format: want, count: true}, nil
 	}
-	v, err := strconv.Atoi(string(format.Value))
-	switch {
-	case err != nil || v < 1:
-		return layoutWrites{}, fmt.Errorf("etcdstore: key %q holds %q, not a format version", k.format(), format.Value)
-	case v > formatVersion:
-		return layoutWrites{}, fmt.Errorf("%w: prefix %q has format %d, this tenure knows up to %d", ErrNewerFormat, k.prefix, v, formatVersion)
-	}
+	// A count without a format: the HA set recorded it when its first
+	// node joined (package ha, which checks it at Join), before any
+	// store opened the prefix.
 	recorded := 1
 	if count != nil {
 		n, err := strconv.Atoi(string(count.Value))
@@ -135,6 +138,9 @@ func decideLayout(k keys, format, count *mvccpb.KeyValue, want, shards int) (lay
 			"the count is fixed once a prefix is used (%q)", ErrShardCount, k.prefix, shardsName(recorded), shardsName(shards), k.shardCount())
 	}
 	w := layoutWrites{from: v, count: count == nil}
+	if format == nil {
+		return layoutWrites{format: want}, nil
+	}
 	if v < want {
 		// Every older format is a subset of this one: raising the
 		// version is the whole upgrade.
