@@ -20,6 +20,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/tenure-dev/tenure/assignor"
+	"github.com/tenure-dev/tenure/coordinator/ha"
 	"github.com/tenure-dev/tenure/coordinator/server"
 	"github.com/tenure-dev/tenure/coordinator/store"
 	"github.com/tenure-dev/tenure/coordinator/store/etcdstore"
@@ -75,6 +76,7 @@ func setupServe(fs *flag.FlagSet) func(ctx context.Context, args []string) error
 		parkedConn    = fs.Int("max-parked-per-connection", def.MaxParkedPerConnection, "most requests one connection may have parked (JoinGroup, SyncGroup, Fetch held for MaxWait); beyond it a Fetch is answered at once and a group request COORDINATOR_LOAD_IN_PROGRESS")
 		parkedGroup   = fs.Int("max-parked-per-group", def.MaxParkedPerGroup, "most requests one group may hold parked; beyond it a JoinGroup or SyncGroup is answered COORDINATOR_LOAD_IN_PROGRESS")
 		storeFlags    = addStoreFlags(fs)
+		shards        = fs.Int("shards", 1, "with a shared etcd (an HA set): the number of coordinator shards the groups hash onto, each owned by one node at a time and spread evenly over the live nodes, like Kafka's __consumer_offsets partitions; 1 keeps one leader for every group. Fixed once the store's prefix is used: every node must give the same")
 		electionTTL   = fs.Duration("election-ttl", 5*time.Second, "with the etcd store: how long a leader that stops renewing its lease (crash, pause, partition) keeps the groups before another node may take over; whole seconds")
 		logLevel      = fs.String("log-level", "info", "log `level`: debug, info, warn or error")
 		topics        = declaredTopics(fs)
@@ -187,6 +189,12 @@ func setupServe(fs *flag.FlagSet) func(ctx context.Context, args []string) error
 				zap.Duration("heartbeat", *cHeartbeat), zap.Duration("session", *cSession), zap.Error(err))
 		}
 
+		if *shards < 1 || *shards > ha.MaxShards {
+			return usagef("--shards %d must be in [1, %d]", *shards, ha.MaxShards)
+		}
+		if *shards > 1 && !storeFlags.shared() {
+			return usagef("--shards %d spreads groups over the nodes of an HA set: it needs a shared etcd (--etcd-endpoints, or an embedded etcd cluster with --etcd-initial-cluster)", *shards)
+		}
 		if storeFlags.kind == "etcd" && (*electionTTL < time.Second || *electionTTL%time.Second != 0) {
 			return usagef("--election-ttl %v must be whole seconds, at least 1s", *electionTTL)
 		}
@@ -248,7 +256,7 @@ func setupServe(fs *flag.FlagSet) func(ctx context.Context, args []string) error
 			if hln != nil {
 				httpAdv = httpAdvertise(hln.Addr(), adv)
 			}
-			cluster, err := joinCluster(ctx, be.cli, adv, advs, httpAdv, storeFlags.prefix, *electionTTL, be.storeOpts, log, reg)
+			cluster, err := joinCluster(ctx, be.cli, adv, advs, httpAdv, storeFlags.prefix, *electionTTL, *shards, be.storeOpts, log, reg)
 			if err != nil {
 				ln.Close()
 				return fmt.Errorf("joining the HA set: %w", err)

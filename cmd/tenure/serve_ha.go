@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -27,18 +28,22 @@ type haCluster struct {
 	terms     chan server.Term
 	cancel    context.CancelFunc
 	done      chan struct{}
+	// shardTerms carries the shard terms with their stores, with
+	// --shards above 1 (run hands out no leadership terms then).
+	shardTerms chan server.ShardTerm
 }
 
-var _ server.Cluster = (*haCluster)(nil)
+var _ server.ShardedCluster = (*haCluster)(nil)
 
 // joinCluster joins this node (reachable by Kafka clients at advertise,
 // and on each listener at its address in listeners, and by the other
 // nodes' admin API at httpAddr, "" if it serves none) to the HA set on
-// cli's etcd. storeOpts are the group store's options, to which each term
-// adds its guard.
+// cli's etcd, with the groups in shards shards (1: one leader).
+// storeOpts are the group store's options, to which each term adds its
+// guard (and its shard).
 func joinCluster(ctx context.Context, cli *clientv3.Client, advertise string, listeners map[string]string, httpAddr, prefix string, ttl time.Duration,
-	storeOpts []etcdstore.Opt, log *zap.Logger, reg prometheus.Registerer) (*haCluster, error) {
-	opts := []ha.Opt{ha.Prefix(prefix), ha.ElectionTTL(ttl), ha.Logger(log), ha.Registerer(reg), ha.Listeners(listeners)}
+	shards int, storeOpts []etcdstore.Opt, log *zap.Logger, reg prometheus.Registerer) (*haCluster, error) {
+	opts := []ha.Opt{ha.Prefix(prefix), ha.ElectionTTL(ttl), ha.Logger(log), ha.Registerer(reg), ha.Listeners(listeners), ha.Shards(shards)}
 	if httpAddr != "" {
 		opts = append(opts, ha.HTTPAddr(httpAddr))
 	}
@@ -52,7 +57,7 @@ func joinCluster(ctx context.Context, cli *clientv3.Client, advertise string, li
 		if err == nil {
 			break
 		}
-		if errors.Is(err, ha.ErrInvalidOption) || time.Now().After(deadline) {
+		if errors.Is(err, ha.ErrInvalidOption) || errors.Is(err, ha.ErrShardCount) || time.Now().After(deadline) {
 			return nil, err
 		}
 		log.Warn("cannot join the HA set yet; retrying", zap.Error(err), zap.Duration("backoff", backoff))
@@ -64,10 +69,15 @@ func joinCluster(ctx context.Context, cli *clientv3.Client, advertise string, li
 	}
 	runCtx, cancel := context.WithCancel(context.Background())
 	c := &haCluster{node: node, cli: cli, storeOpts: storeOpts, log: log,
-		terms: make(chan server.Term), cancel: cancel, done: make(chan struct{})}
-	go c.run(runCtx)
+		terms: make(chan server.Term), cancel: cancel, done: make(chan struct{}),
+		shardTerms: make(chan server.ShardTerm, 2*shards)}
+	if shards > 1 {
+		go c.runShards(runCtx)
+	} else {
+		go c.run(runCtx)
+	}
 	log.Info("joined the HA set", zap.Int32("node", node.Self().ID), zap.String("advertise", advertise),
-		zap.String("http", httpAddr), zap.Duration("election_ttl", ttl))
+		zap.String("http", httpAddr), zap.Duration("election_ttl", ttl), zap.Int("shards", shards))
 	return c, nil
 }
 
@@ -111,12 +121,66 @@ func (c *haCluster) run(ctx context.Context) {
 	}
 }
 
+// runShards opens a store of the shard's groups, guarded by the shard's
+// owner key, for each shard term the node wins, and hands both to the
+// server, which closes the store when it releases the term. Stores open
+// one at a time, so that the terms of a shard reach the server in order.
+func (c *haCluster) runShards(ctx context.Context) {
+	defer close(c.done)
+	defer close(c.shardTerms)
+	count := c.node.ShardCount()
+	for {
+		var t *ha.Term
+		select {
+		case <-ctx.Done():
+			return
+		case t = <-c.node.ShardTerms():
+			if t == nil {
+				return
+			}
+		}
+		st, err := etcdstore.New(ctx, c.cli, append(c.storeOpts, etcdstore.Guard(t.Guard()), etcdstore.Shard(t.Shard(), count))...)
+		if err != nil {
+			// The owner key is this node's until the term ends; it then
+			// moves, or is won again with a fresh store.
+			c.log.Error("won a shard but cannot open its store; serving nothing of it this term",
+				zap.Int("shard", t.Shard()), zap.Error(err))
+			go func() {
+				<-t.Done()
+				t.Release()
+			}()
+			continue
+		}
+		ht := &haShardTerm{haTerm: haTerm{t: t, st: st}}
+		select {
+		case c.shardTerms <- ht:
+		case <-ctx.Done():
+			ht.Release()
+			return
+		}
+	}
+}
+
 // close leaves the set: the node resigns (another node takes over at once)
 // and revokes its lease.
 func (c *haCluster) close() error {
 	c.cancel()
 	<-c.done
-	return c.node.Close()
+	err := c.node.Close()
+	// Terms the server did not take (it stopped first) end with the node.
+	for t := range c.shardTerms {
+		t.Release()
+	}
+	return err
+}
+
+func (c *haCluster) Shards() int                         { return c.node.ShardCount() }
+func (c *haCluster) ShardOf(group string) int            { return ha.ShardOf(group, c.node.ShardCount()) }
+func (c *haCluster) ShardTerms() <-chan server.ShardTerm { return c.shardTerms }
+
+func (c *haCluster) ShardOwner(s int) (server.Node, bool) {
+	n, ok := c.node.ShardOwner(s)
+	return serverNode(n), ok
 }
 
 func (c *haCluster) Self() server.Node { return serverNode(c.node.Self()) }
@@ -150,3 +214,20 @@ type haTerm struct {
 func (h *haTerm) Store() store.Store       { return h.st }
 func (h *haTerm) Valid(now time.Time) bool { return h.t.Valid(now) }
 func (h *haTerm) Done() <-chan struct{}    { return h.t.Done() }
+
+// haShardTerm is a won shard term with the store of the shard's groups.
+type haShardTerm struct {
+	haTerm
+	once sync.Once
+}
+
+func (h *haShardTerm) Shard() int { return h.t.Shard() }
+
+// Release closes the store, whose writes the server has settled, then
+// lets the node hand the shard on.
+func (h *haShardTerm) Release() {
+	h.once.Do(func() {
+		h.st.Close()
+		h.t.Release()
+	})
+}

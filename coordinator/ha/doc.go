@@ -18,6 +18,7 @@
 //	<p>meta/ha/nodes/<id>          {"id":<id>,"addr":"host:port","http":"host:port"}, bound to the node's lease
 //	<p>meta/ha/leader/<lease hex>  the node ID in decimal, bound to the same lease
 //	<p>meta/ha/addrs/<addr>        the node ID the address last had (no lease)
+//	<p>meta/ha/shards/<s>          shard s's owner (Shards above 1; see Shards below)
 //
 // "http", the node's HTTP listener (HTTPAddr), is absent when it has none.
 //
@@ -106,6 +107,40 @@
 // Node.Leader and Node.Nodes come from a watch of <p>meta/ha/ and may lag;
 // they are advice for redirecting clients, never used for safety.
 //
+// # Shards
+//
+// With Shards(n), n > 1, there is no leader: groups hash onto n shards
+// (ShardOf: xxhash of the name modulo n) and each shard has an owner of
+// its own, under the key
+//
+//	<p>meta/ha/shards/<s>          the owner's node ID, bound to its lease
+//
+// A node holds a term of every shard whose key it created (ShardTerms),
+// and such a term is exactly as safe as a leadership term: the key lives
+// with the node's lease, the term is valid only before the lease's
+// deadline, and Guard compares the key's create revision. The argument
+// above holds shard by shard, with "the key is created" in place of "the
+// key is first".
+//
+// Who should own what is computed, not negotiated: every node runs the
+// same placement over what the watch shows (the live nodes and the owner
+// keys), tenure's own rule for partitions applied to itself: each node
+// gets floor or ceil of n over the nodes, the larger quotas going to the
+// nodes that hold the most, and each keeps what it holds up to its quota,
+// so a node that joins or leaves moves the fewest shards. A node takes a
+// shard (create if absent) only when the placement gives it a shard that
+// has no key; it gives one up when the placement sends it elsewhere: it
+// ends the term (the server stops serving the shard at once), waits for
+// the server's Release (its groups dropped, its writes settled, at most
+// a TTL), and only then deletes the key. So a shard is always released
+// before its next owner can take it. Views that lag only delay this:
+// two nodes that both believe a free shard is theirs race on the create,
+// and one wins. A node that dies keeps its keys until its lease expires;
+// then the others take its shards, and only its shards. The count is
+// recorded at <p>meta/shards when the prefix is first used, and a node
+// with another count is refused (ErrShardCount), since two counts would
+// give one group two owners.
+//
 // # Why not concurrency.Session and concurrency.Election
 //
 // concurrency.NewSession with WithLease(id) keeps the given lease alive
@@ -126,4 +161,7 @@
 //	tenure_leader_lost_total             counter by reason: in_doubt, lease_lost, deposed, resigned, closed
 //	tenure_ha_keepalive_failures_total   counter: failed lease renewals
 //	tenure_ha_nodes                      gauge: live nodes, as the watch sees them
+//	tenure_shards_led                    gauge: shard terms held now (Shards above 1)
+//	tenure_shard_terms_total             counter: shard terms started
+//	tenure_shard_lost_total              counter by reason: moved, in_doubt, lease_lost, deposed, closed
 package ha

@@ -234,12 +234,14 @@ func TestCloseFreesEverything(t *testing.T) {
 	if _, ok := <-n.Terms(); ok {
 		t.Fatal("Terms delivered a term after Close")
 	}
-	// Only the address's ID stays, for the node's next start.
+	// Only the address's ID stays, for the node's next start, and the
+	// prefix's shard count.
 	resp, err := cli.Get(testenv.Context(t), prefix, clientv3.WithPrefix())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(resp.Kvs) != 1 || !strings.HasPrefix(string(resp.Kvs[0].Key), prefix+"meta/ha/addrs/") {
+	if len(resp.Kvs) != 2 || !strings.HasPrefix(string(resp.Kvs[0].Key), prefix+"meta/ha/addrs/") ||
+		string(resp.Kvs[1].Key) != prefix+"meta/shards" {
 		t.Fatalf("%d keys left after Close: %v", len(resp.Kvs), resp.Kvs)
 	}
 	again := join(t, cli, prefix, addr(0))

@@ -10,9 +10,30 @@ import (
 
 // keys names the package's keys under <prefix>meta/ha/ (see the package
 // doc).
-type keys struct{ dir string }
+type keys struct{ dir, shardCount string }
 
-func newKeys(prefix string) keys { return keys{dir: prefix + "meta/ha/"} }
+func newKeys(prefix string) keys {
+	return keys{dir: prefix + "meta/ha/", shardCount: prefix + "meta/shards"}
+}
+
+func (k keys) shardsDir() string { return k.dir + "shards/" }
+
+// shard is the owner key of shard s: the owner's node ID, bound to its
+// lease.
+func (k keys) shard(s int) string { return k.shardsDir() + strconv.Itoa(s) }
+
+// shardOf parses the shard out of a shards/ key.
+func (k keys) shardOf(key string) (int, bool) {
+	rest, ok := strings.CutPrefix(key, k.shardsDir())
+	if !ok {
+		return 0, false
+	}
+	s, err := strconv.Atoi(rest)
+	if err != nil || s < 0 || strconv.Itoa(s) != rest {
+		return 0, false
+	}
+	return s, true
+}
 
 func (k keys) nodesDir() string { return k.dir + "nodes/" }
 func (k keys) addrsDir() string { return k.dir + "addrs/" }

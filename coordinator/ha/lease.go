@@ -3,6 +3,7 @@ package ha
 import (
 	"context"
 	"errors"
+	"maps"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -38,6 +39,8 @@ type lease struct {
 	reason   endReason
 	term     *Term // the term held now, if any
 	lastTerm int64 // the revision of the last term started under the lease
+	// shards are the shard terms held now, by shard (Shards > 1).
+	shards map[int]*Term
 }
 
 func (l *lease) deadlineTime() time.Time { return l.base.Add(time.Duration(l.deadline.Load())) }
@@ -100,9 +103,14 @@ func (l *lease) endLocked(r endReason) {
 	l.ended, l.reason = true, r
 	t := l.term
 	l.term = nil
+	shards := l.shards
+	l.shards = nil
 	l.mu.Unlock()
 	if t != nil {
 		t.end(r)
+	}
+	for _, st := range shards {
+		st.end(r)
 	}
 	close(l.over)
 	l.cancel()
@@ -120,6 +128,38 @@ func (l *lease) start(t *Term, now time.Time) bool {
 	// Under l.mu, so that the gauge's 1 lands before the 0 of any end.
 	t.n.met.termStarted()
 	return true
+}
+
+// startShard makes t the lease's term of its shard, on the same terms as
+// start.
+func (l *lease) startShard(t *Term, now time.Time) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ended || !l.valid(now) {
+		return false
+	}
+	if l.shards == nil {
+		l.shards = make(map[int]*Term)
+	}
+	l.shards[t.shard] = t
+	t.n.met.shardStarted()
+	return true
+}
+
+// shardTerms returns the shard terms held now, ended or not, by shard.
+func (l *lease) shardTerms() map[int]*Term {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return maps.Clone(l.shards)
+}
+
+// dropShard forgets shard term t once it has ended.
+func (l *lease) dropShard(t *Term) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.shards[t.shard] == t {
+		delete(l.shards, t.shard)
+	}
 }
 
 // current returns the term held now, nil if none.

@@ -23,9 +23,13 @@ const (
 	reasonResigned endReason = "resigned"
 	// reasonClosed: Node.Close, or a lease given up during recovery.
 	reasonClosed endReason = "closed"
+	// reasonMoved: the shard's placement moved it to another node.
+	reasonMoved endReason = "moved"
 )
 
 var allReasons = []endReason{reasonInDoubt, reasonLeaseLost, reasonDeposed, reasonResigned, reasonClosed}
+
+var shardReasons = []endReason{reasonInDoubt, reasonLeaseLost, reasonDeposed, reasonClosed, reasonMoved}
 
 // metrics are the node's Prometheus metrics; nil fields when no
 // Registerer was given.
@@ -35,6 +39,9 @@ type metrics struct {
 	lost       *prometheus.CounterVec
 	kaFailures prometheus.Counter
 	nodes      prometheus.Gauge
+	shardsLed  prometheus.Gauge
+	shardTerms prometheus.Counter
+	shardLost  *prometheus.CounterVec
 	set        *promreg.Set // nil without a Registerer
 }
 
@@ -66,7 +73,22 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		Name: "tenure_ha_nodes",
 		Help: "Live nodes of the HA set, as this node's watch sees them.",
 	})
-	set, err := promreg.Register(reg, m.leader, m.terms, m.lost, m.kaFailures, m.nodes)
+	m.shardsLed = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "tenure_shards_led",
+		Help: "Coordinator shards this node holds a term of now (--shards above 1; else 0).",
+	})
+	m.shardTerms = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "tenure_shard_terms_total",
+		Help: "Shard terms this node started.",
+	})
+	m.shardLost = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tenure_shard_lost_total",
+		Help: "Shard terms of this node that ended, by reason: moved (placement gave the shard to another node), in_doubt, lease_lost, deposed (the owner key was deleted), closed.",
+	}, []string{"reason"})
+	for _, r := range shardReasons {
+		m.shardLost.WithLabelValues(string(r))
+	}
+	set, err := promreg.Register(reg, m.leader, m.terms, m.lost, m.kaFailures, m.nodes, m.shardsLed, m.shardTerms, m.shardLost)
 	if err != nil {
 		return nil, err
 	}
@@ -90,6 +112,22 @@ func (m *metrics) termEnded(r endReason) {
 	}
 	m.leader.Set(0)
 	m.lost.WithLabelValues(string(r)).Inc()
+}
+
+func (m *metrics) shardStarted() {
+	if m.shardsLed == nil {
+		return
+	}
+	m.shardsLed.Inc()
+	m.shardTerms.Inc()
+}
+
+func (m *metrics) shardEnded(r endReason) {
+	if m.shardsLed == nil {
+		return
+	}
+	m.shardsLed.Dec()
+	m.shardLost.WithLabelValues(string(r)).Inc()
 }
 
 func (m *metrics) keepaliveFailed() {

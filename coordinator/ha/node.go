@@ -48,6 +48,9 @@ type Node struct {
 	wg     sync.WaitGroup
 	terms  chan *Term
 
+	shardTerms chan *Term
+	changed    chan struct{} // signalled when the view changes (Shards > 1)
+
 	self atomic.Pointer[NodeInfo]
 	cur  atomic.Pointer[lease] // the lease held now
 	view view
@@ -83,6 +86,10 @@ func Join(ctx context.Context, cli *clientv3.Client, advertise string, opts ...O
 		met:   met,
 		base:  time.Now(),
 		terms: make(chan *Term),
+		// Room for every shard twice (one ending, one starting): the
+		// placement loop never waits for the server to take a term.
+		shardTerms: make(chan *Term, 2*c.shards),
+		changed:    make(chan struct{}, 1),
 	}
 	n.view.init(n.keys)
 	n.logp.Store(c.log)
@@ -100,6 +107,10 @@ func Join(ctx context.Context, cli *clientv3.Client, advertise string, opts ...O
 	}
 	n.self.Store(&NodeInfo{ID: id, Addr: advertise, HTTP: c.http, Listeners: c.listeners})
 	n.cur.Store(l)
+	if err := n.checkShardCount(ctx); err != nil {
+		n.abort(l)
+		return nil, err
+	}
 	rev, err := n.load(ctx)
 	if err != nil {
 		n.abort(l)
@@ -182,9 +193,14 @@ func (n *Node) Close() error {
 func (n *Node) run(l *lease) {
 	defer n.wg.Done()
 	defer close(n.terms)
+	defer close(n.shardTerms)
 	var stale []clientv3.LeaseID // leases given up whose revocation failed
 	for {
-		n.lead(l)
+		if n.cfg.shards > 1 {
+			n.placeShards(l)
+		} else {
+			n.lead(l)
+		}
 		<-l.over
 		stale = append(stale, l.id)
 		if n.ctx.Err() != nil {
@@ -333,6 +349,7 @@ type view struct {
 	mu         sync.RWMutex
 	byID       map[int32]NodeInfo
 	candidates map[string]candidate // by leader key
+	owners     map[int]shardOwner   // by shard
 	sorted     []NodeInfo
 	leaderInfo NodeInfo
 	hasLeader  bool
@@ -343,10 +360,50 @@ type candidate struct {
 	id  int32 // -1 if the value does not parse
 }
 
+// shardOwner is a shard's owner key as the watch saw it.
+type shardOwner struct {
+	id    int32 // -1 if the value does not parse
+	lease clientv3.LeaseID
+	rev   int64 // create revision
+}
+
 func (v *view) init(k keys) {
 	v.keys = k
 	v.byID = map[int32]NodeInfo{}
 	v.candidates = map[string]candidate{}
+	v.owners = map[int]shardOwner{}
+}
+
+// shardState returns the live node IDs, sorted, and the owner key of
+// every shard of count, with id -1 where there is none.
+func (v *view) shardState(count int) ([]int32, []shardOwner) {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	ids := make([]int32, len(v.sorted))
+	for i, n := range v.sorted {
+		ids[i] = n.ID
+	}
+	owners := make([]shardOwner, count)
+	for s := range owners {
+		o, ok := v.owners[s]
+		if !ok {
+			o.id = -1
+		}
+		owners[s] = o
+	}
+	return ids, owners
+}
+
+// shardOwner returns the live node that owns shard s.
+func (v *view) shardOwner(s int) (NodeInfo, bool) {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	o, ok := v.owners[s]
+	if !ok {
+		return NodeInfo{}, false
+	}
+	info, ok := v.byID[o.id]
+	return info, ok
 }
 
 func (v *view) nodes() []NodeInfo {

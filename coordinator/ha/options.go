@@ -30,6 +30,7 @@ type cfg struct {
 	http     string
 	// listeners are the advertised addresses by listener name.
 	listeners map[string]string
+	shards    int
 }
 
 // Defaults of the options.
@@ -56,6 +57,7 @@ func defaultCfg() cfg {
 		ttl:      DefaultElectionTTL,
 		log:      zap.NewNop(),
 		maxDrift: DefaultMaxDrift,
+		shards:   1,
 	}
 }
 
@@ -125,6 +127,19 @@ func Listeners(addrs map[string]string) Opt {
 	return opt(func(c *cfg) { c.listeners = maps.Clone(addrs) })
 }
 
+// Shards makes the set coordinate groups in n shards instead of under one
+// leader (default 1: one leader). Each shard has an owner of its own,
+// spread evenly over the live nodes (see ShardTerms); a group belongs to
+// shard ShardOf(group, n). The count is a property of the prefix: the
+// first node records it, and a node joining with another count is
+// refused (ErrShardCount), since two counts would give one group two
+// owners. At most MaxShards.
+func Shards(n int) Opt { return opt(func(c *cfg) { c.shards = n }) }
+
+// MaxShards bounds Shards: each shard is a key, a term and a store per
+// owner, and more shards than a few per group's worth of CPU buy nothing.
+const MaxShards = 4096
+
 // ErrInvalidOption is wrapped by Join's errors for bad options.
 var ErrInvalidOption = errors.New("ha: invalid option")
 
@@ -141,6 +156,9 @@ func (c *cfg) validate() error {
 	var errs []error
 	bad := func(format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%w: "+format, append([]any{ErrInvalidOption}, args...)...))
+	}
+	if c.shards < 1 || c.shards > MaxShards {
+		bad("shards %d is outside [1, %d]", c.shards, MaxShards)
 	}
 	if c.prefix == "/" || c.prefix == "" {
 		bad("the prefix must not be empty")

@@ -13,19 +13,44 @@ import (
 // A Term is one leadership term this node won: from the moment its leader
 // key was confirmed first in the election until the term ends. Its
 // methods are safe for concurrent use.
+//
+// With Shards, a Term is one shard's: the same, for the groups of that
+// shard only, from the moment its owner key was created under the node's
+// lease (ShardTerms).
 type Term struct {
 	n     *Node
 	l     *lease
 	key   string
 	rev   int64
+	shard int // -1 for a leadership term
 	ended atomic.Bool
 	done  chan struct{}
 	once  sync.Once
+
+	released chan struct{} // closed by Release
+	relOnce  sync.Once
 }
 
 func newTerm(n *Node, l *lease, key string, rev int64) *Term {
-	return &Term{n: n, l: l, key: key, rev: rev, done: make(chan struct{})}
+	return &Term{n: n, l: l, key: key, rev: rev, shard: -1, done: make(chan struct{}), released: make(chan struct{})}
 }
+
+func newShardTerm(n *Node, l *lease, shard int, rev int64) *Term {
+	t := newTerm(n, l, n.keys.shard(shard), rev)
+	t.shard = shard
+	return t
+}
+
+// Shard returns the term's shard, or -1 for a leadership term.
+func (t *Term) Shard() int { return t.shard }
+
+// Release tells the node that the holder of an ended shard term has
+// stopped acting on it: its groups are dropped and the writes it had in
+// flight have settled. A node moving a shard to another node waits for it
+// (up to the election TTL) before deleting the owner key, so that the
+// next owner loads everything the last one wrote, and no write of the last
+// owner fails on its guard. Calls after the first do nothing.
+func (t *Term) Release() { t.relOnce.Do(func() { close(t.released) }) }
 
 // Guard returns the comparison that holds only while this term's leader
 // key exists: CreateRevision(leader key) = Revision. Give it to
@@ -85,8 +110,18 @@ func (t *Term) end(r endReason) {
 	t.once.Do(func() {
 		t.ended.Store(true)
 		close(t.done)
-		t.n.met.termEnded(r)
 		fields := []zap.Field{zap.Int64("revision", t.rev), zap.Stringer("reason", r), t.l.field()}
+		if t.shard >= 0 {
+			t.n.met.shardEnded(r)
+			fields = append(fields, zap.Int("shard", t.shard))
+			if r == reasonMoved || r == reasonClosed {
+				t.n.logger().Debug("shard term ended", fields...)
+			} else {
+				t.n.logger().Warn("shard term ended", fields...)
+			}
+			return
+		}
+		t.n.met.termEnded(r)
 		switch r {
 		case reasonResigned, reasonClosed:
 			t.n.logger().Info("leadership term ended", fields...)

@@ -62,6 +62,11 @@ func (n *Node) load(ctx context.Context) (int64, error) {
 		if t := l.current(); t != nil && resp.Header.Revision > t.rev && n.view.candidate(t.key) != t.rev {
 			t.end(reasonDeposed)
 		}
+		for s, t := range l.shardTerms() {
+			if resp.Header.Revision > t.rev && n.view.shardRev(s) != t.rev {
+				t.end(reasonDeposed)
+			}
+		}
 	}
 	return resp.Header.Revision, nil
 }
@@ -80,8 +85,13 @@ func (n *Node) follow(rev int64) error {
 		n.view.apply(wr.Events)
 		n.publish()
 		for _, ev := range wr.Events {
-			if ev.Type == mvccpb.DELETE && n.keys.isLeader(string(ev.Kv.Key)) {
-				n.deleted(string(ev.Kv.Key), ev.Kv.ModRevision)
+			if ev.Type != mvccpb.DELETE {
+				continue
+			}
+			if key := string(ev.Kv.Key); n.keys.isLeader(key) {
+				n.deleted(key, ev.Kv.ModRevision)
+			} else if s, ok := n.keys.shardOf(key); ok {
+				n.shardDeleted(s, ev.Kv.ModRevision)
 			}
 		}
 	}
@@ -104,8 +114,33 @@ func (n *Node) deleted(key string, rev int64) {
 	}
 }
 
+// shardDeleted ends this node's term of shard s if its key was deleted
+// at rev, after the term's key was created, by anyone but the node's
+// placement loop (which ends the term before it deletes the key).
+func (n *Node) shardDeleted(s int, rev int64) {
+	l := n.cur.Load()
+	if l == nil {
+		return
+	}
+	if t := l.shardTerms()[s]; t != nil && rev > t.rev {
+		t.end(reasonDeposed)
+	}
+}
+
 func (n *Node) publish() {
 	n.met.liveNodes(len(n.view.nodes()))
+	select {
+	case n.changed <- struct{}{}:
+	default:
+	}
+}
+
+// shardRev returns the create revision of shard s's owner key, 0 if
+// absent.
+func (v *view) shardRev(s int) int64 {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	return v.owners[s].rev
 }
 
 // reset replaces the view with the keys kvs.
@@ -114,6 +149,7 @@ func (v *view) reset(kvs []*mvccpb.KeyValue) {
 	defer v.mu.Unlock()
 	clear(v.byID)
 	clear(v.candidates)
+	clear(v.owners)
 	for _, kv := range kvs {
 		v.putLocked(kv)
 	}
@@ -132,6 +168,10 @@ func (v *view) apply(evs []*clientv3.Event) {
 		case v.keys.isLeader(key):
 			delete(v.candidates, key)
 		default:
+			if s, ok := v.keys.shardOf(key); ok {
+				delete(v.owners, s)
+				continue
+			}
 			if id, ok := v.keys.nodeID(key); ok {
 				delete(v.byID, id)
 			}
@@ -148,6 +188,14 @@ func (v *view) putLocked(kv *mvccpb.KeyValue) {
 			c.id = int32(id)
 		}
 		v.candidates[key] = c
+		return
+	}
+	if s, ok := v.keys.shardOf(key); ok {
+		o := shardOwner{id: -1, lease: clientv3.LeaseID(kv.Lease), rev: kv.CreateRevision}
+		if id, err := strconv.ParseInt(string(kv.Value), 10, 32); err == nil {
+			o.id = int32(id)
+		}
+		v.owners[s] = o
 		return
 	}
 	id, ok := v.keys.nodeID(key)

@@ -74,7 +74,7 @@ func (s *Server) handleMetadata(c *conn, req *kmsg.MetadataRequest, now time.Tim
 	self := s.self().ID
 	resp.ClusterID = &s.cfg.ClusterID
 	resp.ControllerID = self
-	if c, ok := s.coordinatorNode(now); ok {
+	if c, ok := s.controllerNode(now); ok {
 		resp.ControllerID = c.ID
 	}
 

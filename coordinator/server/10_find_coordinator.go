@@ -9,8 +9,9 @@ import (
 
 // FindCoordinator: v0-4.
 //
-// Every group's coordinator is this node, or in an HA set the leader (while
-// none leads, COORDINATOR_NOT_AVAILABLE), at the address it advertises on
+// Every group's coordinator is this node, or in an HA set the leader, or
+// with shards the owner of the group's shard (while there is none,
+// COORDINATOR_NOT_AVAILABLE), at the address it advertises on
 // the client's listener. v0-3 carry one key, v4 a batch
 // (KIP-699). Only group coordinators (type 0) exist: a transaction
 // coordinator lookup is INVALID_REQUEST, as Kafka answers an unknown type.
@@ -56,14 +57,6 @@ func init() {
 
 func (s *Server) handleFindCoordinator(cn *conn, req *kmsg.FindCoordinatorRequest, now time.Time) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
-	coord, known := s.coordinatorNode(now)
-	var host string
-	var port int32
-	if known {
-		// A coordinator without the client's listener cannot be
-		// reached by the client: as if there were none (Kafka).
-		host, port, known = coord.hostPortOn(cn.ln.Name)
-	}
 	keys := req.CoordinatorKeys
 	if req.Version <= 3 {
 		keys = []string{req.CoordinatorKey}
@@ -71,6 +64,14 @@ func (s *Server) handleFindCoordinator(cn *conn, req *kmsg.FindCoordinatorReques
 	for _, key := range keys {
 		c := kmsg.NewFindCoordinatorResponseCoordinator()
 		c.Key = key
+		coord, known := s.coordinatorNode(key, now)
+		var host string
+		var port int32
+		if known {
+			// A coordinator without the client's listener cannot be
+			// reached by the client: as if there were none (Kafka).
+			host, port, known = coord.hostPortOn(cn.ln.Name)
+		}
 		if req.CoordinatorType == 0 && !s.authorized(cn, 10, resGroup, key, opDescribe) {
 			c.ErrorCode = kerr.GroupAuthorizationFailed.Code
 			c.NodeID, c.Port = -1, -1

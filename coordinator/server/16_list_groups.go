@@ -39,17 +39,13 @@ func init() {
 
 func (s *Server) handleListGroups(c *conn, req *kmsg.ListGroupsRequest, now time.Time) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.ListGroupsResponse)
-	tm := s.leading(now)
-	if tm == nil {
-		// Like a Kafka broker that coordinates no group: kadm asks every
-		// node and merges the answers.
-		return resp
-	}
+	// A node that coordinates no group answers an empty list, like a
+	// Kafka broker: kadm asks every node and merges the answers.
 	match := func(filter []string, v string) bool {
 		return len(filter) == 0 || slices.ContainsFunc(filter, func(f string) bool { return strings.EqualFold(f, v) })
 	}
 	all := s.visible(c, resCluster, acl.ClusterName, opDescribe)
-	for _, e := range tm.groups.snapshot() {
+	for _, e := range s.ledGroups(now) {
 		if !all && !s.visible(c, resGroup, e.name, opDescribe) {
 			continue
 		}

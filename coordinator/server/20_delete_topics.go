@@ -79,7 +79,7 @@ func (s *Server) handleDeleteTopics(c *conn, req *kmsg.DeleteTopicsRequest, now 
 	resp := req.ResponseKind().(*kmsg.DeleteTopicsResponse)
 	requested := deleteTopicsRequested(req)
 	if s.cfg.Cluster != nil {
-		if s.leading(now) == nil {
+		if s.controllerTerm(now) == nil {
 			return errorResponse(req, kerr.NotController.Code)
 		}
 		// Another node of the HA set may have just created a topic

@@ -83,8 +83,8 @@ func (s *Server) adminChange(group string, fn func(g *coordinator.Group, now tim
 	case kerr.GroupIDNotFound.Code:
 		return fmt.Errorf("%w %q", ErrUnknownGroup, group)
 	case kerr.NotCoordinator.Code, kerr.CoordinatorNotAvailable.Code:
-		if s.leading(now) == nil {
-			l, ok := s.coordinatorNode(now)
+		if s.termFor(group, now) == nil {
+			l, ok := s.coordinatorNode(group, now)
 			return &NotCoordinatorError{Leader: l, HasLeader: ok}
 		}
 	}

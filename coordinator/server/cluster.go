@@ -44,6 +44,40 @@ type Term interface {
 	Done() <-chan struct{}
 }
 
+// ShardedCluster is an HA set whose groups are spread over shards, each
+// with an owner of its own (tenure serve --shards): a Cluster that
+// implements it hands out shard terms instead of leadership terms, and
+// the server coordinates the groups of the shards it holds a term of,
+// answering NOT_COORDINATOR for the others and pointing clients at their
+// shard's owner.
+type ShardedCluster interface {
+	Cluster
+	// Shards is the number of shards, above 1, fixed for the set.
+	Shards() int
+	// ShardOf is the shard of a group, in [0, Shards()).
+	ShardOf(group string) int
+	// ShardOwner is the node etcd says owns shard s, if any. Like
+	// Leader it may lag, and only tells clients where to go.
+	ShardOwner(s int) (Node, bool)
+	// ShardTerms delivers each shard term this node wins; this node
+	// holds any number at once, at most one per shard. It is closed
+	// when the node leaves the set.
+	ShardTerms() <-chan ShardTerm
+}
+
+// ShardTerm is a term of one shard: while it is valid, this node
+// coordinates the shard's groups, writing through the term's store,
+// which holds those groups only.
+type ShardTerm interface {
+	Term
+	// Shard is the term's shard.
+	Shard() int
+	// Release tells the cluster that the server has stopped acting on
+	// the ended term: its groups are dropped and its writes settled, so
+	// the shard's next owner may take it.
+	Release()
+}
+
 // Node is one node of an HA set, as clients are told to reach it.
 type Node struct {
 	ID   int32
@@ -94,10 +128,39 @@ func (s *Server) nodes() []Node {
 	return []Node{s.self()}
 }
 
-// coordinatorNode is the node clients should send group requests to: this
-// one while it leads, else the leader etcd names; ok is false when there
-// is none.
-func (s *Server) coordinatorNode(now time.Time) (Node, bool) {
+// coordinatorNode is the node clients should send the group's requests
+// to: this one while it coordinates the group, else the leader (the
+// shard's owner) etcd names; ok is false when there is none.
+func (s *Server) coordinatorNode(group string, now time.Time) (Node, bool) {
+	if s.sharded != nil {
+		return s.shardOwner(s.sharded.ShardOf(group), now)
+	}
+	return s.leaderNode(now)
+}
+
+// controllerNode is the node Metadata names as controller, which serves
+// topic deletions: the leader, or the owner of shard 0.
+func (s *Server) controllerNode(now time.Time) (Node, bool) {
+	if s.sharded != nil {
+		return s.shardOwner(0, now)
+	}
+	return s.leaderNode(now)
+}
+
+// shardOwner is the node that coordinates shard sh: this one while it
+// holds a valid term of it, else its owner as etcd names it.
+func (s *Server) shardOwner(sh int, now time.Time) (Node, bool) {
+	if s.shardTerm(sh, now) != nil {
+		return s.self(), true
+	}
+	o, ok := s.sharded.ShardOwner(sh)
+	if ok && o.ID == s.self().ID {
+		return Node{}, false // etcd still names this node, but its term is over
+	}
+	return o, ok
+}
+
+func (s *Server) leaderNode(now time.Time) (Node, bool) {
 	if s.leading(now) != nil {
 		return s.self(), true
 	}
@@ -113,13 +176,13 @@ func (s *Server) coordinatorNode(now time.Time) (Node, bool) {
 	return l, ok
 }
 
-// notLeadingCode is the answer to a group request this node cannot serve
-// because it does not lead: NOT_COORDINATOR when another node leads (the
+// notLeadingCode is the answer to a request for group that this node
+// cannot serve because it does not coordinate the group: NOT_COORDINATOR when another node leads (the
 // client finds it), COORDINATOR_NOT_AVAILABLE when none does (an election
 // is under way, or etcd has lost its quorum: nothing is granted until one
 // node leads again).
-func (s *Server) notLeadingCode(now time.Time) int16 {
-	if _, ok := s.coordinatorNode(now); ok {
+func (s *Server) notLeadingCode(group string, now time.Time) int16 {
+	if _, ok := s.coordinatorNode(group, now); ok {
 		return kerr.NotCoordinator.Code
 	}
 	return kerr.CoordinatorNotAvailable.Code

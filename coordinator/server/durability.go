@@ -320,9 +320,9 @@ func memberOf(req kmsg.Request) string {
 // COORDINATOR_NOT_AVAILABLE for a group that is offline or failed while
 // the answer waited.
 func (s *Server) withGroup(name string, now time.Time, fn func(g *coordinator.Group)) int16 {
-	tm := s.leading(now)
+	tm := s.termFor(name, now)
 	if tm == nil {
-		return s.notLeadingCode(now)
+		return s.notLeadingCode(name, now)
 	}
 	e := tm.groups.lookup(name)
 	if e == nil {
@@ -349,7 +349,7 @@ func (s *Server) withGroup(name string, now time.Time, fn func(g *coordinator.Gr
 	}
 	if now := time.Now(); !tm.valid(now) {
 		// Deposed while the answer waited (reply has the same check).
-		return s.notLeadingCode(now)
+		return tm.notLeadingCode(now)
 	}
 	return 0
 }

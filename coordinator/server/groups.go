@@ -235,9 +235,9 @@ func (s *Server) step(c *conn, sl *slot, name string, create bool, now time.Time
 		c.respond(sl, errorResponse(sl.req, kerr.InvalidGroupID.Code))
 		return
 	}
-	tm := s.leading(now)
+	tm := s.termFor(name, now)
 	if tm == nil {
-		c.respond(sl, errorResponse(sl.req, s.notLeadingCode(now)))
+		c.respond(sl, errorResponse(sl.req, s.notLeadingCode(name, now)))
 		return
 	}
 	parks := apis[sl.key].parks
@@ -323,7 +323,7 @@ func (s *Server) reply(tm *term, r coordinator.Reply, self *conn) {
 	msg := r.Msg
 	if tm.t != nil {
 		if now := time.Now(); !tm.t.Valid(now) {
-			msg = errorResponse(sl.req, s.notLeadingCode(now))
+			msg = errorResponse(sl.req, tm.notLeadingCode(now))
 		}
 	}
 	sl.c.deliver(sl, msg, 0, sl.c != self)
@@ -374,16 +374,15 @@ func (s *Server) fire(e *groupEntry) {
 // topicsChanged tells every group that topics were created, so KIP-848
 // groups assign the new partitions.
 func (s *Server) topicsChanged(now time.Time) {
-	tm := s.leading(now)
-	if tm == nil {
-		return // the next term loads them all
-	}
-	for _, e := range tm.groups.snapshot() {
-		e.mu.Lock()
-		if !e.gone && !e.offline && s.useCore(e, func(g *coordinator.Group) { g.TopicsChanged(now) }) {
-			s.performReady(e, nil)
+	// A term not yet loaded loads the topics first.
+	for _, tm := range s.ledTerms(now) {
+		for _, e := range tm.groups.snapshot() {
+			e.mu.Lock()
+			if !e.gone && !e.offline && s.useCore(e, func(g *coordinator.Group) { g.TopicsChanged(now) }) {
+				s.performReady(e, nil)
+			}
+			e.mu.Unlock()
 		}
-		e.mu.Unlock()
 	}
 }
 

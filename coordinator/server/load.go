@@ -98,8 +98,8 @@ func (s *Server) refreshTopics(ctx context.Context) (bool, error) {
 			s.log.Info("topic deleted on another node", zap.String("topic", t.name), zap.String("topic_id", topicIDString(t.id)))
 		}
 		now := time.Now()
-		if tm := s.leading(now); tm != nil {
-			if _, err := s.forgetTopics(tm, now, gone)(); err != nil {
+		if terms := s.ledTerms(now); len(terms) > 0 {
+			if _, err := s.forgetTopics(terms, now, gone)(); err != nil {
 				// The groups that could not write it forget the topics
 				// when they are loaded again (restoreGroup).
 				s.log.Warn("a deleted topic's offsets could not be deleted in every group", zap.Error(err))

@@ -135,7 +135,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"result"}),
 		leading: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "tenure_coordinating",
-			Help: "1 while this node coordinates the groups (the leader of its HA set, or a single node), else 0.",
+			Help: "1 while this node coordinates groups (the leader of its HA set, a single node, or with shards the owner of at least one), else 0.",
 		}),
 		terms: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "tenure_coordinator_terms_total",

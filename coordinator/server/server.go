@@ -36,6 +36,13 @@ type Server struct {
 	// single node, from the load at start-up to shutdown; in an HA set,
 	// each term the node wins. Nil while it does not lead.
 	lead atomic.Pointer[term]
+	// sharded is Config.Cluster when it spreads groups over shards;
+	// shards then holds each shard's term on this node instead of lead.
+	sharded ShardedCluster
+	shards  []shardSlot
+	// ledCount is how many terms this node holds now (the leading
+	// gauge is 1 while it is above 0).
+	ledCount atomic.Int32
 
 	// coreHook, if set (by tests), runs before every use of a group's
 	// core, inside the recovery that contains a core's panic to its
@@ -98,6 +105,10 @@ func New(cfg Config) (*Server, error) {
 		cs, _ = cfg.Store.(store.CredentialStore)
 	}
 	s.creds = newCredentials(cs)
+	if sc, ok := cfg.Cluster.(ShardedCluster); ok && sc.Shards() > 1 {
+		s.sharded = sc
+		s.shards = make([]shardSlot, sc.Shards())
+	}
 	s.selfNode = Node{ID: cfg.NodeID}
 	s.topicStore = cfg.TopicStore
 	s.logStore = cfg.LogStore
@@ -118,17 +129,15 @@ func New(cfg Config) (*Server, error) {
 
 // unownedPartitions sums the unowned partitions of every loaded group.
 func (s *Server) unownedPartitions() float64 {
-	tm := s.leading(time.Now())
-	if tm == nil {
-		return 0
-	}
 	n := 0
-	for _, e := range tm.groups.snapshot() {
-		e.mu.Lock()
-		if e.g != nil && !e.gone {
-			n += e.g.Stats().Unowned
+	for _, tm := range s.ledTerms(time.Now()) {
+		for _, e := range tm.groups.snapshot() {
+			e.mu.Lock()
+			if e.g != nil && !e.gone {
+				n += e.g.Stats().Unowned
+			}
+			e.mu.Unlock()
 		}
-		e.mu.Unlock()
 	}
 	return float64(n)
 }
@@ -163,7 +172,7 @@ func (s *Server) Serve(ctx context.Context, lns ...net.Listener) error {
 	defer stopTerms()
 	termsDone := make(chan struct{})
 	if s.cfg.Cluster == nil {
-		tm := s.newTerm(nil, s.cfg.Store)
+		tm := s.newTerm(nil, s.cfg.Store, -1, &s.lead)
 		go tm.writer.run()
 		defer tm.writer.close()
 		if err := s.load(ctx, tm); err != nil {
@@ -172,6 +181,7 @@ func (s *Server) Serve(ctx context.Context, lns ...net.Listener) error {
 			return err
 		}
 		s.lead.Store(tm)
+		s.ledCount.Add(1)
 		s.m.leading.Set(1)
 		close(termsDone)
 	} else {

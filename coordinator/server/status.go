@@ -48,8 +48,8 @@ type Leadership struct {
 // node does if it does not. Call it once Serve has started.
 func (s *Server) Leadership() Leadership {
 	now := time.Now()
-	l := Leadership{Self: s.self(), Leading: s.leading(now) != nil}
-	l.Leader, l.LeaderKnown = s.coordinatorNode(now)
+	l := Leadership{Self: s.self(), Leading: len(s.ledTerms(now)) > 0}
+	l.Leader, l.LeaderKnown = s.controllerNode(now)
 	return l
 }
 
@@ -58,33 +58,40 @@ func (s *Server) Leadership() Leadership {
 // flight fail, is left out. On a node that does not lead it returns
 // ErrNotLeading.
 func (s *Server) Groups() ([]coordinator.GroupSummary, error) {
-	tm := s.leading(time.Now())
-	if tm == nil {
+	terms := s.ledTerms(time.Now())
+	if len(terms) == 0 {
 		return nil, ErrNotLeading
 	}
 	type read struct {
+		tm   *term
 		sum  coordinator.GroupSummary
 		wait <-chan error
 	}
 	var reads []read
-	for _, e := range tm.groups.snapshot() {
-		e.mu.Lock()
-		if e.gone || e.offline || e.g.Deleted() {
+	for _, tm := range terms {
+		for _, e := range tm.groups.snapshot() {
+			e.mu.Lock()
+			if e.gone || e.offline || e.g.Deleted() {
+				e.mu.Unlock()
+				continue
+			}
+			reads = append(reads, read{tm, e.g.Summary(), s.waitDurable(e)})
 			e.mu.Unlock()
-			continue
 		}
-		reads = append(reads, read{e.g.Summary(), s.waitDurable(e)})
-		e.mu.Unlock()
 	}
 	out := make([]coordinator.GroupSummary, 0, len(reads))
+	now := time.Now()
 	for _, r := range reads {
 		if r.wait != nil && <-r.wait != nil {
 			continue
 		}
+		if !r.tm.valid(now) {
+			continue // deposed while the reads waited
+		}
 		out = append(out, r.sum)
 	}
-	if !tm.valid(time.Now()) {
-		return nil, ErrNotLeading // deposed while the reads waited
+	if len(out) == 0 && len(s.ledTerms(now)) == 0 {
+		return nil, ErrNotLeading
 	}
 	slices.SortFunc(out, func(a, b coordinator.GroupSummary) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
@@ -108,7 +115,7 @@ func (s *Server) GroupView(name string) (coordinator.GroupView, error) {
 	switch {
 	case code == kerr.GroupIDNotFound.Code:
 		return v, ErrGroupNotFound
-	case code == kerr.NotCoordinator.Code || code != 0 && s.leading(time.Now()) == nil:
+	case code == kerr.NotCoordinator.Code || code != 0 && s.termFor(name, time.Now()) == nil:
 		return v, ErrNotLeading
 	case code != 0:
 		return v, ErrGroupUnavailable

@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -15,17 +17,20 @@ import (
 // node (no Cluster) has one term for its whole life; a node of an HA set
 // has one per leadership term it wins, and drops it whole when the term
 // ends, so nothing of a term survives into the next but what the store
-// holds.
+// holds. With shards (ShardedCluster) a node holds one term per shard it
+// owns, each with the shard's groups only.
 type term struct {
 	s      *Server
 	t      Term // nil for a single node
+	shard  int  // -1 without shards
+	home   *atomic.Pointer[term]
 	store  store.Store
 	writer *writer
 	groups *groupRegistry
 }
 
-func (s *Server) newTerm(t Term, st store.Store) *term {
-	tm := &term{s: s, t: t, store: st}
+func (s *Server) newTerm(t Term, st store.Store, shard int, home *atomic.Pointer[term]) *term {
+	tm := &term{s: s, t: t, store: st, shard: shard, home: home}
 	tm.writer = newWriter(s, st)
 	tm.groups = newGroupRegistry(s, tm)
 	return tm
@@ -34,9 +39,25 @@ func (s *Server) newTerm(t Term, st store.Store) *term {
 // valid reports whether the term still holds at now.
 func (tm *term) valid(now time.Time) bool { return tm.t == nil || tm.t.Valid(now) }
 
+// notLeadingCode is the answer to a request for one of tm's groups once
+// tm no longer holds.
+func (tm *term) notLeadingCode(now time.Time) int16 {
+	var to bool
+	if tm.shard >= 0 {
+		_, to = tm.s.shardOwner(tm.shard, now)
+	} else {
+		_, to = tm.s.leaderNode(now)
+	}
+	if to {
+		return kerr.NotCoordinator.Code
+	}
+	return kerr.CoordinatorNotAvailable.Code
+}
+
 // leading returns the current term if this node may coordinate groups at
 // now, else nil. It is on every group request's path: an atomic load and,
-// in an HA set, one comparison of monotonic times.
+// in an HA set, one comparison of monotonic times. With shards it is
+// always nil: termFor names the term of a group.
 func (s *Server) leading(now time.Time) *term {
 	tm := s.lead.Load()
 	if tm == nil || !tm.valid(now) {
@@ -45,9 +66,82 @@ func (s *Server) leading(now time.Time) *term {
 	return tm
 }
 
+// termFor returns the term under which this node coordinates group at
+// now, nil if it does not.
+func (s *Server) termFor(group string, now time.Time) *term {
+	if s.sharded == nil {
+		return s.leading(now)
+	}
+	return s.shardTerm(s.sharded.ShardOf(group), now)
+}
+
+// shardTerm returns the valid term of shard sh, nil if none.
+func (s *Server) shardTerm(sh int, now time.Time) *term {
+	if sh < 0 || sh >= len(s.shards) {
+		return nil
+	}
+	tm := s.shards[sh].tm.Load()
+	if tm == nil || !tm.valid(now) {
+		return nil
+	}
+	return tm
+}
+
+// ledTerms returns every term valid at now: the one term, or a term per
+// shard held.
+func (s *Server) ledTerms(now time.Time) []*term {
+	if s.sharded == nil {
+		if tm := s.leading(now); tm != nil {
+			return []*term{tm}
+		}
+		return nil
+	}
+	var out []*term
+	for i := range s.shards {
+		if tm := s.shardTerm(i, now); tm != nil {
+			out = append(out, tm)
+		}
+	}
+	return out
+}
+
+// ledGroups returns the groups of every term valid at now.
+func (s *Server) ledGroups(now time.Time) []*groupEntry {
+	terms := s.ledTerms(now)
+	if len(terms) == 1 {
+		return terms[0].groups.snapshot()
+	}
+	var out []*groupEntry
+	for _, tm := range terms {
+		out = append(out, tm.groups.snapshot()...)
+	}
+	return out
+}
+
+// controllerTerm is the term under which this node serves topic
+// deletions: its leadership term, or its term of shard 0.
+func (s *Server) controllerTerm(now time.Time) *term {
+	if s.sharded != nil {
+		return s.shardTerm(0, now)
+	}
+	return s.leading(now)
+}
+
+// shardSlot is one shard's place on this node: the term being served,
+// and a lock held for a term's whole life, so that a shard won again
+// waits until its previous term here has dropped everything.
+type shardSlot struct {
+	mu sync.Mutex
+	tm atomic.Pointer[term]
+}
+
 // runTerms serves each term the cluster hands this node, one at a time,
 // until ctx ends or the cluster closes its terms.
 func (s *Server) runTerms(ctx context.Context) {
+	if s.sharded != nil {
+		s.runShardTerms(ctx)
+		return
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -56,36 +150,81 @@ func (s *Server) runTerms(ctx context.Context) {
 			if !ok {
 				return
 			}
-			s.runTerm(ctx, t)
+			s.runTerm(ctx, t, -1, &s.lead)
+		}
+	}
+}
+
+// runShardTerms serves each shard term the cluster hands this node, all
+// at once, until ctx ends or the cluster closes its terms, and returns
+// once every one has ended.
+func (s *Server) runShardTerms(ctx context.Context) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case t, ok := <-s.sharded.ShardTerms():
+			if !ok {
+				return
+			}
+			sh := t.Shard()
+			if sh < 0 || sh >= len(s.shards) {
+				s.log.Error("the cluster handed out a term of a shard that does not exist", zap.Int("shard", sh))
+				t.Release()
+				continue
+			}
+			wg.Go(func() {
+				defer t.Release()
+				slot := &s.shards[sh]
+				slot.mu.Lock()
+				defer slot.mu.Unlock()
+				s.runTerm(ctx, t, sh, &slot.tm)
+			})
 		}
 	}
 }
 
 // runTerm loads every group from the term's store, coordinates them until
 // the term ends, then drops them all.
-func (s *Server) runTerm(ctx context.Context, t Term) {
+func (s *Server) runTerm(ctx context.Context, t Term, shard int, home *atomic.Pointer[term]) {
 	start := time.Now()
-	tm := s.newTerm(t, t.Store())
+	tm := s.newTerm(t, t.Store(), shard, home)
 	go tm.writer.run()
 	defer tm.writer.close()
+	log := s.log
+	if shard >= 0 {
+		log = log.With(zap.Int("shard", shard))
+	}
 	if err := s.load(ctx, tm); err != nil {
 		// The term is useless without its groups: wait for it to end, and
 		// for the next one.
-		s.log.Error("leading, but the store cannot be loaded; serving nothing this term", zap.Error(err))
+		log.Error("leading, but the store cannot be loaded; serving nothing this term", zap.Error(err))
 		select {
 		case <-t.Done():
 		case <-ctx.Done():
 		}
 		return
 	}
-	if !s.lead.CompareAndSwap(nil, tm) {
+	if !home.CompareAndSwap(nil, tm) {
 		panic("server: two terms at once")
 	}
-	s.m.leading.Set(1)
-	s.log.Info("leading: coordinating every group", zap.Int32("node", s.self().ID), zap.Duration("took", time.Since(start)))
+	if s.ledCount.Add(1) == 1 {
+		s.m.leading.Set(1)
+	}
+	if shard < 0 {
+		log.Info("leading: coordinating every group", zap.Int32("node", s.self().ID), zap.Duration("took", time.Since(start)))
+	} else {
+		log.Debug("coordinating the shard's groups", zap.Duration("took", time.Since(start)))
+	}
 	select {
 	case <-t.Done():
-		s.log.Warn("leadership ended: dropping every group; clients go to the next leader", zap.Int32("node", s.self().ID))
+		if shard < 0 {
+			log.Warn("leadership ended: dropping every group; clients go to the next leader", zap.Int32("node", s.self().ID))
+		} else {
+			log.Debug("shard term ended: dropping its groups; clients go to its next owner")
+		}
 	case <-ctx.Done():
 	}
 	s.endTerm(tm, kerr.NotCoordinator.Code)
@@ -95,8 +234,9 @@ func (s *Server) runTerm(ctx context.Context, t Term) {
 // now on, and every request parked in them or waiting for their writes,
 // are answered with code.
 func (s *Server) endTerm(tm *term, code int16) {
-	s.lead.CompareAndSwap(tm, nil)
-	s.m.leading.Set(0)
+	if tm.home.CompareAndSwap(tm, nil) && s.ledCount.Add(-1) == 0 {
+		s.m.leading.Set(0)
+	}
 	tm.groups.drop(code)
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
 	defer cancel()

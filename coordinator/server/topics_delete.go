@@ -52,6 +52,15 @@ var (
 // deleteTopics deletes ts, topics of the registry, and returns each one's
 // error. restored reports that some topic was put back after a failure:
 // the caller tells the groups (topicsChanged).
+func allValid(terms []*term, now time.Time) bool {
+	for _, tm := range terms {
+		if !tm.valid(now) {
+			return false
+		}
+	}
+	return true
+}
+
 func (s *Server) deleteTopics(ts []*topic) (errs []error, restored bool) {
 	r := s.topics
 	r.changeMu.Lock()
@@ -65,11 +74,14 @@ func (s *Server) deleteTopics(ts []*topic) (errs []error, restored bool) {
 		}
 	}
 	now := time.Now()
-	tm := s.leading(now)
+	tm := s.controllerTerm(now)
 	if tm == nil {
 		fail(errNotController)
 		return errs, false
 	}
+	// With shards, the groups of the other nodes' shards forget the
+	// topics at their next refresh (refreshTopics), or when loaded.
+	terms := s.ledTerms(now)
 	var live []*topic
 	for i, t := range ts {
 		if r.get(t.name) != t {
@@ -83,8 +95,8 @@ func (s *Server) deleteTopics(ts []*topic) (errs []error, restored bool) {
 		return errs, false
 	}
 	r.hide(live)
-	groups, err := s.forgetTopics(tm, now, live)()
-	if err == nil && !tm.valid(time.Now()) {
+	groups, err := s.forgetTopics(terms, now, live)()
+	if err == nil && !allValid(terms, time.Now()) {
 		// Deposed while the writes were in flight: the next leader loads
 		// the groups from the store and decides nothing more of it.
 		err = errNotController
@@ -122,17 +134,21 @@ func (s *Server) deleteTopics(ts []*topic) (errs []error, restored bool) {
 	return errs, restored
 }
 
-// forgetTopics tells every group of term tm that the topics ts were
+// forgetTopics tells every group of terms that the topics ts were
 // deleted (Group.TopicsDeleted); a group that is offline and cannot be
 // loaded now gets the deletion of every offset of them written for it
 // (deleteOffsetsOffline). The returned function waits until all of it is
 // durable and returns how many groups were told, and the first error.
 // The registry must no longer hold ts.
-func (s *Server) forgetTopics(tm *term, now time.Time, ts []*topic) func() (int, error) {
+func (s *Server) forgetTopics(terms []*term, now time.Time, ts []*topic) func() (int, error) {
 	names := topicNames(ts)
 	var waits []<-chan error
 	n := 0
-	for _, e := range tm.groups.snapshot() {
+	var groups []*groupEntry
+	for _, tm := range terms {
+		groups = append(groups, tm.groups.snapshot()...)
+	}
+	for _, e := range groups {
 		e.mu.Lock()
 		if e.gone {
 			e.mu.Unlock()

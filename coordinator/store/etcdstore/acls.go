@@ -43,7 +43,7 @@ func NewACLs(cli *clientv3.Client, opts ...Opt) *ACLs {
 	for _, o := range opts {
 		o.apply(&c)
 	}
-	return &ACLs{cli: cli, keys: keys{c.prefix}}
+	return &ACLs{cli: cli, keys: prefixKeys(c.prefix)}
 }
 
 // aclTxnOps is the most keys one ACL transaction writes, well under

@@ -13,7 +13,7 @@ import (
 // key that parses back to it, and keys that are not canonical do not
 // parse.
 func TestACLKeys(t *testing.T) {
-	k := keys{"/p/"}
+	k := prefixKeys("/p/")
 	rapid.Check(t, func(t *rapid.T) {
 		b := acl.Binding{
 			ResourceType: rapid.SampledFrom([]acl.ResourceType{kmsg.ACLResourceTypeTopic, kmsg.ACLResourceTypeGroup,

@@ -9,6 +9,12 @@
 // the fence-free topic registry that every node of an HA set shares, and
 // Users the SASL users' SCRAM credentials, shared alike.
 //
+// A prefix may be split into shards (Shard): each shard's groups live in
+// a directory of their own, behind a fence of their own, so that the
+// stores of different shards, on one node or several, are open at once;
+// topics, users, ACLs and the generation logs stay shared. The shard count
+// is fixed once a prefix is used (ErrShardCount).
+//
 // Persist writes a batch of records as a few transactions, in order, each
 // guarded (Guard, for fail-over) and fenced, so that a write that fails
 // with an unknown outcome cannot land after Persist returned (fence.go).
@@ -18,7 +24,7 @@
 // docs/STORE.md describes the key layout, the value encoding, the sizes,
 // compaction and the fence, for operators.
 //
-// Metrics, when a Registerer is given:
+// Metrics, when a Registerer is given, shared by the stores open on it:
 //
 //	tenure_store_write_seconds   histogram: time of one write transaction
 //	tenure_store_txn_records     histogram: records in one write transaction

@@ -80,7 +80,8 @@ import (
 var ErrGuardFailed = errors.New("etcdstore: guard comparison failed; nothing written")
 
 // ErrFenced is returned by Persist when another store opened the same
-// prefix after this one: this store writes nothing more.
+// prefix (the same shard of it) after this one: this store writes nothing
+// more.
 var ErrFenced = errors.New("etcdstore: another store took over the prefix")
 
 // ErrUnsettled is returned by Persist and the loads while the outcome of
@@ -159,7 +160,7 @@ func (s *Store) moved(rev int64, v fenceValue) error {
 	}
 	s.fence.fencedBy = &v
 	s.cfg.log.Error("etcd store: another store took over the prefix; writing nothing more",
-		zap.String("prefix", s.cfg.prefix), zap.String("by_id", v.ID), zap.String("by_host", v.Host),
+		zap.String("prefix", s.cfg.prefix), zap.Int("shard", s.cfg.shard), zap.String("by_id", v.ID), zap.String("by_host", v.Host),
 		zap.Int("by_pid", v.PID), zap.String("at", v.At))
 	return s.fencedErr()
 }

@@ -10,26 +10,34 @@ import (
 // The key layout, under the prefix p (docs/STORE.md):
 //
 //	p meta/format                         the store's format version
-//	p meta/fence                          the fence (fence.go)
+//	p meta/shards                         the shard count, fixed (1: unsharded)
+//	p meta/fence                          the fence (fence.go), unsharded
+//	p meta/shards/<s>/fence               shard s's fence
 //	p topics/<name>                       TopicRecord
 //	p groups/<g>/group                    GroupRecord (a tombstone if deleted)
 //	p groups/<g>/members/<member>         MemberRecord
 //	p groups/<g>/assignments/<member>     AssignmentRecord
 //	p groups/<g>/offsets/<topic>/<part>   OffsetRecord
+//	p shards/<s>/groups/<g>/...           the same, of shard s (Shard)
 //	p log/<g>/<epoch>                     GenerationRecord (10 digits)
 //	p users/<user>/<mechanism>            a SASL user's SCRAM credential (users.go)
 //	p acls/<type>/<pattern>/<name>/<principal>/<host>/<op>/<perm>
 //	                                      an ACL binding (acls.go), empty
 //
 // Names are escaped (escape) so that no component holds a '/': a group's
-// keys are exactly those with its directory as prefix. Partitions are
-// decimal; Load sorts numerically, so "10" after "9" in etcd's byte order
-// does not matter.
+// keys are exactly those with its directory as prefix. Partitions and
+// shards are decimal; Load sorts numerically, so "10" after "9" in etcd's
+// byte order does not matter. A sharded layout has no groups/ directory:
+// every group is in one shard's, and the generation logs, topics, users
+// and ACLs are every shard's.
 const (
 	metaDir    = "meta/"
 	formatKey  = metaDir + "format"
+	shardsKey  = metaDir + "shards"
 	fenceKey   = metaDir + "fence"
+	fenceLeaf  = "fence"
 	topicsDir  = "topics/"
+	shardsDir  = "shards/"
 	groupsDir  = "groups/"
 	groupLeaf  = "group"
 	membersDir = "members/"
@@ -40,11 +48,42 @@ const (
 	aclsDir    = "acls/"
 )
 
-// keys builds and parses the keys of one prefix.
-type keys struct{ prefix string }
+// keys builds and parses the keys of one prefix, and of one shard of it
+// for the group keys and the fence.
+type keys struct {
+	prefix  string
+	sharded bool
+	shard   int
+	groups  string // the directory of the groups' directories
+	fenceK  string
+}
 
-func (k keys) format() string { return k.prefix + formatKey }
-func (k keys) fence() string  { return k.prefix + fenceKey }
+// newKeys returns the keys of shard index of count under prefix; count 1
+// is the unsharded layout.
+func newKeys(prefix string, index, count int) keys {
+	if count <= 1 {
+		return keys{prefix: prefix, groups: prefix + groupsDir, fenceK: prefix + fenceKey}
+	}
+	shard := strconv.Itoa(index)
+	return keys{
+		prefix:  prefix,
+		sharded: true,
+		shard:   index,
+		groups:  prefix + shardsDir + shard + "/" + groupsDir,
+		fenceK:  prefix + shardsKey + "/" + shard + "/" + fenceLeaf,
+	}
+}
+
+// prefixKeys returns the keys of prefix for what every shard shares
+// (topics, users, ACLs, logs) and for parsing any key of the prefix.
+func prefixKeys(prefix string) keys { return newKeys(prefix, 0, 1) }
+
+func (k keys) format() string     { return k.prefix + formatKey }
+func (k keys) shardCount() string { return k.prefix + shardsKey }
+func (k keys) fence() string      { return k.fenceK }
+
+// ownsGroup reports whether a group key parsed as pk is one of k's shard.
+func (k keys) ownsGroup(pk parsedKey) bool { return pk.sharded == k.sharded && pk.shard == k.shard }
 
 func (k keys) topic(name string) string { return k.prefix + topicsDir + escape(name) }
 
@@ -70,7 +109,7 @@ func validMechanismKey(m string) bool {
 }
 
 // groupDir is the directory of every key of group g.
-func (k keys) groupDir(g string) string { return k.prefix + groupsDir + escape(g) + "/" }
+func (k keys) groupDir(g string) string { return k.groups + escape(g) + "/" }
 
 func (k keys) group(g string) string { return k.groupDir(g) + groupLeaf }
 
@@ -101,6 +140,18 @@ func (k keys) groupRest(g string) [2]keyRange {
 	dir := k.groupDir(g)
 	gk := dir + groupLeaf
 	return [2]keyRange{{dir, gk}, {gk + "\x00", prefixEnd(dir)}}
+}
+
+// loadRanges returns the ranges a whole load reads: the unsharded layout's
+// prefix around the generation logs, which are history (LoadLog), not
+// state; a shard's topics and groups, and none of the other shards' keys.
+func (k keys) loadRanges() []keyRange {
+	if !k.sharded {
+		logs := k.prefix + logDir
+		return []keyRange{{k.prefix, logs}, {prefixEnd(logs), prefixEnd(k.prefix)}}
+	}
+	topics := k.prefix + topicsDir
+	return []keyRange{{topics, prefixEnd(topics)}, {k.groups, prefixEnd(k.groups)}}
 }
 
 // keyRange is the keys in [start, end).
@@ -134,6 +185,8 @@ const (
 // parsedKey is a key taken apart.
 type parsedKey struct {
 	kind      keyKind
+	sharded   bool // a group key of a sharded layout, of shard shard
+	shard     int
 	group     string
 	name      string // topic (kindTopic, kindOffset), member ID or user
 	mechanism string // kindUser
@@ -176,6 +229,16 @@ func (k keys) parse(key string) (parsedKey, error) {
 		u, err := unescape(eu)
 		return parsedKey{kind: kindUser, name: u, mechanism: mech}, err
 	}
+	var p parsedKey
+	if entry, ok := strings.CutPrefix(rest, shardsDir); ok {
+		es, grest, ok := strings.Cut(entry, "/")
+		n, err := strconv.ParseInt(es, 10, 32)
+		// Only the canonical form, as for partitions.
+		if !ok || err != nil || n < 0 || strconv.FormatInt(n, 10) != es {
+			return parsedKey{}, errBadKey
+		}
+		p.sharded, p.shard, rest = true, int(n), grest
+	}
 	rest, ok = strings.CutPrefix(rest, groupsDir)
 	if !ok {
 		return parsedKey{}, errBadKey
@@ -188,7 +251,7 @@ func (k keys) parse(key string) (parsedKey, error) {
 	if err != nil {
 		return parsedKey{}, err
 	}
-	p := parsedKey{group: g}
+	p.group = g
 	switch {
 	case rest == groupLeaf:
 		p.kind = kindGroup

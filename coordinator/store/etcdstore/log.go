@@ -71,7 +71,7 @@ func NewLogs(cli *clientv3.Client, opts ...Opt) *Logs {
 	for _, o := range opts {
 		o.apply(&c)
 	}
-	return &Logs{cli: cli, keys: keys{c.prefix}}
+	return &Logs{cli: cli, keys: prefixKeys(c.prefix)}
 }
 
 // LoadLog implements store.LogStore.

@@ -1,6 +1,9 @@
 package etcdstore
 
 import (
+	"reflect"
+	"sync"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tenure-dev/tenure/internal/promreg"
@@ -8,12 +11,75 @@ import (
 
 // metrics are the store's Prometheus metrics; nil fields when no
 // Registerer was given.
+//
+// The stores open at once on one Registerer share one set: a node has a
+// store per shard it coordinates, and a new term's store may open before
+// the old one closed. Registering a set per store would fail (the names
+// are taken), and one store's Close would unregister the others'. So the
+// first store to open registers the set and the last to close unregisters
+// it (refs); the metrics sum over the stores, with no label per shard.
 type metrics struct {
 	writeSeconds prometheus.Histogram
 	txnRecords   prometheus.Histogram
 	txnBytes     prometheus.Histogram
 	errs         *prometheus.CounterVec
 	set          *promreg.Set // nil without a Registerer
+
+	reg    prometheus.Registerer
+	shared bool // in sharedMetrics
+	refs   int  // stores using the set; guarded by sharedMetrics
+}
+
+// sharedMetrics holds the metrics of every Registerer some open store
+// uses.
+var sharedMetrics = struct {
+	sync.Mutex
+	byReg map[prometheus.Registerer]*metrics
+}{byReg: make(map[prometheus.Registerer]*metrics)}
+
+// acquireMetrics returns the metrics of reg, registering them if no open
+// store has; release gives them back.
+func acquireMetrics(reg prometheus.Registerer) (*metrics, error) {
+	if reg == nil {
+		return &metrics{}, nil
+	}
+	sharedMetrics.Lock()
+	defer sharedMetrics.Unlock()
+	// A Registerer of a type that cannot be a map key (none of
+	// client_golang's) gets a set of its own, as before sharing.
+	shared := reflect.ValueOf(reg).Comparable()
+	if shared {
+		if m := sharedMetrics.byReg[reg]; m != nil {
+			m.refs++
+			return m, nil
+		}
+	}
+	m, err := newMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
+	m.reg, m.shared, m.refs = reg, shared, 1
+	if shared {
+		sharedMetrics.byReg[reg] = m
+	}
+	return m, nil
+}
+
+// release gives back what acquireMetrics returned, unregistering the set
+// when the last store using it closes. Called once per store.
+func (m *metrics) release() {
+	if m.set == nil {
+		return
+	}
+	sharedMetrics.Lock()
+	defer sharedMetrics.Unlock()
+	if m.refs--; m.refs > 0 {
+		return
+	}
+	m.set.Unregister()
+	if m.shared {
+		delete(sharedMetrics.byReg, m.reg)
+	}
 }
 
 // The op label of tenure_store_errors_total.
@@ -58,8 +124,6 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m.set = set
 	return m, nil
 }
-
-func (m *metrics) unregister() { m.set.Unregister() }
 
 func (m *metrics) txn(seconds float64, records, bytes int) {
 	if m.writeSeconds == nil {

@@ -27,6 +27,8 @@ type cfg struct {
 	guard        []clientv3.Cmp
 	fenceTimeout time.Duration
 	pageSize     int
+	shard        int
+	shards       int // 1: the unsharded layout
 }
 
 // Defaults of the options.
@@ -42,6 +44,10 @@ const (
 	// DefaultFenceTimeout bounds how long Persist keeps trying to fence
 	// a write whose outcome it does not know.
 	DefaultFenceTimeout = 5 * time.Second
+
+	// MaxShards is the largest shard count (Shard): far above what an HA
+	// set needs (a store per shard), it keeps a mistyped count out.
+	MaxShards = 1 << 16
 
 	// MinTxnOps is the smallest MaxTxnOps: the most operations one record
 	// becomes (a group deletion: its tombstone and two range deletions),
@@ -63,6 +69,7 @@ func defaultCfg() cfg {
 		log:          zap.NewNop(),
 		fenceTimeout: DefaultFenceTimeout,
 		pageSize:     defaultPageSize,
+		shards:       1,
 	}
 }
 
@@ -92,8 +99,10 @@ func MaxTxnBytes(n int) Opt { return opt(func(c *cfg) { c.maxTxnBytes = n }) }
 // Logger sets the logger, overriding the default of no logging.
 func Logger(l *zap.Logger) Opt { return opt(func(c *cfg) { c.log = l }) }
 
-// Registerer registers the store's metrics with r (default: none). Close
-// unregisters them, so that a store opened later may register again.
+// Registerer registers the store's metrics with r (default: none). The
+// stores open at once on r share them (they sum over the stores, the
+// shards' included); the last of them to close unregisters them, so that
+// a store opened later registers again.
 func Registerer(r prometheus.Registerer) Opt { return opt(func(c *cfg) { c.reg = r }) }
 
 // Guard adds cmps to every write transaction (and to the fence writes), so
@@ -112,6 +121,20 @@ func Guard(cmps ...clientv3.Cmp) Opt {
 // default 5 s. The attempt outlives Persist's context (most such errors are
 // that context's deadline) but not Close.
 func FenceTimeout(d time.Duration) Opt { return opt(func(c *cfg) { c.fenceTimeout = d }) }
+
+// Shard makes the store the store of shard index of count: its groups'
+// keys live under <prefix>shards/<index>/groups/ and it has a fence of its
+// own (<prefix>meta/shards/<index>/fence), so that the stores of different
+// shards of one prefix, open at once, neither see nor fence each other.
+// Topics, users, ACLs and the generation logs stay shared by every shard.
+// The count is fixed once a prefix is used (New records it in
+// <prefix>meta/shards and fails with ErrShardCount for another); which
+// group belongs to which shard is the caller's to decide, the store keeps
+// whatever groups it is given. count is at most MaxShards. Default:
+// Shard(0, 1), the unsharded layout (<prefix>groups/, <prefix>meta/fence).
+func Shard(index, count int) Opt {
+	return opt(func(c *cfg) { c.shard, c.shards = index, count })
+}
 
 // ErrInvalidOption is wrapped by New's errors for bad options.
 var ErrInvalidOption = errors.New("etcdstore: invalid option")
@@ -148,6 +171,12 @@ func (c *cfg) validate() error {
 	}
 	if c.fenceTimeout <= 0 {
 		bad("fence timeout %v must be positive", c.fenceTimeout)
+	}
+	switch {
+	case c.shards < 1 || c.shards > MaxShards:
+		bad("shard count %d is not in 1..%d", c.shards, MaxShards)
+	case c.shard < 0 || c.shard >= c.shards:
+		bad("shard %d is not one of 0..%d", c.shard, c.shards-1)
 	}
 	return errors.Join(errs...)
 }

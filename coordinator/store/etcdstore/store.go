@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,18 +18,6 @@ import (
 	"github.com/tenure-dev/tenure/coordinator"
 	"github.com/tenure-dev/tenure/coordinator/store"
 )
-
-// formatVersion is the version of the key layout and value encoding that
-// this package writes, kept in <prefix>meta/format. Version 2 added the
-// generation log (log/) and drained members; a version 1 prefix is raised
-// to 2 when opened, so that an older tenure refuses it rather than fail on
-// keys it does not know. Version 3 added the SASL users' credentials
-// (users/).
-const formatVersion = 3
-
-// ErrNewerFormat is returned by New for a prefix that a newer tenure has
-// written in a format this one does not know.
-var ErrNewerFormat = errors.New("etcdstore: the store's format is newer than this tenure's")
 
 // Store is a store.Store in etcd: one key per entity under a prefix, each
 // overwritten in place, so it holds what a coordinator.RecordSet holds.
@@ -59,10 +46,12 @@ type Store struct {
 var _ store.Store = (*Store)(nil)
 
 // New opens the store under the prefix (default "/tenure/") of cli's
-// cluster. It creates the format key if the prefix is new, refuses a
-// prefix of a newer format (ErrNewerFormat), and takes the fence over:
-// from now on, a store opened earlier on the prefix writes nothing (see
-// fence.go). cli stays the caller's: Close does not close it.
+// cluster, or of one shard of it (Shard). It creates the format and shard
+// count keys if the prefix is new, refuses a prefix of a newer format
+// (ErrNewerFormat) or of another shard count (ErrShardCount), and takes
+// the fence over: from now on, a store opened earlier on the prefix (on
+// the shard) writes nothing (see fence.go). cli stays the caller's: Close
+// does not close it.
 func New(ctx context.Context, cli *clientv3.Client, opts ...Opt) (*Store, error) {
 	c := defaultCfg()
 	for _, o := range opts {
@@ -75,8 +64,8 @@ func New(ctx context.Context, cli *clientv3.Client, opts ...Opt) (*Store, error)
 	if err != nil {
 		return nil, fmt.Errorf("etcdstore: store ID: %w", err)
 	}
-	s := &Store{cli: cli, cfg: c, keys: keys{c.prefix}, self: self}
-	if err := s.checkFormat(ctx); err != nil {
+	s := &Store{cli: cli, cfg: c, keys: newKeys(c.prefix, c.shard, c.shards), self: self}
+	if err := s.checkLayout(ctx); err != nil {
 		return nil, err
 	}
 	resp, err := cli.Txn(ctx).If(c.guard...).Then(clientv3.OpPut(s.keys.fence(), self.encode())).Commit()
@@ -87,61 +76,14 @@ func New(ctx context.Context, cli *clientv3.Client, opts ...Opt) (*Store, error)
 		return nil, ErrGuardFailed
 	}
 	s.fence.rev = resp.Header.Revision
-	if s.metrics, err = newMetrics(c.reg); err != nil {
+	if s.metrics, err = acquireMetrics(c.reg); err != nil {
 		return nil, fmt.Errorf("etcdstore: metrics: %w", err)
 	}
 	s.closeCtx, s.closeCancel = context.WithCancel(context.Background())
 	c.log.Info("etcd store opened", zap.Strings("endpoints", cli.Endpoints()), zap.String("prefix", c.prefix),
-		zap.String("store_id", self.ID), zap.Int64("fence_revision", s.fence.rev),
+		zap.Int("shard", c.shard), zap.Int("shards", c.shards), zap.String("store_id", self.ID), zap.Int64("fence_revision", s.fence.rev),
 		zap.Int("max_txn_ops", c.maxTxnOps), zap.Int("max_txn_bytes", c.maxTxnBytes))
 	return s, nil
-}
-
-// checkFormat reads the format key, creating it on a new prefix.
-func (s *Store) checkFormat(ctx context.Context) error {
-	key := s.keys.format()
-	resp, err := s.cli.Get(ctx, key)
-	if err != nil {
-		return fmt.Errorf("etcdstore: reading %q: %w", key, err)
-	}
-	if len(resp.Kvs) == 0 {
-		cmps := append(slices.Clip(s.cfg.guard), clientv3.Compare(clientv3.CreateRevision(key), "=", 0))
-		tr, err := s.cli.Txn(ctx).If(cmps...).
-			Then(clientv3.OpPut(key, strconv.Itoa(formatVersion))).
-			Else(clientv3.OpGet(key)).Commit()
-		if err != nil {
-			return fmt.Errorf("etcdstore: creating %q: %w", key, err)
-		}
-		if tr.Succeeded {
-			s.cfg.log.Info("etcd store: new prefix", zap.String("prefix", s.cfg.prefix), zap.Int("format", formatVersion))
-			return nil
-		}
-		rr := tr.Responses[0].GetResponseRange()
-		if rr == nil || len(rr.Kvs) == 0 {
-			return ErrGuardFailed
-		}
-		resp.Kvs = rr.Kvs // another store created it meanwhile
-	}
-	v, err := strconv.Atoi(string(resp.Kvs[0].Value))
-	switch {
-	case err != nil || v < 1:
-		return fmt.Errorf("etcdstore: key %q holds %q, not a format version", key, resp.Kvs[0].Value)
-	case v > formatVersion:
-		return fmt.Errorf("%w: prefix %q has format %d, this tenure knows up to %d", ErrNewerFormat, s.cfg.prefix, v, formatVersion)
-	case v < formatVersion:
-		// Every older format is a subset of this one: raising the
-		// version is the whole upgrade.
-		cmps := append(slices.Clip(s.cfg.guard), clientv3.Compare(clientv3.ModRevision(key), "=", resp.Kvs[0].ModRevision))
-		tr, err := s.cli.Txn(ctx).If(cmps...).Then(clientv3.OpPut(key, strconv.Itoa(formatVersion))).Commit()
-		if err != nil {
-			return fmt.Errorf("etcdstore: upgrading %q: %w", key, err)
-		}
-		if !tr.Succeeded {
-			return s.checkFormat(ctx) // another node upgraded it, or the guard moved
-		}
-		s.cfg.log.Info("etcd store: format upgraded", zap.String("prefix", s.cfg.prefix), zap.Int("from", v), zap.Int("to", formatVersion))
-	}
-	return nil
 }
 
 // begin starts an operation: it fails after Close, and ends the returned
@@ -287,23 +229,26 @@ func (s *Store) readable(ctx context.Context) error {
 // compacted between its pages.
 const maxLoadAttempts = 3
 
-// Load implements store.Store. It reads the whole prefix at one revision,
-// in pages.
+// Load implements store.Store. It reads the whole prefix but the
+// generation logs, or for a shard's store the topics and the shard's
+// groups only, at one revision, in pages.
 func (s *Store) Load(ctx context.Context) ([]coordinator.Record, error) {
-	recs, err := s.load(ctx, s.cfg.prefix, "", false)
+	recs, err := s.load(ctx, s.keys.loadRanges(), "", false)
 	s.metrics.failed(opLoad, err)
 	return recs, err
 }
 
 // LoadGroup implements store.Store.
 func (s *Store) LoadGroup(ctx context.Context, group string) ([]coordinator.Record, error) {
-	recs, err := s.load(ctx, s.keys.groupDir(group), group, true)
+	dir := s.keys.groupDir(group)
+	recs, err := s.load(ctx, []keyRange{{dir, prefixEnd(dir)}}, group, true)
 	s.metrics.failed(opLoadGroup, err)
 	return recs, err
 }
 
-// load reads dir: the whole prefix, or one group's directory (oneGroup).
-func (s *Store) load(ctx context.Context, dir, group string, oneGroup bool) ([]coordinator.Record, error) {
+// load reads the ranges, all at one revision: the store's, or one group's
+// directory (oneGroup).
+func (s *Store) load(ctx context.Context, ranges []keyRange, group string, oneGroup bool) ([]coordinator.Record, error) {
 	ctx, end, err := s.begin(ctx)
 	if err != nil {
 		return nil, err
@@ -314,20 +259,15 @@ func (s *Store) load(ctx context.Context, dir, group string, oneGroup bool) ([]c
 	}
 	for attempt := 1; ; attempt++ {
 		c := newCollected()
+		var rev int64
 		var err error
-		if oneGroup {
-			_, err = s.scan(ctx, dir, prefixEnd(dir), 0, c)
-		} else {
-			// Everything but the generation logs, which are history
-			// (LoadLog), not state; both ranges at one revision.
-			logs := dir + logDir
-			var rev int64
-			if rev, err = s.scan(ctx, dir, logs, 0, c); err == nil {
-				_, err = s.scan(ctx, prefixEnd(logs), prefixEnd(dir), rev, c)
+		for _, r := range ranges {
+			if rev, err = s.scan(ctx, r.start, r.end, rev, c); err != nil {
+				break
 			}
 		}
 		if errors.Is(err, rpctypes.ErrCompacted) && attempt < maxLoadAttempts {
-			s.cfg.log.Warn("etcd store: load outran compaction; starting again", zap.String("dir", dir), zap.Error(err))
+			s.cfg.log.Warn("etcd store: load outran compaction; starting again", zap.String("from", ranges[0].start), zap.Error(err))
 			continue
 		}
 		if err != nil {
@@ -337,7 +277,7 @@ func (s *Store) load(ctx context.Context, dir, group string, oneGroup bool) ([]c
 			return c.records(), nil
 		}
 		if len(c.topics) > 0 || len(c.groups) > 1 || (len(c.groups) == 1 && c.groups[group] == nil) {
-			return nil, fmt.Errorf("etcdstore: a key under %q is not of group %q", dir, group)
+			return nil, fmt.Errorf("etcdstore: a key under %q is not of group %q", ranges[0].start, group)
 		}
 		return c.records(), nil
 	}
@@ -386,6 +326,8 @@ type groupRecords struct {
 	offsets     []*coordinator.OffsetRecord
 }
 
+var errOtherShard = errors.New("a group key of another shard, or of another layout")
+
 func newCollected() *collected { return &collected{groups: make(map[string]*groupRecords)} }
 
 func (c *collected) add(k keys, key string, val []byte) error {
@@ -393,8 +335,13 @@ func (c *collected) add(k keys, key string, val []byte) error {
 	if err != nil {
 		return err
 	}
-	if pk.kind == kindMeta || pk.kind == kindLog || pk.kind == kindUser || pk.kind == kindACL {
+	switch pk.kind {
+	case kindMeta, kindLog, kindUser, kindACL:
 		return nil // not group state
+	case kindGroup, kindMember, kindAssignment, kindOffset:
+		if !k.ownsGroup(pk) {
+			return errOtherShard
+		}
 	}
 	r, err := decodeValue(pk, val)
 	if err != nil {
@@ -456,7 +403,8 @@ func (c *collected) records() []coordinator.Record {
 
 // Close implements store.Store: calls in flight end (a write among them
 // with an unknown outcome; the next store opened on the prefix fences it),
-// later calls fail with store.ErrClosed, and the metrics are unregistered.
+// later calls fail with store.ErrClosed, and the metrics are unregistered
+// unless another store still uses them.
 // It does not close the client, which is the caller's.
 func (s *Store) Close() error {
 	s.lifeMu.Lock()
@@ -468,7 +416,8 @@ func (s *Store) Close() error {
 	s.lifeMu.Unlock()
 	s.closeCancel()
 	s.inflight.Wait()
-	s.metrics.unregister()
-	s.cfg.log.Info("etcd store closed", zap.String("prefix", s.cfg.prefix), zap.String("store_id", s.self.ID))
+	s.metrics.release()
+	s.cfg.log.Info("etcd store closed", zap.String("prefix", s.cfg.prefix), zap.Int("shard", s.cfg.shard),
+		zap.String("store_id", s.self.ID))
 	return nil
 }

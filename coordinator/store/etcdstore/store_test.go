@@ -102,40 +102,61 @@ func TestNamesAndOrder(t *testing.T) {
 // records (several groups, members, deletions, tombstones, re-creations,
 // topics), persisted with a small MaxTxnOps so that batches split, leave
 // the store holding exactly what a RecordSet fed the same records holds.
+// Sharded, two shards' stores share the prefix and each batch goes to one
+// of them: each holds its own groups (a name in both stays two groups),
+// and both every topic.
 func TestMatchesRecordSet(t *testing.T) {
 	cli := etcd.Client(t)
 	n := smallNames()
 	rapid.Check(t, func(rt *rapid.T) {
 		maxOps := rapid.IntRange(3, 8).Draw(rt, "max-txn-ops")
-		s, err := etcdstore.New(testenv.Context(t), cli, etcdstore.Prefix(uniquePrefix(t)), etcdstore.MaxTxnOps(maxOps))
-		if err != nil {
-			rt.Fatalf("New: %v", err)
+		prefix := uniquePrefix(t)
+		shards, indexes := 1, []int{0}
+		if rapid.Bool().Draw(rt, "sharded") {
+			shards, indexes = 3, []int{2, 0}
 		}
-		defer s.Close()
-		set := coordinator.NewRecordSet()
+		var stores []*etcdstore.Store
+		var sets []*coordinator.RecordSet
+		for _, i := range indexes {
+			s, err := etcdstore.New(testenv.Context(t), cli, etcdstore.Prefix(prefix), etcdstore.MaxTxnOps(maxOps), etcdstore.Shard(i, shards))
+			if err != nil {
+				rt.Fatalf("New: %v", err)
+			}
+			defer s.Close()
+			stores, sets = append(stores, s), append(sets, coordinator.NewRecordSet())
+		}
 		for b := range rapid.IntRange(1, 4).Draw(rt, "batches") {
+			i := rapid.IntRange(0, len(stores)-1).Draw(rt, fmt.Sprintf("store-%d", b))
 			recs := rapid.SliceOfN(n.record(), 0, 10).Draw(rt, fmt.Sprintf("batch-%d", b))
-			if err := s.Persist(testenv.Context(t), recs); err != nil {
+			if err := stores[i].Persist(testenv.Context(t), recs); err != nil {
 				rt.Fatalf("Persist: %v", err)
 			}
 			for _, r := range recs {
-				set.Apply(r)
+				if _, ok := r.(*coordinator.TopicRecord); ok {
+					for _, set := range sets {
+						set.Apply(r)
+					}
+					continue
+				}
+				sets[i].Apply(r)
 			}
 		}
-		got, err := s.Load(testenv.Context(t))
-		if err != nil {
-			rt.Fatalf("Load: %v", err)
-		}
-		if g, w := render(got, true), render(set.Records(), true); g != w {
-			rt.Fatalf("Load:\n%swant:\n%s", g, w)
-		}
-		for _, g := range append([]string{"g", "h"}, awkward...) {
-			got, err := s.LoadGroup(testenv.Context(t), g)
+		for i, s := range stores {
+			got, err := s.Load(testenv.Context(t))
 			if err != nil {
-				rt.Fatalf("LoadGroup(%q): %v", g, err)
+				rt.Fatalf("Load: %v", err)
 			}
-			if gr, w := render(got, true), render(set.Group(g), true); gr != w {
-				rt.Fatalf("LoadGroup(%q):\n%swant:\n%s", g, gr, w)
+			if g, w := render(got, true), render(sets[i].Records(), true); g != w {
+				rt.Fatalf("Load of store %d:\n%swant:\n%s", i, g, w)
+			}
+			for _, g := range append([]string{"g", "h"}, awkward...) {
+				got, err := s.LoadGroup(testenv.Context(t), g)
+				if err != nil {
+					rt.Fatalf("LoadGroup(%q): %v", g, err)
+				}
+				if gr, w := render(got, true), render(sets[i].Group(g), true); gr != w {
+					rt.Fatalf("LoadGroup(%q) of store %d:\n%swant:\n%s", g, i, gr, w)
+				}
 			}
 		}
 	})
@@ -401,7 +422,7 @@ func TestFormat(t *testing.T) {
 		value string
 		want  error
 	}{
-		{"4", etcdstore.ErrNewerFormat},
+		{"5", etcdstore.ErrNewerFormat},
 		{"x", nil},
 		{"0", nil},
 	} {
@@ -419,6 +440,7 @@ func TestFormat(t *testing.T) {
 		}
 	}
 	s, _, prefix := open(t)
+	// An unsharded prefix stays at format 3, which older tenures read.
 	resp, err := cli.Get(ctx, prefix+"meta/format")
 	if err != nil || len(resp.Kvs) != 1 || string(resp.Kvs[0].Value) != "3" {
 		t.Fatalf("a new prefix's format key: %v %v", resp, err)
@@ -426,8 +448,9 @@ func TestFormat(t *testing.T) {
 	s.Close()
 	openOn(t, cli, etcdstore.Prefix(prefix)) // the same format opens
 
-	// A format 1 prefix (before the generation log) is raised to 3, and
-	// its state loads as it was.
+	// A format 1 prefix (before the generation log and the shard count) is
+	// raised to 3, gets its count of 1 recorded, and its state loads as it
+	// was.
 	old := uniquePrefix(t)
 	if _, err := cli.Put(ctx, old+"meta/format", "1"); err != nil {
 		t.Fatal(err)
@@ -442,6 +465,9 @@ func TestFormat(t *testing.T) {
 	}
 	if resp, err := cli.Get(ctx, old+"meta/format"); err != nil || string(resp.Kvs[0].Value) != "3" {
 		t.Fatalf("format key after the upgrade: %v %v", resp, err)
+	}
+	if resp, err := cli.Get(ctx, old+"meta/shards"); err != nil || len(resp.Kvs) != 1 || string(resp.Kvs[0].Value) != "1" {
+		t.Fatalf("shard count after the upgrade: %v %v", resp, err)
 	}
 }
 
@@ -601,8 +627,8 @@ func TestDecode(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if meta != 2 || len(set.Group("decoded")) != len(recs) {
-		t.Fatalf("%d meta keys, %d records decoded, want 2 and %d", meta, len(set.Group("decoded")), len(recs))
+	if meta != 3 || len(set.Group("decoded")) != len(recs) {
+		t.Fatalf("%d meta keys (format, shards, fence), %d records decoded, want 3 and %d", meta, len(set.Group("decoded")), len(recs))
 	}
 	r, ok, err := etcdstore.DeletedRecord("/tenure/", []byte("/tenure/groups/decoded/members/m1"))
 	if err != nil || !ok || r.(*coordinator.MemberRecord).MemberID != "m1" {

@@ -34,7 +34,7 @@ func NewTopics(cli *clientv3.Client, opts ...Opt) *Topics {
 	for _, o := range opts {
 		o.apply(&c)
 	}
-	return &Topics{cli: cli, keys: keys{c.prefix}}
+	return &Topics{cli: cli, keys: prefixKeys(c.prefix)}
 }
 
 // CreateTopic implements store.TopicStore.
@@ -163,13 +163,15 @@ func (s *Store) LoadTopics(ctx context.Context) ([]*coordinator.TopicRecord, err
 
 // Decode returns the record a key and value of the layout under prefix
 // hold, as Load reads them; ok is false for a key that holds no record
-// (the meta/ keys, the HA set's, the users' credentials, the ACLs). Tools read the store's history with it:
-// the chaos checker replays the assignment keys' revisions.
+// (the meta/ keys, the HA set's, the users' credentials, the ACLs). Keys
+// of any shard decode, under their group's name. Tools read the store's
+// history with it: the chaos checker replays the assignment keys'
+// revisions.
 func Decode(prefix string, key, value []byte) (rec coordinator.Record, ok bool, err error) {
-	k := keys{prefix: prefix}
-	if !strings.HasSuffix(k.prefix, "/") {
-		k.prefix += "/"
+	if !strings.HasSuffix(prefix, "/") {
+		prefix += "/"
 	}
+	k := prefixKeys(prefix)
 	pk, err := k.parse(string(key))
 	if err != nil {
 		return nil, false, fmt.Errorf("etcdstore: key %q: %w", key, err)
@@ -189,10 +191,10 @@ func Decode(prefix string, key, value []byte) (rec coordinator.Record, ok bool, 
 // Deleted; ok is false for other keys (a member's assignment goes with
 // its member; a group's key is never deleted, only tombstoned).
 func DeletedRecord(prefix string, key []byte) (rec coordinator.Record, ok bool, err error) {
-	k := keys{prefix: prefix}
-	if !strings.HasSuffix(k.prefix, "/") {
-		k.prefix += "/"
+	if !strings.HasSuffix(prefix, "/") {
+		prefix += "/"
 	}
+	k := prefixKeys(prefix)
 	pk, err := k.parse(string(key))
 	if err != nil {
 		return nil, false, fmt.Errorf("etcdstore: key %q: %w", key, err)

@@ -31,7 +31,7 @@ func NewUsers(cli *clientv3.Client, opts ...Opt) *Users {
 	for _, o := range opts {
 		o.apply(&c)
 	}
-	return &Users{cli: cli, keys: keys{c.prefix}}
+	return &Users{cli: cli, keys: prefixKeys(c.prefix)}
 }
 
 // credentialValue is a credential's value: the byte fields in base64 (JSON's

@@ -1,0 +1,184 @@
+package server
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tenure-dev/tenure/coordinator/ha"
+	"github.com/tenure-dev/tenure/coordinator/store"
+)
+
+// fakeShards is a sharded HA set of in-process servers in which the test
+// decides every shard's owner (package ha decides it on etcd, and is
+// tested there). Each shard has a store of its own, shared by whichever
+// node owns it, as the etcd store keeps each shard's groups apart.
+type fakeShards struct {
+	*fakeSet
+	count  int
+	stores []*store.Memory
+	owners []int32 // -1: none
+}
+
+type fakeShardNode struct {
+	*fakeNode
+	sh    *fakeShards
+	terms chan ShardTerm
+}
+
+func (n *fakeShardNode) Shards() int                  { return n.sh.count }
+func (n *fakeShardNode) ShardOf(group string) int     { return ha.ShardOf(group, n.sh.count) }
+func (n *fakeShardNode) ShardTerms() <-chan ShardTerm { return n.terms }
+
+func (n *fakeShardNode) ShardOwner(s int) (Node, bool) {
+	n.set.mu.Lock()
+	defer n.set.mu.Unlock()
+	if o := n.sh.owners[s]; o >= 0 {
+		return n.set.nodes[o], true
+	}
+	return Node{}, false
+}
+
+type fakeShardTerm struct {
+	*fakeTerm
+	shard    int
+	released chan struct{}
+	once     sync.Once
+}
+
+func (t *fakeShardTerm) Shard() int { return t.shard }
+func (t *fakeShardTerm) Release()   { t.once.Do(func() { close(t.released) }) }
+
+// give hands shard s to node n with a fresh term.
+func (sh *fakeShards) give(n *fakeShardNode, s int) *fakeShardTerm {
+	sh.mu.Lock()
+	sh.owners[s] = n.id
+	sh.mu.Unlock()
+	t := &fakeShardTerm{fakeTerm: newFakeTerm(sh.stores[s]), shard: s, released: make(chan struct{})}
+	n.terms <- t
+	return t
+}
+
+// take ends t and waits until its holder released it; the shard then has
+// no owner.
+func (sh *fakeShards) take(tb testing.TB, t *fakeShardTerm) {
+	t.end()
+	select {
+	case <-t.released:
+	case <-time.After(5 * time.Second):
+		tb.Fatalf("shard %d not released", t.shard)
+	}
+	sh.mu.Lock()
+	sh.owners[t.shard] = -1
+	sh.mu.Unlock()
+}
+
+// groupsByShard returns a group name of each shard.
+func groupsByShard(count int) []string {
+	out := make([]string, count)
+	for i, found := 0, 0; found < count; i++ {
+		g := fmt.Sprintf("g%d", i)
+		if s := ha.ShardOf(g, count); out[s] == "" {
+			out[s] = g
+			found++
+		}
+	}
+	return out
+}
+
+// TestShardedCluster: with shards, each node coordinates the groups of
+// the shards it holds a term of and sends clients to the owner of the
+// others; a shard that moves stops being served where it was before the
+// next owner takes it, and its groups go on at their epochs there; a
+// shard without an owner is COORDINATOR_NOT_AVAILABLE.
+func TestShardedCluster(t *testing.T) {
+	const count = 4
+	sh := &fakeShards{
+		fakeSet: &fakeSet{leader: -1, shared: store.NewMemory(), nodes: []Node{{ID: 0}, {ID: 1}}},
+		count:   count, owners: []int32{-1, -1, -1, -1},
+	}
+	for range count {
+		sh.stores = append(sh.stores, store.NewMemory())
+	}
+	na := &fakeShardNode{fakeNode: sh.node(0), sh: sh, terms: make(chan ShardTerm, count)}
+	nb := &fakeShardNode{fakeNode: sh.node(1), sh: sh, terms: make(chan ShardTerm, count)}
+	start := func(n *fakeShardNode) *testServer {
+		return startServer(t, func(c *Config) {
+			c.Store, c.TopicStore, c.Cluster, c.TopicRefresh = nil, sh.shared, n, 50*time.Millisecond
+		})
+	}
+	a, b := start(na), start(nb)
+	sh.mu.Lock()
+	sh.nodes[0].Addr, sh.nodes[1].Addr = a.addr, b.addr
+	sh.mu.Unlock()
+	groups := groupsByShard(count)
+	terms := []*fakeShardTerm{sh.give(na, 0), sh.give(na, 1), sh.give(nb, 2), sh.give(nb, 3)}
+	servers := []*testServer{a, a, b, b}
+	eventually(t, 5*time.Second, "every shard served", func() bool {
+		return a.shardTerm(0, time.Now()) != nil && a.shardTerm(1, time.Now()) != nil &&
+			b.shardTerm(2, time.Now()) != nil && b.shardTerm(3, time.Now()) != nil
+	})
+	ca, cb := dial(t, a.addr), dial(t, b.addr)
+	clients := map[*testServer]*rawClient{a: ca, b: cb}
+	other := map[*testServer]*rawClient{a: cb, b: ca}
+	ca.roundTrip(metadataRequest(12, "jobs"))
+
+	// FindCoordinator names each group's shard owner, on either node.
+	for _, c := range []*rawClient{ca, cb} {
+		fc := kmsg.NewPtrFindCoordinatorRequest()
+		fc.Version = 4
+		fc.CoordinatorKeys = groups
+		for i, co := range c.roundTrip(fc).(*kmsg.FindCoordinatorResponse).Coordinators {
+			if want := int32(i / 2); co.ErrorCode != 0 || co.NodeID != want {
+				t.Fatalf("FindCoordinator(%s): node %d error %d, want node %d", groups[i], co.NodeID, co.ErrorCode, want)
+			}
+		}
+	}
+	// Each group is served by its owner only.
+	member := func(s int) string { return fmt.Sprintf("member-%d-00000000000000000", s) }
+	for s, g := range groups {
+		r := clients[servers[s]].roundTrip(cgHeartbeat(g, member(s), 0)).(*kmsg.ConsumerGroupHeartbeatResponse)
+		if r.ErrorCode != 0 || r.MemberEpoch != 1 {
+			t.Fatalf("join %s at its owner: error %d epoch %d", g, r.ErrorCode, r.MemberEpoch)
+		}
+		r = other[servers[s]].roundTrip(cgHeartbeat(g, member(s), 1)).(*kmsg.ConsumerGroupHeartbeatResponse)
+		if r.ErrorCode != kerr.NotCoordinator.Code {
+			t.Fatalf("heartbeat of %s at the other node: error %d, want NOT_COORDINATOR", g, r.ErrorCode)
+		}
+	}
+	lg := ca.roundTrip(kmsg.NewPtrListGroupsRequest()).(*kmsg.ListGroupsResponse)
+	if len(lg.Groups) != 2 || lg.Groups[0].Group == groups[2] || lg.Groups[1].Group == groups[3] {
+		t.Fatalf("ListGroups on a: %+v, want the groups of shards 0 and 1", lg.Groups)
+	}
+
+	// Shard 1 moves from a to b: a stops serving it before b takes it,
+	// and its member goes on at its epoch on b.
+	sh.take(t, terms[1])
+	hb := cgHeartbeat(groups[1], member(1), 1)
+	if r := ca.roundTrip(hb).(*kmsg.ConsumerGroupHeartbeatResponse); r.ErrorCode != kerr.CoordinatorNotAvailable.Code {
+		t.Fatalf("shard without owner: error %d, want COORDINATOR_NOT_AVAILABLE", r.ErrorCode)
+	}
+	sh.give(nb, 1)
+	eventually(t, 5*time.Second, "b to serve shard 1", func() bool { return b.shardTerm(1, time.Now()) != nil })
+	r := cb.roundTrip(hb).(*kmsg.ConsumerGroupHeartbeatResponse)
+	if r.ErrorCode != 0 || r.MemberEpoch != 1 {
+		t.Fatalf("the moved group's member on its new owner: error %d epoch %d; it must go on at its epoch", r.ErrorCode, r.MemberEpoch)
+	}
+	if r := ca.roundTrip(hb).(*kmsg.ConsumerGroupHeartbeatResponse); r.ErrorCode != kerr.NotCoordinator.Code {
+		t.Fatalf("the old owner after the move: error %d, want NOT_COORDINATOR", r.ErrorCode)
+	}
+	// The other shards were not touched.
+	hb0 := cgHeartbeat(groups[0], member(0), 1)
+	if r := ca.roundTrip(hb0).(*kmsg.ConsumerGroupHeartbeatResponse); r.ErrorCode != 0 || r.MemberEpoch != 1 {
+		t.Fatalf("shard 0 on a after shard 1 moved: error %d epoch %d", r.ErrorCode, r.MemberEpoch)
+	}
+	if n := a.metric(t, "tenure_coordinating"); n != 1 {
+		t.Fatalf("a leads %v, want 1 (shard 0)", n)
+	}
+	sh.take(t, terms[0])
+	eventually(t, 5*time.Second, "a to lead nothing", func() bool { return a.metric(t, "tenure_coordinating") == 0 })
+}
