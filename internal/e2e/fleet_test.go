@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"container/heap"
 	"context"
 	"fmt"
 	"net"
@@ -28,8 +27,12 @@ import (
 //
 // Members are spread over lanes of perLane members: a lane has one
 // pipelined connection to each node (wire) and a scheduler that sends
-// each member's heartbeat when it is due, with at most inFlight requests
-// of the lane unanswered.
+// each member's heartbeat when it is due, on a timing wheel of
+// fleetTick slots (all the heartbeats of a slot go out in one write per
+// connection), with at most inFlight requests of the lane unanswered. Joins (heartbeats at epoch 0) wait in a queue of
+// their own and take at most half of those: a join costs the coordinator
+// a write, and members that joined must go on heartbeating meanwhile, as
+// each consumer's own timer would.
 //
 // It records what the checks of the shard tests need: per member the
 // epochs it was given (one that goes backwards is a violation),
@@ -54,6 +57,7 @@ type fleet struct {
 	nViolations int
 	expelled    int
 
+	base    time.Time // members' due times count from it
 	ctx     context.Context
 	cancel  context.CancelFunc
 	stopped atomic.Bool
@@ -73,6 +77,9 @@ type fleetConfig struct {
 	inFlight   int             // most requests of a lane unanswered
 	timeout    time.Duration   // of each request
 }
+
+// joinLimit is the most joins of a lane unanswered.
+func (c fleetConfig) joinLimit() int { return max(1, c.inFlight/2) }
 
 // fleetGroup is one group of the fleet.
 type fleetGroup struct {
@@ -102,10 +109,9 @@ type fleetMember struct {
 	id       string
 	epoch    int32
 	maxEpoch int32
-	owned    []int32 // sorted
-	reported bool    // the coordinator was told owned, subscription and all
-	due      time.Time
-	index    int // in its lane's heap; -1 when out of it
+	owned    []int32       // sorted
+	reported bool          // the coordinator was told owned, subscription and all
+	due      time.Duration // since the fleet's base
 }
 
 // fleetLane is a set of members with one connection to each node.
@@ -116,9 +122,14 @@ type fleetLane struct {
 	wake    chan struct{}
 
 	mu       sync.Mutex
-	due      memberHeap // members waiting to be sent
-	next     time.Time  // when the scheduler wakes next at the latest
+	wheel    [fleetWheel][]*fleetMember // members that joined, by the tick they are due at
+	tick     int64                      // the next tick of the wheel to turn
+	spare    []*fleetMember             // a slot's slice, for the next slot emptied
+	ready    []*fleetMember             // due, waiting for room in flight, in order
+	joining  []*fleetMember             // waiting to join, in order
+	dirty    []bool                     // by node: requests queued, not flushed
 	inFlight int
+	joins    int                                // of inFlight
 	req      kmsg.ConsumerGroupHeartbeatRequest // encoded at once: reused
 }
 
@@ -150,7 +161,7 @@ func newFleet(tb testing.TB, cfg fleetConfig) *fleet {
 	// machines would.
 	lanes := (len(all) + cfg.perLane - 1) / cfg.perLane
 	for range lanes {
-		l := &fleetLane{f: f, wake: make(chan struct{}, 1)}
+		l := &fleetLane{f: f, wake: make(chan struct{}, 1), dirty: make([]bool, len(cfg.addrs))}
 		for _, a := range cfg.addrs {
 			l.wires = append(l.wires, newWire(a, cfg.timeout))
 		}
@@ -158,9 +169,9 @@ func newFleet(tb testing.TB, cfg fleetConfig) *fleet {
 	}
 	for i, m := range all {
 		l := f.lanes[i%lanes]
-		m.lane, m.index = l, len(l.due)
+		m.lane = l
 		l.members = append(l.members, m)
-		l.due = append(l.due, m)
+		l.joining = append(l.joining, m)
 	}
 	return f
 }
@@ -168,6 +179,7 @@ func newFleet(tb testing.TB, cfg fleetConfig) *fleet {
 // start sets every member going: each joins at once (epoch 0), then
 // heartbeats on its interval until stop.
 func (f *fleet) start() {
+	f.base = time.Now()
 	f.ctx, f.cancel = context.WithCancel(context.Background())
 	for _, l := range f.lanes {
 		f.wg.Add(1)
@@ -193,40 +205,76 @@ func (f *fleet) stop() {
 	f.wg.Wait()
 }
 
+// The lanes' timing wheels turn every fleetTick, and hold fleetWheel
+// ticks: a due time further out goes round more than once.
+const (
+	fleetTick  = 50 * time.Millisecond
+	fleetWheel = 1024
+)
+
 // run sends the lane's members' heartbeats as they fall due.
 func (l *fleetLane) run(ctx context.Context) {
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
+	ticker := time.NewTicker(fleetTick)
+	defer ticker.Stop()
+	limit := l.f.cfg.inFlight
 	for {
 		l.mu.Lock()
-		now := time.Now()
-		for len(l.due) > 0 && l.inFlight < l.f.cfg.inFlight && !l.due[0].due.After(now) {
-			l.send(heap.Pop(&l.due).(*fleetMember), now)
+		now := time.Since(l.f.base)
+		for ; l.tick <= int64(now/fleetTick); l.tick++ {
+			k := l.tick % fleetWheel
+			slot := l.wheel[k]
+			l.wheel[k] = l.spare[:0]
+			for _, m := range slot {
+				if t := int64(m.due / fleetTick); t <= l.tick {
+					l.ready = append(l.ready, m)
+				} else {
+					l.wheel[t%fleetWheel] = append(l.wheel[t%fleetWheel], m) // a lap or more ahead
+				}
+			}
+			clear(slot)
+			l.spare = slot[:0]
 		}
-		wait := time.Hour
-		if len(l.due) > 0 && l.inFlight < l.f.cfg.inFlight {
-			wait = l.due[0].due.Sub(now)
+		sent := 0
+		for ; sent < len(l.ready) && l.inFlight < limit; sent++ {
+			l.send(l.ready[sent], now)
 		}
-		l.next = now.Add(wait)
+		l.ready = l.ready[:copy(l.ready, l.ready[sent:])]
+		for len(l.joining) > 0 && l.inFlight < limit && l.joins < l.f.cfg.joinLimit() {
+			m := l.joining[0]
+			l.joining = l.joining[1:]
+			l.send(m, now)
+		}
+		for node, d := range l.dirty {
+			if d {
+				l.wires[node].flush()
+				l.dirty[node] = false
+			}
+		}
 		l.mu.Unlock()
-		timer.Reset(wait)
 		select {
 		case <-ctx.Done():
 			return
-		case <-timer.C:
+		case <-ticker.C:
 		case <-l.wake:
 		}
 	}
 }
 
-// requeueLocked puts m back in the lane's heap, due at due.
-func (l *fleetLane) requeueLocked(m *fleetMember, due time.Time) {
-	m.due = due
-	heap.Push(&l.due, m)
-	if due.Before(l.next) {
-		l.next = due
+// requeueLocked puts m back on the lane's wheel, due at due (at once if
+// that has passed), or in the queue of joins if it has no epoch.
+func (l *fleetLane) requeueLocked(m *fleetMember, due time.Duration) {
+	if m.epoch == 0 {
+		l.joining = append(l.joining, m)
 		l.kick()
+		return
 	}
+	m.due = due
+	if t := int64(due / fleetTick); t >= l.tick {
+		l.wheel[t%fleetWheel] = append(l.wheel[t%fleetWheel], m)
+		return
+	}
+	l.ready = append(l.ready, m)
+	l.kick()
 }
 
 func (l *fleetLane) kick() {
@@ -238,12 +286,13 @@ func (l *fleetLane) kick() {
 
 // send sends m's heartbeat to its group's coordinator, or parks m with its
 // group until the coordinator is found. The lane's lock is held.
-func (l *fleetLane) send(m *fleetMember, now time.Time) {
+func (l *fleetLane) send(m *fleetMember, now time.Duration) {
 	f := l.f
 	node := f.route(m)
 	if node < 0 {
 		return
 	}
+	join := m.epoch == 0
 	req := &l.req
 	*req = kmsg.ConsumerGroupHeartbeatRequest{Version: 1, Group: m.g.name, MemberID: m.id, MemberEpoch: m.epoch, RebalanceTimeoutMillis: -1}
 	full := !m.reported
@@ -261,28 +310,36 @@ func (l *fleetLane) send(m *fleetMember, now time.Time) {
 		}
 		l.mu.Lock()
 		defer l.mu.Unlock()
-		if l.inFlight == f.cfg.inFlight {
+		if l.inFlight == f.cfg.inFlight || join && l.joins == f.cfg.joinLimit() {
 			l.kick()
 		}
 		l.inFlight--
+		if join {
+			l.joins--
+		}
 		l.takeLocked(m, node, full, now, resp, err)
 	})
 	if err != nil {
 		l.takeLocked(m, node, full, now, nil, err)
 		return
 	}
+	l.dirty[node] = true
 	l.inFlight++
+	if join {
+		l.joins++
+	}
 }
 
 // takeLocked takes the answer to m's heartbeat sent to node at sent, and
 // puts m back in the heap, due when it should heartbeat next.
-func (l *fleetLane) takeLocked(m *fleetMember, node int, full bool, sent time.Time, resp kmsg.Response, err error) {
+func (l *fleetLane) takeLocked(m *fleetMember, node int, full bool, sent time.Duration, resp kmsg.Response, err error) {
 	f := l.f
-	now := time.Now()
+	at := time.Now()
+	now := at.Sub(f.base)
 	if err != nil {
 		f.transport.Add(1)
 		m.reported = false
-		m.g.lost(node, now)
+		m.g.lost(node, at)
 		l.requeueLocked(m, now)
 		return
 	}
@@ -292,7 +349,7 @@ func (l *fleetLane) takeLocked(m *fleetMember, node int, full bool, sent time.Ti
 	case kerr.NotCoordinator.Code, kerr.CoordinatorNotAvailable.Code, kerr.CoordinatorLoadInProgress.Code:
 		f.count(r.ErrorCode)
 		m.reported = false
-		m.g.lost(node, now)
+		m.g.lost(node, at)
 		l.requeueLocked(m, now)
 		return
 	case kerr.UnknownMemberID.Code, kerr.FencedMemberEpoch.Code:
@@ -306,11 +363,11 @@ func (l *fleetLane) takeLocked(m *fleetMember, node int, full bool, sent time.Ti
 		f.count(r.ErrorCode)
 		f.violation(false, "%s of %s, node %d: unexpected %v", m.id, m.g.name, node, kerr.ErrorForCode(r.ErrorCode))
 		m.reported = false
-		l.requeueLocked(m, now.Add(time.Second))
+		l.requeueLocked(m, now+time.Second)
 		return
 	}
 	f.ok[node].Add(1)
-	m.g.servedBy(node, now)
+	m.g.servedBy(node, at)
 	if r.MemberEpoch < m.maxEpoch {
 		f.violation(false, "%s of %s: epoch %d after %d, from node %d", m.id, m.g.name, r.MemberEpoch, m.maxEpoch, node)
 	}
@@ -322,7 +379,7 @@ func (l *fleetLane) takeLocked(m *fleetMember, node int, full bool, sent time.Ti
 	if full {
 		m.reported = true
 	}
-	due := sent.Add(max(time.Duration(r.HeartbeatIntervalMillis)*time.Millisecond, 100*time.Millisecond))
+	due := sent + max(time.Duration(r.HeartbeatIntervalMillis)*time.Millisecond, 100*time.Millisecond)
 	if r.Assignment != nil {
 		var owned []int32
 		for _, t := range r.Assignment.Topics {
@@ -384,7 +441,7 @@ func (f *fleet) lookup(g *fleetGroup) {
 		g.mu.Unlock()
 		for _, m := range waiters {
 			m.lane.mu.Lock()
-			m.lane.requeueLocked(m, time.Now())
+			m.lane.requeueLocked(m, time.Since(f.base))
 			m.lane.mu.Unlock()
 		}
 		return
@@ -588,29 +645,4 @@ func (f *fleet) epochs() map[string]int32 {
 		l.mu.Unlock()
 	}
 	return out
-}
-
-// memberHeap orders a lane's members by when they are due.
-type memberHeap []*fleetMember
-
-func (h memberHeap) Len() int           { return len(h) }
-func (h memberHeap) Less(i, j int) bool { return h[i].due.Before(h[j].due) }
-func (h memberHeap) Swap(i, j int) {
-	h[i], h[j] = h[j], h[i]
-	h[i].index, h[j].index = i, j
-}
-
-func (h *memberHeap) Push(x any) {
-	m := x.(*fleetMember)
-	m.index = len(*h)
-	*h = append(*h, m)
-}
-
-func (h *memberHeap) Pop() any {
-	old := *h
-	m := old[len(old)-1]
-	old[len(old)-1] = nil
-	*h = old[:len(old)-1]
-	m.index = -1
-	return m
 }

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"math"
+	"os"
 	"runtime/debug"
 	"slices"
 	"strconv"
@@ -90,8 +91,6 @@ func BenchmarkShards(b *testing.B) {
 		groups: *benchGroups, prefix: "bench", members: func(int) int { return *benchSize },
 		perLane: *benchLane, inFlight: *benchFlight, timeout: 10 * time.Second})
 	sc.f = f
-	b.Logf("%d groups of %d members on %d connections to each node, %d in flight on each; %d shards, election TTL %v",
-		*benchGroups, *benchSize, len(f.lanes), *benchFlight, *benchShards, *benchTTL)
 
 	// Join.
 	start := time.Now()
@@ -105,17 +104,17 @@ func BenchmarkShards(b *testing.B) {
 			join = time.Since(start)
 			break
 		}
-		if time.Since(last) >= 10*time.Second {
+		if testing.Verbose() && time.Since(last) >= 10*time.Second {
+			// Not b.Logf: a benchmark's log is cut at ten lines.
 			last = time.Now()
-			b.Logf("joining, %v: %d groups unsettled (%s), %d heartbeats answered, errors %v",
-				time.Since(start).Round(time.Second), n, first, f.served(), f.errorCodes())
+			fmt.Fprintf(os.Stderr, "BenchmarkShards: joining, %v: %d groups unsettled, %d heartbeats answered, errors %v; the first unsettled: %.300s\n",
+				time.Since(start).Round(time.Second), n, f.served(), f.errorCodes(), first)
 		}
 		if time.Since(start) > 20*time.Minute {
 			b.Fatalf("%d groups still unsettled after %v, the first %s", n, time.Since(start).Round(time.Second), first)
 		}
 		f.check(b)
 	}
-	b.Logf("joined in %v", join.Round(time.Millisecond))
 	// The members that reported their assignment last are due again an
 	// interval later: let that pass before measuring.
 	time.Sleep(benchHeartbeat + time.Second)
@@ -143,18 +142,21 @@ func BenchmarkShards(b *testing.B) {
 	writes := float64(w1.rev-w0.rev) / window.Seconds()
 	loadgen := (w1.self - w0.self).Seconds() / window.Seconds()
 	dev := 0.0
-	var table strings.Builder
-	fmt.Fprintf(&table, "steady state over %v:\n%-8s %7s %8s %10s %7s\n", window.Round(time.Millisecond), "process", "shards", "hb/s", "cpu-cores", "share")
+	// The report is one log call of at most ten lines: a benchmark's log
+	// is cut there.
+	var report strings.Builder
+	fmt.Fprintf(&report, "%d groups × %d members on %d connections to each node, %d shards, election TTL %v: joined in %v\n",
+		*benchGroups, *benchSize, len(f.lanes), *benchShards, *benchTTL, join.Round(time.Millisecond))
+	fmt.Fprintf(&report, "steady state over %v: etcd revision +%d (%.2f writes/s)\n", window.Round(time.Millisecond), w1.rev-w0.rev, writes)
+	fmt.Fprintf(&report, "%-9s %6s %8s %9s %6s\n", "process", "shards", "hb/s", "cpu-cores", "share")
 	for i, c := range cpus {
 		share := c.Seconds() / cpuSum.Seconds()
 		dev = max(dev, math.Abs(share-1.0/3)*3*100)
-		fmt.Fprintf(&table, "tenure-%d %7d %8.0f %10.3f %6.1f%%\n", i, w1.led[i], float64(w1.ok[i]-w0.ok[i])/window.Seconds(),
+		fmt.Fprintf(&report, "tenure-%-2d %6d %8.0f %9.3f %5.1f%%\n", i, w1.led[i], float64(w1.ok[i]-w0.ok[i])/window.Seconds(),
 			c.Seconds()/window.Seconds(), share*100)
 	}
-	fmt.Fprintf(&table, "%-8s %7s %8s %10.3f\n", "etcd", "", "", (w1.etcdCPU-w0.etcdCPU).Seconds()/window.Seconds())
-	fmt.Fprintf(&table, "%-8s %7s %8.0f %10.3f\n", "loadgen", "", hbRate, loadgen)
-	fmt.Fprintf(&table, "etcd revision +%d: %.2f writes/s", w1.rev-w0.rev, writes)
-	b.Log(table.String())
+	fmt.Fprintf(&report, "%-9s %6s %8s %9.3f\n", "etcd", "", "", (w1.etcdCPU-w0.etcdCPU).Seconds()/window.Seconds())
+	fmt.Fprintf(&report, "%-9s %6s %8.0f %9.3f\n", "loadgen", "", hbRate, loadgen)
 
 	// Kill -9 the node that serves the most groups (with one leader, the
 	// leader); its groups move to the others.
@@ -190,8 +192,6 @@ func BenchmarkShards(b *testing.B) {
 		return true
 	})
 	failover := back.Sub(killed)
-	b.Logf("node %d killed: its %d groups served again by the others %v later (election TTL %v)",
-		victim, len(affected), failover.Round(time.Millisecond), *benchTTL)
 	moved := 0
 	for _, g := range f.groups {
 		if was := before[g.name]; was[len(was)-1].node != victim && !slices.Equal(g.history(), was) {
@@ -201,8 +201,10 @@ func BenchmarkShards(b *testing.B) {
 	if moved > 0 {
 		b.Errorf("the kill moved %d groups whose node lived", moved)
 	}
+	fmt.Fprintf(&report, "kill -9 tenure-%d: its %d groups all served again by the others %v later; heartbeat errors seen: %v, and %d without an answer",
+		victim, len(affected), failover.Round(time.Millisecond), f.errorCodes(), f.transport.Load())
+	b.Log(report.String())
 	f.check(b)
-	b.Logf("heartbeat errors seen: %v", f.errorCodes())
 
 	b.ReportMetric(join.Seconds(), "join-s")
 	b.ReportMetric(hbRate, "hb/s")

@@ -10,12 +10,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cespare/xxhash/v2"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/tenure-dev/tenure/coordinator/ha"
 	"github.com/tenure-dev/tenure/internal/testenv"
 )
 
@@ -24,9 +24,6 @@ const (
 	testGroups     = 200
 	testPartitions = 4
 )
-
-// shardOf is the shard a group hashes to.
-func shardOf(group string, shards int) int { return int(xxhash.Sum64String(group) % uint64(shards)) }
 
 // TestShards runs three `tenure serve --shards 12` nodes on one etcd with
 // 200 groups of one or two raw KIP-848 members heartbeating on their
@@ -112,7 +109,7 @@ func TestShards(t *testing.T) {
 			t.Errorf("%s, on node %d, moved and back when node %d came back: served by %v", g.name, now, victim, g.history())
 		}
 		if now != was {
-			moved[shardOf(g.name, testShards)] = true
+			moved[ha.ShardOf(g.name, testShards)] = true
 		}
 	}
 	t.Logf("node %d back: %d shards moved to it", victim, len(moved))
@@ -215,9 +212,9 @@ func (sc *shardCheck) coordination(ctx context.Context) (map[string]int, error) 
 			return nil, err
 		}
 		for g, id := range named {
-			if want := keys[shardOf(g, sc.shards)]; id != want {
+			if want := keys[ha.ShardOf(g, sc.shards)]; id != want {
 				return nil, fmt.Errorf("node %d names node ID %d for %s, of shard %d, whose owner in etcd is %d",
-					i, id, g, shardOf(g, sc.shards), want)
+					i, id, g, ha.ShardOf(g, sc.shards), want)
 			}
 			owners[g] = slices.Index(ids, id)
 		}

@@ -17,8 +17,8 @@ import (
 
 // wire is one pipelined Kafka connection of the fleet to one node, lighter
 // than a kgo client's for a load generator: requests are encoded with
-// kmsg into a buffer that a writer goroutine sends in batches, one system
-// call for all that queued meanwhile, and a reader decodes the responses
+// kmsg into a buffer that a writer goroutine sends when flushed, one
+// system call for all that queued meanwhile, and a reader decodes the responses
 // from a buffered reader, in request order (the server answers in
 // order), handing each to its request's callback. A broken connection
 // fails every request in flight; the next send dials again, unless a
@@ -66,10 +66,10 @@ func newWire(addr string, timeout time.Duration) *wire {
 	return &wire{addr: addr, timeout: timeout, format: kmsg.NewRequestFormatter(kmsg.FormatterClientID("tenure-e2e"))}
 }
 
-// send queues req; done is called with its response or the connection's
-// failure, on the reader's goroutine. req is encoded before send returns,
-// so the caller may reuse it. An error means req was not sent (and done
-// will not be called).
+// send queues req, to be written at the next flush; done is called with
+// its response or the connection's failure, on the reader's goroutine.
+// req is encoded before send returns, so the caller may reuse it. An
+// error means req was not queued (and done will not be called).
 func (w *wire) send(req kmsg.Request, done func(kmsg.Response, error)) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -94,11 +94,19 @@ func (w *wire) send(req kmsg.Request, done func(kmsg.Response, error)) error {
 	w.scratch = w.format.AppendRequest(w.scratch[:0], req, c.corr)
 	c.buf = append(c.buf, w.scratch...)
 	c.pending = append(c.pending, inflight{corr: c.corr, resp: req.ResponseKind(), done: done})
-	select {
-	case c.kick <- struct{}{}:
-	default:
-	}
 	return nil
+}
+
+// flush has the requests queued so far written, in one write.
+func (w *wire) flush() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.conn != nil {
+		select {
+		case w.conn.kick <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // close fails the connection, if one is up.
