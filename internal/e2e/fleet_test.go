@@ -3,9 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"net"
 	"slices"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -27,12 +25,13 @@ import (
 //
 // Members are spread over lanes of perLane members: a lane has one
 // pipelined connection to each node (wire) and a scheduler that sends
-// each member's heartbeat when it is due, on a timing wheel of
-// fleetTick slots (all the heartbeats of a slot go out in one write per
-// connection), with at most inFlight requests of the lane unanswered. Joins (heartbeats at epoch 0) wait in a queue of
-// their own and take at most half of those: a join costs the coordinator
-// a write, and members that joined must go on heartbeating meanwhile, as
-// each consumer's own timer would.
+// each member's heartbeat when it is due, on a timing wheel of fleetTick
+// slots (the heartbeats of a slot go out in one write per connection),
+// with at most inFlight requests of the lane unanswered. Joins
+// (heartbeats at epoch 0) wait in a queue of their own and take at most
+// half of those: a join costs the coordinator a write, and members that
+// joined must go on heartbeating meanwhile, as each consumer's own timer
+// would.
 //
 // It records what the checks of the shard tests need: per member the
 // epochs it was given (one that goes backwards is a violation),
@@ -176,8 +175,8 @@ func newFleet(tb testing.TB, cfg fleetConfig) *fleet {
 	return f
 }
 
-// start sets every member going: each joins at once (epoch 0), then
-// heartbeats on its interval until stop.
+// start sets every member going: each joins (epoch 0) as soon as its
+// lane has room for the join, then heartbeats on its interval until stop.
 func (f *fleet) start() {
 	f.base = time.Now()
 	f.ctx, f.cancel = context.WithCancel(context.Background())
@@ -331,7 +330,7 @@ func (l *fleetLane) send(m *fleetMember, now time.Duration) {
 }
 
 // takeLocked takes the answer to m's heartbeat sent to node at sent, and
-// puts m back in the heap, due when it should heartbeat next.
+// puts m back on the wheel, due when it should heartbeat next.
 func (l *fleetLane) takeLocked(m *fleetMember, node int, full bool, sent time.Duration, resp kmsg.Response, err error) {
 	f := l.f
 	at := time.Now()
@@ -392,257 +391,4 @@ func (l *fleetLane) takeLocked(m *fleetMember, node int, full bool, sent time.Du
 		}
 	}
 	l.requeueLocked(m, due)
-}
-
-// route returns the index of the node m's group is sent to; or, if none
-// is known, parks m with the group (starting a lookup if none is under
-// way) and returns -1. m's lane's lock is held.
-func (f *fleet) route(m *fleetMember) int {
-	g := m.g
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.coord >= 0 {
-		return g.coord
-	}
-	g.waiters = append(g.waiters, m)
-	if !g.looking {
-		g.looking = true
-		f.wg.Add(1)
-		go f.lookup(g)
-	}
-	return -1
-}
-
-// lookup finds g's coordinator, asking the nodes in turn, no sooner than
-// the group's backoff allows, then sends the members that waited for it.
-func (f *fleet) lookup(g *fleetGroup) {
-	defer f.wg.Done()
-	for {
-		g.mu.Lock()
-		wait := time.Until(g.retry)
-		g.mu.Unlock()
-		if wait > 0 {
-			select {
-			case <-f.ctx.Done():
-				return
-			case <-time.After(wait):
-			}
-		}
-		node, ok := f.find(g.name)
-		g.mu.Lock()
-		if !ok {
-			g.backoffLocked(time.Now())
-			g.mu.Unlock()
-			continue
-		}
-		g.coord, g.looking = node, false
-		waiters := g.waiters
-		g.waiters = nil
-		g.mu.Unlock()
-		for _, m := range waiters {
-			m.lane.mu.Lock()
-			m.lane.requeueLocked(m, time.Since(f.base))
-			m.lane.mu.Unlock()
-		}
-		return
-	}
-}
-
-// find asks the nodes in turn for group's coordinator until one names a
-// node (its index) or says there is none.
-func (f *fleet) find(group string) (int, bool) {
-	first := int(f.lookups.Add(1))
-	for i := range f.finders {
-		node := (first + i) % len(f.finders)
-		ctx, cancel := context.WithTimeout(f.ctx, f.cfg.timeout)
-		addr, err := findCoordinatorAt(ctx, f.finders[node], group)
-		cancel()
-		if err != nil {
-			if kerrCode(err) != 0 {
-				return -1, false // the set answered: no coordinator yet
-			}
-			continue
-		}
-		if n, ok := f.nodeOf[addr]; ok {
-			return n, true
-		}
-		f.violation(false, "FindCoordinator for %s named %s, not a node of the set", group, addr)
-		return -1, false
-	}
-	return -1, false
-}
-
-// lost forgets that node coordinates g after it refused or did not
-// answer, and backs the group's next lookup off.
-func (g *fleetGroup) lost(node int, now time.Time) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.coord == node {
-		g.coord = -1
-		g.backoffLocked(now)
-	}
-}
-
-// Lookups of a group without a coordinator back off from 50 ms to 500 ms:
-// a dead node's groups wait for its lease to expire, and thousands of
-// them must not flood the survivors meanwhile.
-const (
-	findBackoffMin = 50 * time.Millisecond
-	findBackoffMax = 500 * time.Millisecond
-)
-
-func (g *fleetGroup) backoffLocked(now time.Time) {
-	g.backoff = min(max(2*g.backoff, findBackoffMin), findBackoffMax)
-	g.retry = now.Add(g.backoff)
-}
-
-func (g *fleetGroup) servedBy(node int, now time.Time) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.backoff = 0
-	if len(g.served) == 0 || g.served[len(g.served)-1].node != node {
-		g.served = append(g.served, serving{node: node, at: now})
-	}
-}
-
-// history returns the nodes that served g, in order.
-func (g *fleetGroup) history() []serving {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return slices.Clone(g.served)
-}
-
-// findCoordinatorAt asks the node cl is seeded with, and only it, for
-// group's coordinator; an error with a Kafka code if it has none.
-func findCoordinatorAt(ctx context.Context, cl *kgo.Client, group string) (string, error) {
-	fc := kmsg.NewPtrFindCoordinatorRequest()
-	fc.Version = 4
-	fc.CoordinatorKeys = []string{group}
-	resp, err := fc.RequestWith(ctx, cl.SeedBrokers()[0])
-	if err != nil {
-		return "", err
-	}
-	if len(resp.Coordinators) != 1 {
-		return "", fmt.Errorf("FindCoordinator for %s: %d answers", group, len(resp.Coordinators))
-	}
-	c := resp.Coordinators[0]
-	if c.ErrorCode != 0 {
-		return "", kerr.ErrorForCode(c.ErrorCode)
-	}
-	return net.JoinHostPort(c.Host, strconv.Itoa(int(c.Port))), nil
-}
-
-func (f *fleet) count(code int16) {
-	f.mu.Lock()
-	f.codes[code]++
-	f.mu.Unlock()
-}
-
-// violation records a broken expectation; the first 20 are kept.
-func (f *fleet) violation(expelled bool, format string, args ...any) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.nViolations++
-	if expelled {
-		f.expelled++
-	}
-	if len(f.violations) < 20 {
-		f.violations = append(f.violations, fmt.Sprintf(format, args...))
-	}
-}
-
-// check fails tb if a violation was recorded.
-func (f *fleet) check(tb testing.TB) {
-	tb.Helper()
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.nViolations > 0 {
-		tb.Fatalf("%d violations (%d expulsions), the first: %q", f.nViolations, f.expelled, f.violations)
-	}
-}
-
-// errorCodes returns the heartbeat error codes seen, by name.
-func (f *fleet) errorCodes() map[string]int64 {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	out := map[string]int64{}
-	for c, n := range f.codes {
-		out[kerr.ErrorForCode(c).Error()] = n
-	}
-	return out
-}
-
-// served returns the successful heartbeats so far, in total.
-func (f *fleet) served() int64 {
-	var n int64
-	for i := range f.ok {
-		n += f.ok[i].Load()
-	}
-	return n
-}
-
-// memberState is a member as a snapshot shows it.
-type memberState struct {
-	epoch    int32
-	owned    []int32
-	reported bool
-}
-
-// snapshot copies every member's state, by group; each lane's members are
-// copied between two of their answers.
-func (f *fleet) snapshot() map[*fleetGroup][]memberState {
-	out := make(map[*fleetGroup][]memberState, len(f.groups))
-	for _, l := range f.lanes {
-		l.mu.Lock()
-		for _, m := range l.members {
-			out[m.g] = append(out[m.g], memberState{epoch: m.epoch, owned: slices.Clone(m.owned), reported: m.reported})
-		}
-		l.mu.Unlock()
-	}
-	return out
-}
-
-// unsettled returns the groups whose members do not all hold their
-// target: a settled group's members are at one epoch, own every partition
-// of the topic between them, each exactly once, and have said so. It
-// returns the count and a description of the first.
-func (f *fleet) unsettled() (int, string) {
-	n, first := 0, ""
-	for g, ms := range f.snapshot() {
-		owners := make([]int, f.cfg.partitions)
-		ok := true
-		for _, m := range ms {
-			if m.epoch == 0 || m.epoch != ms[0].epoch || !m.reported {
-				ok = false
-			}
-			for _, p := range m.owned {
-				if int(p) >= len(owners) {
-					ok = false
-					continue
-				}
-				owners[p]++
-			}
-		}
-		ok = ok && !slices.ContainsFunc(owners, func(c int) bool { return c != 1 })
-		if !ok {
-			if n == 0 {
-				first = fmt.Sprintf("%s: %+v", g.name, ms)
-			}
-			n++
-		}
-	}
-	return n, first
-}
-
-// epochs returns each member's epoch, by member ID.
-func (f *fleet) epochs() map[string]int32 {
-	out := map[string]int32{}
-	for _, l := range f.lanes {
-		l.mu.Lock()
-		for _, m := range l.members {
-			out[m.id] = m.epoch
-		}
-		l.mu.Unlock()
-	}
-	return out
 }

@@ -1,0 +1,152 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// route returns the index of the node m's group is sent to; or, if none
+// is known, parks m with the group (starting a lookup if none is under
+// way) and returns -1. m's lane's lock is held.
+func (f *fleet) route(m *fleetMember) int {
+	g := m.g
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.coord >= 0 {
+		return g.coord
+	}
+	g.waiters = append(g.waiters, m)
+	if !g.looking {
+		g.looking = true
+		f.wg.Add(1)
+		go f.lookup(g)
+	}
+	return -1
+}
+
+// lookup finds g's coordinator, asking the nodes in turn, no sooner than
+// the group's backoff allows, then sends the members that waited for it.
+func (f *fleet) lookup(g *fleetGroup) {
+	defer f.wg.Done()
+	for {
+		g.mu.Lock()
+		wait := time.Until(g.retry)
+		g.mu.Unlock()
+		if wait > 0 {
+			select {
+			case <-f.ctx.Done():
+				return
+			case <-time.After(wait):
+			}
+		}
+		node, ok := f.find(g.name)
+		g.mu.Lock()
+		if !ok {
+			g.backoffLocked(time.Now())
+			g.mu.Unlock()
+			continue
+		}
+		g.coord, g.looking = node, false
+		waiters := g.waiters
+		g.waiters = nil
+		g.mu.Unlock()
+		for _, m := range waiters {
+			m.lane.mu.Lock()
+			m.lane.requeueLocked(m, time.Since(f.base))
+			m.lane.mu.Unlock()
+		}
+		return
+	}
+}
+
+// find asks the nodes in turn for group's coordinator until one names a
+// node (its index) or says there is none.
+func (f *fleet) find(group string) (int, bool) {
+	first := int(f.lookups.Add(1))
+	for i := range f.finders {
+		node := (first + i) % len(f.finders)
+		ctx, cancel := context.WithTimeout(f.ctx, f.cfg.timeout)
+		addr, err := findCoordinatorAt(ctx, f.finders[node], group)
+		cancel()
+		if err != nil {
+			if kerrCode(err) != 0 {
+				return -1, false // the set answered: no coordinator yet
+			}
+			continue
+		}
+		if n, ok := f.nodeOf[addr]; ok {
+			return n, true
+		}
+		f.violation(false, "FindCoordinator for %s named %s, not a node of the set", group, addr)
+		return -1, false
+	}
+	return -1, false
+}
+
+// lost forgets that node coordinates g after it refused or did not
+// answer, and backs the group's next lookup off.
+func (g *fleetGroup) lost(node int, now time.Time) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.coord == node {
+		g.coord = -1
+		g.backoffLocked(now)
+	}
+}
+
+// Lookups of a group without a coordinator back off from 50 ms to 500 ms:
+// a dead node's groups wait for its lease to expire, and thousands of
+// them must not flood the survivors meanwhile.
+const (
+	findBackoffMin = 50 * time.Millisecond
+	findBackoffMax = 500 * time.Millisecond
+)
+
+func (g *fleetGroup) backoffLocked(now time.Time) {
+	g.backoff = min(max(2*g.backoff, findBackoffMin), findBackoffMax)
+	g.retry = now.Add(g.backoff)
+}
+
+func (g *fleetGroup) servedBy(node int, now time.Time) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.backoff = 0
+	if len(g.served) == 0 || g.served[len(g.served)-1].node != node {
+		g.served = append(g.served, serving{node: node, at: now})
+	}
+}
+
+// history returns the nodes that served g, in order.
+func (g *fleetGroup) history() []serving {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return slices.Clone(g.served)
+}
+
+// findCoordinatorAt asks the node cl is seeded with, and only it, for
+// group's coordinator; an error with a Kafka code if it has none.
+func findCoordinatorAt(ctx context.Context, cl *kgo.Client, group string) (string, error) {
+	fc := kmsg.NewPtrFindCoordinatorRequest()
+	fc.Version = 4
+	fc.CoordinatorKeys = []string{group}
+	resp, err := fc.RequestWith(ctx, cl.SeedBrokers()[0])
+	if err != nil {
+		return "", err
+	}
+	if len(resp.Coordinators) != 1 {
+		return "", fmt.Errorf("FindCoordinator for %s: %d answers", group, len(resp.Coordinators))
+	}
+	c := resp.Coordinators[0]
+	if c.ErrorCode != 0 {
+		return "", kerr.ErrorForCode(c.ErrorCode)
+	}
+	return net.JoinHostPort(c.Host, strconv.Itoa(int(c.Port))), nil
+}
