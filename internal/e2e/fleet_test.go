@@ -29,9 +29,10 @@ import (
 // slots (the heartbeats of a slot go out in one write per connection),
 // with at most inFlight requests of the lane unanswered. Joins
 // (heartbeats at epoch 0) wait in a queue of their own and take at most
-// half of those: a join costs the coordinator a write, and members that
-// joined must go on heartbeating meanwhile, as each consumer's own timer
-// would.
+// an eighth of those: a join costs the coordinator a write, and a
+// connection's answers leave in order, so a heartbeat sent after a join
+// waits for that write; the members that joined must go on heartbeating
+// meanwhile, as each consumer's own timer would.
 //
 // It records what the checks of the shard tests need: per member the
 // epochs it was given (one that goes backwards is a violation),
@@ -78,7 +79,7 @@ type fleetConfig struct {
 }
 
 // joinLimit is the most joins of a lane unanswered.
-func (c fleetConfig) joinLimit() int { return max(1, c.inFlight/2) }
+func (c fleetConfig) joinLimit() int { return max(1, c.inFlight/8) }
 
 // fleetGroup is one group of the fleet.
 type fleetGroup struct {
@@ -111,6 +112,7 @@ type fleetMember struct {
 	owned    []int32       // sorted
 	reported bool          // the coordinator was told owned, subscription and all
 	due      time.Duration // since the fleet's base
+	lastOK   time.Duration // when its last heartbeat was answered, since the fleet's base
 }
 
 // fleetLane is a set of members with one connection to each node.
@@ -296,7 +298,7 @@ func (l *fleetLane) send(m *fleetMember, now time.Duration) {
 	*req = kmsg.ConsumerGroupHeartbeatRequest{Version: 1, Group: m.g.name, MemberID: m.id, MemberEpoch: m.epoch, RebalanceTimeoutMillis: -1}
 	full := !m.reported
 	if full {
-		req.RebalanceTimeoutMillis = 30000
+		req.RebalanceTimeoutMillis = 60000 // kgo's default
 		req.SubscribedTopicNames = []string{f.cfg.topic}
 		req.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{}
 		if len(m.owned) > 0 {
@@ -353,7 +355,8 @@ func (l *fleetLane) takeLocked(m *fleetMember, node int, full bool, sent time.Du
 		return
 	case kerr.UnknownMemberID.Code, kerr.FencedMemberEpoch.Code:
 		f.count(r.ErrorCode)
-		f.violation(true, "%s of %s at epoch %d, node %d: expelled: %v", m.id, m.g.name, m.epoch, node, kerr.ErrorForCode(r.ErrorCode))
+		f.violation(true, "%s of %s at epoch %d, node %d: expelled: %v; its last heartbeat answered %v before, the request sent %v before",
+			m.id, m.g.name, m.epoch, node, kerr.ErrorForCode(r.ErrorCode), (now - m.lastOK).Round(time.Millisecond), (now - sent).Round(time.Millisecond))
 		// It joins again, as a stock client does.
 		m.epoch, m.owned, m.reported = 0, nil, false
 		l.requeueLocked(m, now)
@@ -366,6 +369,7 @@ func (l *fleetLane) takeLocked(m *fleetMember, node int, full bool, sent time.Du
 		return
 	}
 	f.ok[node].Add(1)
+	m.lastOK = now
 	m.g.servedBy(node, at)
 	if r.MemberEpoch < m.maxEpoch {
 		f.violation(false, "%s of %s: epoch %d after %d, from node %d", m.id, m.g.name, r.MemberEpoch, m.maxEpoch, node)

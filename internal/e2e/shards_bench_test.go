@@ -24,7 +24,7 @@ var (
 	benchWindow = flag.Duration("e2e.window", 30*time.Second, "BenchmarkShards: length of the steady-state window")
 	benchTTL    = flag.Duration("e2e.ttl", 5*time.Second, "BenchmarkShards: --election-ttl of the nodes (tenure's default)")
 	benchLane   = flag.Int("e2e.perconn", 4000, "BenchmarkShards: members sharing one connection to each node")
-	benchFlight = flag.Int("e2e.inflight", 64, "BenchmarkShards: most requests of the members sharing connections unanswered")
+	benchFlight = flag.Int("e2e.inflight", 256, "BenchmarkShards: most requests of the members sharing connections unanswered (an eighth of them joins)")
 	benchArgs   = flag.String("e2e.args", "", "BenchmarkShards: more `tenure serve` flags, separated by spaces (e.g. \"--consumer-join-coalesce 100ms\")")
 )
 
@@ -39,7 +39,7 @@ const (
 // 64 partitions) on three `tenure serve --shards 48` nodes over one etcd
 // process, all on loopback, with the load generator (fleet) in this
 // process: the members share one connection to each node per 4,000 of
-// them, with at most 64 of their requests in flight (half of them joins),
+// them, with at most 256 of their requests in flight (32 of them joins),
 // and a connection writes the heartbeats due within 50 ms in one batch.
 // The nodes tell members to heartbeat every 5 s (session 45 s). It runs
 // the scenario once, whatever b.N, and reports:

@@ -112,6 +112,9 @@ func TestShards(t *testing.T) {
 			moved[ha.ShardOf(g.name, testShards)] = true
 		}
 	}
+	if led, err := h.shardsLed(ctx, victim); err != nil || led != len(moved) {
+		t.Errorf("node %d came back leading %d shards (%v); the groups of %d moved to it", victim, led, err, len(moved))
+	}
 	t.Logf("node %d back: %d shards moved to it", victim, len(moved))
 	sc.checkNotCoordinator(ctx, afterRestart)
 
