@@ -75,7 +75,7 @@ func Join(ctx context.Context, cli *clientv3.Client, advertise string, opts ...O
 	if err := checkAddr(advertise); err != nil {
 		return nil, err
 	}
-	met, err := newMetrics(c.reg)
+	met, err := newMetrics(c.reg, c.shards)
 	if err != nil {
 		return nil, fmt.Errorf("ha: metrics: %w", err)
 	}
