@@ -27,7 +27,9 @@ func groupsOut(t *testing.T, broker string, args ...string) (string, error) {
 	var out bytes.Buffer
 	fs := flag.NewFlagSet("tenure groups", flag.ContinueOnError)
 	cli := newGroupsCLI(fs, groupsSubcommands(), &out)
-	err := cli.run(context.Background(), append(slices.Clone(args), "--brokers", broker))
+	// The flag right after the subcommand: the test's own arguments may
+	// end the flags with "--".
+	err := cli.run(context.Background(), append([]string{args[0], "--brokers", broker}, args[1:]...))
 	return out.String(), err
 }
 

@@ -87,6 +87,7 @@ func joinCluster(ctx context.Context, cli *clientv3.Client, advertise string, li
 func (c *haCluster) run(ctx context.Context) {
 	defer close(c.done)
 	defer close(c.terms)
+	defer close(c.shardTerms) // none: one leader
 	for {
 		var t *ha.Term
 		select {
