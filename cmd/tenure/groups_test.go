@@ -27,9 +27,12 @@ func groupsOut(t *testing.T, broker string, args ...string) (string, error) {
 	var out bytes.Buffer
 	fs := flag.NewFlagSet("tenure groups", flag.ContinueOnError)
 	cli := newGroupsCLI(fs, groupsSubcommands(), &out)
-	// The flag right after the subcommand: the test's own arguments may
-	// end the flags with "--".
-	err := cli.run(context.Background(), append([]string{args[0], "--brokers", broker}, args[1:]...))
+	// Before a "--" that ends the flags, if any.
+	at := len(args)
+	if i := slices.Index(args, "--"); i >= 0 {
+		at = i
+	}
+	err := cli.run(context.Background(), slices.Insert(slices.Clone(args), at, "--brokers", broker))
 	return out.String(), err
 }
 
