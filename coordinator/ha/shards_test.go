@@ -266,3 +266,45 @@ func TestShardCountIsFixed(t *testing.T) {
 		t.Fatalf("Shards(0): %v", err)
 	}
 }
+
+// TestShardDeposed: an operator deleting a shard's owner key ends the
+// owner's term of it as soon as the watch shows it (its guarded writes
+// fail at once), and the node, still the shard's target, takes it again
+// under a new revision.
+func TestShardDeposed(t *testing.T) {
+	t.Parallel()
+	const shards = 3
+	prefix := uniquePrefix(t)
+	cli := etcd.Client(t)
+	n := join(t, etcd.Client(t), prefix, addr(0), ha.Shards(shards))
+	first := map[int]*ha.Term{}
+	for len(first) < shards {
+		select {
+		case term := <-n.ShardTerms():
+			first[term.Shard()] = term
+		case <-time.After(5 * ttl):
+			t.Fatalf("%d of %d shard terms", len(first), shards)
+		}
+	}
+	if _, err := cli.Delete(testenv.Context(t), prefix+"meta/ha/shards/1"); err != nil {
+		t.Fatal(err)
+	}
+	waitDone(t, first[1], time.Second, "the term whose key was deleted")
+	first[1].Release()
+	if guardWrites(t, cli, prefix, first[1]) {
+		t.Fatal("a write guarded by the deposed shard term succeeded")
+	}
+	select {
+	case again := <-n.ShardTerms():
+		if again.Shard() != 1 || again.Revision() <= first[1].Revision() || !again.Valid(time.Now()) {
+			t.Fatalf("next term: shard %d revision %d (deposed %d)", again.Shard(), again.Revision(), first[1].Revision())
+		}
+	case <-time.After(5 * ttl):
+		t.Fatal("shard 1 not taken again")
+	}
+	for _, s := range []int{0, 2} {
+		if !first[s].Valid(time.Now()) {
+			t.Fatalf("shard %d's term ended with shard 1's", s)
+		}
+	}
+}
