@@ -50,6 +50,7 @@ type Node struct {
 
 	shardTerms chan *Term
 	changed    chan struct{} // signalled when the view changes (Shards > 1)
+	leaving    atomic.Bool   // Leave was called: place nothing here
 
 	self atomic.Pointer[NodeInfo]
 	cur  atomic.Pointer[lease] // the lease held now
