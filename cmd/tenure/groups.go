@@ -228,7 +228,8 @@ func (c *groupsCLI) names() string {
 }
 
 // parseInterleaved parses flags found anywhere in args and returns the
-// positional arguments, in order.
+// positional arguments, in order. Everything after "--" is positional:
+// member IDs are random and may begin with '-'.
 func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
 	var pos []string
 	out := fs.Output()
@@ -238,7 +239,11 @@ func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
 		if err := fs.Parse(args); err != nil {
 			return nil, flagError(fs, err)
 		}
-		args = fs.Args()
+		rest := fs.Args()
+		if n := len(args) - len(rest); n > 0 && args[n-1] == "--" {
+			return append(pos, rest...), nil
+		}
+		args = rest
 		if len(args) == 0 {
 			return pos, nil
 		}

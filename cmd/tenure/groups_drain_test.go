@@ -90,7 +90,7 @@ func TestGroupsExplainDrain(t *testing.T) {
 		return ""
 	}
 	run := func(args ...string) (string, error) {
-		return groupsOut(t, broker, append(args, "--admin", hs.URL, "--timeout", "20s")...)
+		return groupsOut(t, broker, append([]string{args[0], "--admin", hs.URL, "--timeout", "20s"}, args[1:]...)...)
 	}
 
 	out, err := run("explain", "g")
@@ -99,7 +99,8 @@ func TestGroupsExplainDrain(t *testing.T) {
 	}
 
 	c0 := memberOf("c0")
-	out, err = run("drain", "g", c0)
+	// Member IDs are random, and may begin with '-'.
+	out, err = run("drain", "g", "--", c0)
 	if err != nil {
 		t.Fatalf("drain: %v\n%s", err, out)
 	}
@@ -126,7 +127,7 @@ func TestGroupsExplainDrain(t *testing.T) {
 		t.Fatalf("explain --epoch: %v\n%s", err, out)
 	}
 
-	if out, err = run("drain", "g", c0, "--undo"); err != nil || !strings.Contains(out, "may be assigned partitions again") {
+	if out, err = run("drain", "g", "--undo", "--", c0); err != nil || !strings.Contains(out, "may be assigned partitions again") {
 		t.Fatalf("drain --undo: %v\n%s", err, out)
 	}
 	testenv.Eventually(t, 20*time.Second, "c0 assigned again", func() bool { return owned("g")["c0"] == 2 })

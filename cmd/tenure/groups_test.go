@@ -27,7 +27,12 @@ func groupsOut(t *testing.T, broker string, args ...string) (string, error) {
 	var out bytes.Buffer
 	fs := flag.NewFlagSet("tenure groups", flag.ContinueOnError)
 	cli := newGroupsCLI(fs, groupsSubcommands(), &out)
-	err := cli.run(context.Background(), append(slices.Clone(args), "--brokers", broker))
+	// Before a "--" that ends the flags, if any.
+	at := len(args)
+	if i := slices.Index(args, "--"); i >= 0 {
+		at = i
+	}
+	err := cli.run(context.Background(), slices.Insert(slices.Clone(args), at, "--brokers", broker))
 	return out.String(), err
 }
 

@@ -220,6 +220,7 @@ func setupServe(fs *flag.FlagSet) func(ctx context.Context, args []string) error
 		if hln != nil {
 			defer hln.Close() // for the returns before serveHTTP, which closes it
 		}
+		var cluster *haCluster
 		switch {
 		case be.memory != nil:
 			cfg.Store = be.memory
@@ -256,7 +257,7 @@ func setupServe(fs *flag.FlagSet) func(ctx context.Context, args []string) error
 			if hln != nil {
 				httpAdv = httpAdvertise(hln.Addr(), adv)
 			}
-			cluster, err := joinCluster(ctx, be.cli, adv, advs, httpAdv, storeFlags.prefix, *electionTTL, *shards, be.storeOpts, log, reg)
+			cluster, err = joinCluster(ctx, be.cli, adv, advs, httpAdv, storeFlags.prefix, *electionTTL, *shards, be.storeOpts, log, reg)
 			if err != nil {
 				ln.Close()
 				return fmt.Errorf("joining the HA set: %w", err)
@@ -283,6 +284,9 @@ func setupServe(fs *flag.FlagSet) func(ctx context.Context, args []string) error
 			return err
 		}
 		defer stopHTTP()
+		if cluster != nil && *shards > 1 {
+			ctx = handOffFirst(ctx, cluster, *electionTTL, handOffGrace(*cHeartbeat), log)
+		}
 		return srv.Serve(ctx, lns...)
 	}
 }

@@ -87,6 +87,7 @@ func joinCluster(ctx context.Context, cli *clientv3.Client, advertise string, li
 func (c *haCluster) run(ctx context.Context) {
 	defer close(c.done)
 	defer close(c.terms)
+	defer close(c.shardTerms) // none: one leader
 	for {
 		var t *ha.Term
 		select {
@@ -172,6 +173,43 @@ func (c *haCluster) close() error {
 		t.Release()
 	}
 	return err
+}
+
+// handOffFirst returns the context to serve under: on a stop (ctx ends),
+// the node first hands its shards to the other nodes (Leave, within
+// ttl), then goes on answering for grace, so that every member sends a
+// request, is answered NOT_COORDINATOR and finds its group's new owner,
+// and only then ends the returned context, which closes the connections.
+// Stock clients whose coordinator's port just closes redial it rather
+// than look it up again, and their sessions expire.
+func handOffFirst(ctx context.Context, c *haCluster, ttl, grace time.Duration, log *zap.Logger) context.Context {
+	serveCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	go func() {
+		defer stop()
+		<-ctx.Done()
+		lctx, cancel := context.WithTimeout(context.Background(), ttl)
+		defer cancel()
+		start := time.Now()
+		held, err := c.node.Leave(lctx)
+		if err != nil {
+			log.Warn("stopping before every shard was handed off; the rest move when the lease is revoked", zap.Error(err))
+			return
+		}
+		if held == 0 {
+			return
+		}
+		log.Info("shards handed off; sending clients to their new owners before stopping",
+			zap.Duration("took", time.Since(start)), zap.Duration("grace", grace))
+		time.Sleep(grace)
+	}()
+	return serveCtx
+}
+
+// handOffGrace is how long a stopping node answers after handing its
+// shards off: two KIP-848 heartbeat intervals, and at least the 3 s a
+// classic client heartbeats at by default, at most 10 s.
+func handOffGrace(heartbeat time.Duration) time.Duration {
+	return min(max(2*heartbeat, 3*time.Second), 10*time.Second)
 }
 
 func (c *haCluster) Shards() int                         { return c.node.ShardCount() }

@@ -161,6 +161,7 @@
 //	tenure_leader_lost_total             counter by reason: in_doubt, lease_lost, deposed, resigned, closed
 //	tenure_ha_keepalive_failures_total   counter: failed lease renewals
 //	tenure_ha_nodes                      gauge: live nodes, as the watch sees them
+//	tenure_shards                        gauge: the shard count (1: one leader)
 //	tenure_shards_led                    gauge: shard terms held now (Shards above 1)
 //	tenure_shard_terms_total             counter: shard terms started
 //	tenure_shard_lost_total              counter by reason: moved, in_doubt, lease_lost, deposed, closed

@@ -39,13 +39,14 @@ type metrics struct {
 	lost       *prometheus.CounterVec
 	kaFailures prometheus.Counter
 	nodes      prometheus.Gauge
+	shards     prometheus.Gauge
 	shardsLed  prometheus.Gauge
 	shardTerms prometheus.Counter
 	shardLost  *prometheus.CounterVec
 	set        *promreg.Set // nil without a Registerer
 }
 
-func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+func newMetrics(reg prometheus.Registerer, shards int) (*metrics, error) {
 	m := &metrics{}
 	if reg == nil {
 		return m, nil
@@ -73,6 +74,11 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		Name: "tenure_ha_nodes",
 		Help: "Live nodes of the HA set, as this node's watch sees them.",
 	})
+	m.shards = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "tenure_shards",
+		Help: "The set's shard count (--shards): 1 when one leader coordinates every group.",
+	})
+	m.shards.Set(float64(shards))
 	m.shardsLed = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "tenure_shards_led",
 		Help: "Coordinator shards this node holds a term of now (--shards above 1; else 0).",
@@ -88,7 +94,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	for _, r := range shardReasons {
 		m.shardLost.WithLabelValues(string(r))
 	}
-	set, err := promreg.Register(reg, m.leader, m.terms, m.lost, m.kaFailures, m.nodes, m.shardsLed, m.shardTerms, m.shardLost)
+	set, err := promreg.Register(reg, m.leader, m.terms, m.lost, m.kaFailures, m.nodes, m.shards, m.shardsLed, m.shardTerms, m.shardLost)
 	if err != nil {
 		return nil, err
 	}

@@ -50,6 +50,7 @@ type Node struct {
 
 	shardTerms chan *Term
 	changed    chan struct{} // signalled when the view changes (Shards > 1)
+	leaving    atomic.Bool   // Leave was called: place nothing here
 
 	self atomic.Pointer[NodeInfo]
 	cur  atomic.Pointer[lease] // the lease held now
@@ -75,7 +76,7 @@ func Join(ctx context.Context, cli *clientv3.Client, advertise string, opts ...O
 	if err := checkAddr(advertise); err != nil {
 		return nil, err
 	}
-	met, err := newMetrics(c.reg)
+	met, err := newMetrics(c.reg, c.shards)
 	if err != nil {
 		return nil, fmt.Errorf("ha: metrics: %w", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -81,6 +82,10 @@ func (n *Node) placeShards(l *lease) {
 func (n *Node) reconcile(l *lease) {
 	self := n.Self().ID
 	ids, keys := n.view.shardState(n.cfg.shards)
+	if n.leaving.Load() {
+		// The registration is gone, or going: place as the others do.
+		ids = slices.DeleteFunc(ids, func(id int32) bool { return id == self })
+	}
 	held := l.shardTerms()
 	owners := make([]int32, len(keys))
 	for s, k := range keys {
@@ -176,4 +181,65 @@ func (n *Node) moveAway(l *lease, terms []*Term) {
 		l.dropShard(t)
 	}
 	n.logger().Info("shards moved to other nodes", zap.Int("count", len(terms)))
+}
+
+// Leave hands every shard of this node to the other nodes before the
+// node closes, so that a node stopped on purpose (a rolling restart)
+// costs its groups a hand-off rather than an election TTL, and its
+// clients, still connected, are answered NOT_COORDINATOR and find the new
+// owners instead of redialing a closed port. It deletes the node's
+// registration (the others then place its shards elsewhere), lets each
+// shard go as a moved one (the holder's Release, then the key), and
+// returns once the node holds none and the watch shows every shard owned
+// by another node, or when ctx ends. The node keeps its lease and its
+// watch until Close, which must follow; it takes no shard meanwhile.
+// It returns how many shards it held when it began. Without shards, or
+// without another node to take them, it does nothing.
+func (n *Node) Leave(ctx context.Context) (int, error) {
+	if n.cfg.shards <= 1 {
+		return 0, nil
+	}
+	self := n.Self().ID
+	if !slices.ContainsFunc(n.Nodes(), func(o NodeInfo) bool { return o.ID != self }) {
+		return 0, nil // nobody to hand them to: they go with the lease
+	}
+	n.leaving.Store(true)
+	l := n.cur.Load()
+	held := len(l.shardTerms())
+	key := n.keys.node(self)
+	if _, err := n.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.LeaseValue(key), "=", l.id)).
+		Then(clientv3.OpDelete(key)).Commit(); err != nil {
+		return held, fmt.Errorf("ha: leaving: %w", err)
+	}
+	n.publish() // reconcile now: the watch may take a moment
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if n.handedOff(l) {
+			n.logger().Info("handed every shard to the other nodes", zap.Int("held", held))
+			return held, nil
+		}
+		select {
+		case <-ctx.Done():
+			return held, fmt.Errorf("ha: leaving: shards not all handed off: %w", ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
+// handedOff reports whether this node holds no shard under l and the
+// watch shows an owner other than itself for every shard.
+func (n *Node) handedOff(l *lease) bool {
+	if len(l.shardTerms()) > 0 {
+		return false
+	}
+	self := n.Self().ID
+	_, owners := n.view.shardState(n.cfg.shards)
+	for _, o := range owners {
+		if o.id < 0 || o.id == self {
+			return false
+		}
+	}
+	return true
 }

@@ -1,6 +1,7 @@
 package ha_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -181,9 +182,9 @@ func TestShards(t *testing.T) {
 		}
 	}
 	// A kill -9: the client goes first, so the lease is left to expire.
+	start := time.Now()
 	dead.Close()
 	n2.Close()
-	start := time.Now()
 	two = w.waitBalanced(shards, []int{0, 1}, 5*ttl)
 	t.Logf("node 2's shards served again %v after it died (TTL %v)", time.Since(start).Round(time.Millisecond), ttl)
 	for s, o := range three {
@@ -264,5 +265,83 @@ func TestShardCountIsFixed(t *testing.T) {
 	}
 	if _, err := ha.Join(testenv.Context(t), cli, addr(2), ha.Shards(0)); !errors.Is(err, ha.ErrInvalidOption) {
 		t.Fatalf("Shards(0): %v", err)
+	}
+}
+
+// TestShardDeposed: an operator deleting a shard's owner key ends the
+// owner's term of it as soon as the watch shows it (its guarded writes
+// fail at once), and the node, still the shard's target, takes it again
+// under a new revision.
+func TestShardDeposed(t *testing.T) {
+	t.Parallel()
+	const shards = 3
+	prefix := uniquePrefix(t)
+	cli := etcd.Client(t)
+	n := join(t, etcd.Client(t), prefix, addr(0), ha.Shards(shards))
+	first := map[int]*ha.Term{}
+	for len(first) < shards {
+		select {
+		case term := <-n.ShardTerms():
+			first[term.Shard()] = term
+		case <-time.After(5 * ttl):
+			t.Fatalf("%d of %d shard terms", len(first), shards)
+		}
+	}
+	if _, err := cli.Delete(testenv.Context(t), prefix+"meta/ha/shards/1"); err != nil {
+		t.Fatal(err)
+	}
+	waitDone(t, first[1], time.Second, "the term whose key was deleted")
+	first[1].Release()
+	if guardWrites(t, cli, prefix, first[1]) {
+		t.Fatal("a write guarded by the deposed shard term succeeded")
+	}
+	select {
+	case again := <-n.ShardTerms():
+		if again.Shard() != 1 || again.Revision() <= first[1].Revision() || !again.Valid(time.Now()) {
+			t.Fatalf("next term: shard %d revision %d (deposed %d)", again.Shard(), again.Revision(), first[1].Revision())
+		}
+	case <-time.After(5 * ttl):
+		t.Fatal("shard 1 not taken again")
+	}
+	for _, s := range []int{0, 2} {
+		if !first[s].Valid(time.Now()) {
+			t.Fatalf("shard %d's term ended with shard 1's", s)
+		}
+	}
+}
+
+// TestShardsLeave: a node that leaves hands its shards to the others at
+// once, each released before it is taken, without waiting for its lease.
+func TestShardsLeave(t *testing.T) {
+	t.Parallel()
+	const shards = 6
+	prefix := uniquePrefix(t)
+	w := newShardWatch(t)
+	n0 := join(t, etcd.Client(t), prefix, addr(0), ha.Shards(shards))
+	w.follow(0, n0)
+	n1 := join(t, etcd.Client(t), prefix, addr(1), ha.Shards(shards))
+	w.follow(1, n1)
+	w.waitBalanced(shards, []int{0, 1}, 5*ttl)
+
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*ttl)
+	defer cancel()
+	if held, err := n1.Leave(ctx); err != nil || held != shards/2 {
+		t.Fatalf("Leave: %d shards, %v; want %d", held, err, shards/2)
+	}
+	took := time.Since(start)
+	if owners := w.owners(shards); slices.ContainsFunc(owners, func(o int) bool { return o != 0 }) {
+		t.Fatalf("after Leave, owners %v, want node 0 everywhere", owners)
+	}
+	t.Logf("handed %d shards over in %v (TTL %v)", shards/2, took.Round(time.Millisecond), ttl)
+	if took >= ttl {
+		t.Fatalf("Leave took %v, as long as a lease expiry", took)
+	}
+	n1.Close()
+	w.checkSafety(shards)
+
+	// A node alone has nobody to hand its shards to.
+	if held, err := n0.Leave(ctx); err != nil || held != 0 {
+		t.Fatalf("Leave of the last node: %d, %v", held, err)
 	}
 }

@@ -20,8 +20,9 @@ import (
 var ErrNoLog = errors.New("server: the store keeps no generation log")
 
 // NotCoordinatorError is returned by the admin operations that change a
-// group when this node does not coordinate groups: Leader is the node
-// that does, if one is known.
+// group, and by GroupView, when this node does not coordinate the group:
+// Leader is the node that does (the leader, or the owner of the group's
+// shard), if one is known. It is an ErrNotLeading.
 type NotCoordinatorError struct {
 	Leader    Node
 	HasLeader bool
@@ -29,10 +30,12 @@ type NotCoordinatorError struct {
 
 func (e *NotCoordinatorError) Error() string {
 	if e.HasLeader {
-		return fmt.Sprintf("this node does not coordinate groups now; node %d at %s does", e.Leader.ID, e.Leader.Addr)
+		return fmt.Sprintf("this node does not coordinate the group now; node %d at %s does", e.Leader.ID, e.Leader.Addr)
 	}
-	return "no node coordinates groups now (an election is under way, or etcd has lost its quorum)"
+	return "no node coordinates the group now (an election is under way, or etcd has lost its quorum)"
 }
+
+func (e *NotCoordinatorError) Unwrap() error { return ErrNotLeading }
 
 // GenerationLog returns the newest limit entries (all with limit <= 0) of
 // the group's generation log, newest first, those below epoch before if

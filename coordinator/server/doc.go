@@ -86,6 +86,15 @@
 // in; only the leader deletes (the others answer NOT_CONTROLLER), and the
 // other nodes drop a deleted topic at their next refresh (TopicRefresh).
 //
+// A Cluster that is a ShardedCluster spreads the groups over shards: the
+// server then holds a term per shard it owns, each with the store of that
+// shard's groups, and serves a group under the term of its shard
+// (ShardOf); FindCoordinator names each group's shard owner, Metadata
+// names shard 0's owner as the controller (which serves topic deletions),
+// and ListGroups lists this node's groups. A shard term that ends drops
+// its groups, settles their writes and calls Release, after which the
+// cluster lets the shard's next owner take it.
+//
 // Responses on one connection always leave in request order, even when an
 // earlier request is parked (a JoinGroup waiting for its rebalance, a
 // Fetch held for MaxWait); requests on other connections never wait for

@@ -69,7 +69,11 @@ func (s *Server) load(ctx context.Context, tm *term) error {
 		e.mu.Unlock()
 	}
 	s.m.terms.Inc()
-	s.log.Info("loaded the store",
+	log := s.log
+	if tm.shard >= 0 {
+		log = log.With(zap.Int("shard", tm.shard))
+	}
+	log.Info("loaded the store",
 		zap.Int("topics", s.topics.Len()), zap.Int("groups", groups), zap.Int("members", members),
 		zap.Int("offline_groups", offline), zap.Int("records", len(recs)), zap.Duration("took", time.Since(start)))
 	return nil

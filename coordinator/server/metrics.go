@@ -139,7 +139,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}),
 		terms: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "tenure_coordinator_terms_total",
-			Help: "Leadership terms this node served (each loads every group from the store): 1 for a single node, one per fail-over to this node in an HA set.",
+			Help: "Leadership terms this node served (each loads every group from the store): 1 for a single node, one per fail-over to this node in an HA set; with shards, one per shard term (each loads the shard's groups).",
 		}),
 		corePanics: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "tenure_group_panics_total",

@@ -179,6 +179,27 @@ func TestShardedCluster(t *testing.T) {
 	if n := a.metric(t, "tenure_coordinating"); n != 1 {
 		t.Fatalf("a leads %v, want 1 (shard 0)", n)
 	}
+	// The owner of shard 0 is the controller: it serves topic
+	// deletions, and the other owners' groups forget the topic at their
+	// next refresh.
+	md := metadataRequest(12, "jobs")
+	if c := cb.roundTrip(md).(*kmsg.MetadataResponse).ControllerID; c != 0 {
+		t.Fatalf("b names controller %d, want shard 0's owner 0", c)
+	}
+	if r := cb.roundTrip(deleteTopicsRequest(6, "jobs")).(*kmsg.DeleteTopicsResponse); r.Topics[0].ErrorCode != kerr.NotController.Code {
+		t.Fatalf("DeleteTopics on a node without shard 0: error %d, want NOT_CONTROLLER", r.Topics[0].ErrorCode)
+	}
+	if r := ca.roundTrip(deleteTopicsRequest(6, "jobs")).(*kmsg.DeleteTopicsResponse); r.Topics[0].ErrorCode != 0 {
+		t.Fatalf("DeleteTopics on shard 0's owner: error %d", r.Topics[0].ErrorCode)
+	}
+	eventually(t, 5*time.Second, "a group of b's shards to be told to give up the deleted topic's partitions", func() bool {
+		r := cb.roundTrip(cgHeartbeat(groups[2], member(2), 1)).(*kmsg.ConsumerGroupHeartbeatResponse)
+		if r.ErrorCode != 0 {
+			t.Fatalf("heartbeat on b: error %d", r.ErrorCode)
+		}
+		return r.Assignment != nil && len(r.Assignment.Topics) == 0
+	})
+
 	sh.take(t, terms[0])
 	eventually(t, 5*time.Second, "a to lead nothing", func() bool { return a.metric(t, "tenure_coordinating") == 0 })
 }

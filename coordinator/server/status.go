@@ -116,7 +116,8 @@ func (s *Server) GroupView(name string) (coordinator.GroupView, error) {
 	case code == kerr.GroupIDNotFound.Code:
 		return v, ErrGroupNotFound
 	case code == kerr.NotCoordinator.Code || code != 0 && s.termFor(name, time.Now()) == nil:
-		return v, ErrNotLeading
+		l, ok := s.coordinatorNode(name, time.Now())
+		return v, &NotCoordinatorError{Leader: l, HasLeader: ok}
 	case code != 0:
 		return v, ErrGroupUnavailable
 	case !found:

@@ -190,6 +190,11 @@ func (s *Server) runShardTerms(ctx context.Context) {
 // the term ends, then drops them all.
 func (s *Server) runTerm(ctx context.Context, t Term, shard int, home *atomic.Pointer[term]) {
 	start := time.Now()
+	if !t.Valid(start) {
+		// Ended before its turn: a shard's terms may reach their slot
+		// out of order when the first ended with the node's lease.
+		return
+	}
 	tm := s.newTerm(t, t.Store(), shard, home)
 	go tm.writer.run()
 	defer tm.writer.close()

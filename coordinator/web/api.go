@@ -190,9 +190,18 @@ func (h *Handler) log(w http.ResponseWriter, r *http.Request) {
 // problem maps a Source error to its status and message; leader is set
 // when this node does not lead and another does.
 func (h *Handler) problem(err error) (status int, msg string, leader *nodeJSON) {
+	var nc *server.NotCoordinatorError
 	switch {
 	case errors.Is(err, server.ErrGroupNotFound):
 		return http.StatusNotFound, "no such group", nil
+	case errors.As(err, &nc):
+		// With shards, each group has a coordinator of its own.
+		if !nc.HasLeader {
+			return http.StatusServiceUnavailable, "no node coordinates the group now: its shard or the leadership is moving", nil
+		}
+		to := &nodeJSON{nc.Leader.ID, nc.Leader.Addr}
+		return http.StatusServiceUnavailable,
+			fmt.Sprintf("node %d at %s coordinates the group", to.ID, to.Addr), to
 	case errors.Is(err, server.ErrNotLeading):
 		st := toStatus(h.src.Leadership())
 		if st.Leader == nil || st.Leading {

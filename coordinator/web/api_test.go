@@ -261,6 +261,25 @@ func TestFollower(t *testing.T) {
 	}
 }
 
+// shardSource coordinates some groups (shards) but not the one asked for,
+// whose shard node 3 owns.
+type shardSource struct{ followerSource }
+
+func (shardSource) GroupView(string) (coordinator.GroupView, error) {
+	return coordinator.GroupView{}, &server.NotCoordinatorError{Leader: server.Node{ID: 3, Addr: "10.0.0.3:9092"}, HasLeader: true}
+}
+
+// TestGroupOnAnotherShard: a group that another node's shard holds names
+// that node, not the set's leader.
+func TestGroupOnAnotherShard(t *testing.T) {
+	hs := startPage(t, web.New(shardSource{}))
+	var e apiError
+	if resp := getJSON(t, hs, groupPath("g"), &e); resp.StatusCode != http.StatusServiceUnavailable ||
+		e.Error != "node 3 at 10.0.0.3:9092 coordinates the group" || e.Leader == nil || e.Leader.ID != 3 {
+		t.Errorf("GET a group of another shard: %s %+v", resp.Status, e)
+	}
+}
+
 // TestEvents follows a group through its event stream: the group as it
 // is, then as it changes, without asking again; a stream of a missing
 // group is refused, streams beyond the limit too, and Close ends them.

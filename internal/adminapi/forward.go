@@ -69,7 +69,7 @@ func (f *forwarder) forward(w http.ResponseWriter, r *http.Request, leader serve
 			}
 			log.Warn("cannot forward an admin request to the leader", zap.Error(err))
 			writeError(w, http.StatusBadGateway, "unavailable",
-				fmt.Sprintf("this node does not coordinate groups now; node %d at %s does, and forwarding the request to its admin API at %s failed: %v",
+				fmt.Sprintf("this node does not coordinate the group now; node %d at %s does, and forwarding the request to its admin API at %s failed: %v",
 					leader.ID, leader.Addr, leader.HTTP, err), leader.Addr)
 		},
 	}

@@ -126,7 +126,7 @@ func TestForward(t *testing.T) {
 			name:       "no leader",
 			follower:   func(*testing.T, string) error { return &server.NotCoordinatorError{} },
 			wantStatus: http.StatusMisdirectedRequest, wantCode: "not_coordinator",
-			wantMsg: "no node coordinates groups now",
+			wantMsg: "no node coordinates the group now",
 		},
 		{
 			name:       "forwarded once only",
