@@ -49,7 +49,7 @@ type fleet struct {
 	ok         []atomic.Int64 // successful heartbeats, by node index
 	epochMoves atomic.Int64   // member epoch changes after a member's first
 	transport  atomic.Int64   // requests that got no answer
-	lookups    atomic.Int64   // FindCoordinator requests
+	lookups    atomic.Int64   // coordinator lookups (rounds of FindCoordinator over the nodes)
 
 	mu          sync.Mutex
 	codes       map[int16]int64 // heartbeat error codes
