@@ -132,6 +132,9 @@ func (s *Server) nodes() []Node {
 // to: this one while it coordinates the group, else the leader (the
 // shard's owner) etcd names; ok is false when there is none.
 func (s *Server) coordinatorNode(group string, now time.Time) (Node, bool) {
+	if s.loading(group) {
+		return s.self(), true // it serves once loaded; Kafka names it too
+	}
 	if s.sharded != nil {
 		return s.shardOwner(s.sharded.ShardOf(group), now)
 	}
@@ -182,6 +185,9 @@ func (s *Server) leaderNode(now time.Time) (Node, bool) {
 // is under way, or etcd has lost its quorum: nothing is granted until one
 // node leads again).
 func (s *Server) notLeadingCode(group string, now time.Time) int16 {
+	if s.loading(group) {
+		return kerr.CoordinatorLoadInProgress.Code
+	}
 	if _, ok := s.coordinatorNode(group, now); ok {
 		return kerr.NotCoordinator.Code
 	}

@@ -183,7 +183,10 @@ type Config struct {
 
 	// StoreTimeout bounds one store write or load. A write that takes
 	// longer fails, which takes its groups offline until they are
-	// reloaded. Default 10 s.
+	// reloaded. Default 10 s. The load at the start of an HA term is
+	// bounded by the term instead, and tried again until it succeeds:
+	// a large store can take longer, and the term serves nothing without
+	// it.
 	StoreTimeout time.Duration
 
 	// Authorization turns on Kafka's ACL authorization (authz.go): every

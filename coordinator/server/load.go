@@ -25,7 +25,13 @@ func (s *Server) load(ctx context.Context, tm *term) error {
 	if _, err := s.refreshTopics(ctx); err != nil {
 		return err
 	}
-	lctx, cancel := context.WithTimeout(ctx, s.cfg.StoreTimeout)
+	// A term's load may take as long as the term lasts (runTerm ends ctx
+	// with it): a large store takes longer than one write's timeout, and
+	// a load cut short leaves the term serving nothing.
+	lctx, cancel := ctx, context.CancelFunc(func() {})
+	if tm.t == nil {
+		lctx, cancel = context.WithTimeout(ctx, s.cfg.StoreTimeout)
+	}
 	recs, err := tm.store.Load(lctx)
 	cancel()
 	if err != nil {

@@ -40,6 +40,8 @@ type Server struct {
 	// shards then holds each shard's term on this node instead of lead.
 	sharded ShardedCluster
 	shards  []shardSlot
+	// loadingLead is set while a leadership term loads the groups.
+	loadingLead atomic.Bool
 	// ledCount is how many terms this node holds now (the leading
 	// gauge is 1 while it is above 0).
 	ledCount atomic.Int32

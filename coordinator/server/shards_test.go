@@ -1,14 +1,18 @@
 package server
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/tenure-dev/tenure/coordinator"
 	"github.com/tenure-dev/tenure/coordinator/ha"
 	"github.com/tenure-dev/tenure/coordinator/store"
 )
@@ -202,4 +206,61 @@ func TestShardedCluster(t *testing.T) {
 
 	sh.take(t, terms[0])
 	eventually(t, 5*time.Second, "a to lead nothing", func() bool { return a.metric(t, "tenure_coordinating") == 0 })
+}
+
+// gatedLoad is a store whose loads fail a number of times, then wait for
+// the gate: a store that is slow to load, or not reachable yet.
+type gatedLoad struct {
+	store.Store
+	fails atomic.Int32
+	gate  chan struct{}
+}
+
+func (g *gatedLoad) Load(ctx context.Context) ([]coordinator.Record, error) {
+	if g.fails.Add(-1) >= 0 {
+		return nil, errors.New("etcd is not answering")
+	}
+	select {
+	case <-g.gate:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return g.Store.Load(ctx)
+}
+
+// TestTermLoadRetried: a term whose load fails is loaded again while it
+// holds, rather than held serving nothing, and while it loads its groups'
+// requests are answered COORDINATOR_LOAD_IN_PROGRESS, which clients retry
+// at this node, and FindCoordinator names this node.
+func TestTermLoadRetried(t *testing.T) {
+	set := &fakeSet{leader: -1, shared: store.NewMemory(), nodes: []Node{{ID: 0}}}
+	na := set.node(0)
+	a := startSetServer(t, set, na)
+	set.mu.Lock()
+	set.nodes[0].Addr = a.addr
+	set.mu.Unlock()
+	ca := dial(t, a.addr)
+	ca.roundTrip(metadataRequest(12, "jobs"))
+
+	gl := &gatedLoad{Store: set.shared, gate: make(chan struct{})}
+	gl.fails.Store(2)
+	term := newFakeTerm(gl)
+	set.setLeader(0)
+	na.terms <- term
+	eventually(t, 5*time.Second, "the third load to wait at the gate", func() bool { return gl.fails.Load() < 0 })
+	const m1 = "member-a-000000000000000"
+	if r := ca.roundTrip(cgHeartbeat("g", m1, 0)).(*kmsg.ConsumerGroupHeartbeatResponse); r.ErrorCode != kerr.CoordinatorLoadInProgress.Code {
+		t.Fatalf("join while the term loads: error %d, want COORDINATOR_LOAD_IN_PROGRESS", r.ErrorCode)
+	}
+	fc := kmsg.NewPtrFindCoordinatorRequest()
+	fc.Version = 4
+	fc.CoordinatorKeys = []string{"g"}
+	if c := ca.roundTrip(fc).(*kmsg.FindCoordinatorResponse).Coordinators[0]; c.ErrorCode != 0 || c.NodeID != 0 {
+		t.Fatalf("FindCoordinator while loading: %+v", c)
+	}
+	close(gl.gate)
+	eventually(t, 5*time.Second, "the term to serve", func() bool { return a.lead.Load() != nil })
+	if r := ca.roundTrip(cgHeartbeat("g", m1, 0)).(*kmsg.ConsumerGroupHeartbeatResponse); r.ErrorCode != 0 || r.MemberEpoch != 1 {
+		t.Fatalf("join once loaded: error %d epoch %d", r.ErrorCode, r.MemberEpoch)
+	}
 }

@@ -131,8 +131,9 @@ func (s *Server) controllerTerm(now time.Time) *term {
 // and a lock held for a term's whole life, so that a shard won again
 // waits until its previous term here has dropped everything.
 type shardSlot struct {
-	mu sync.Mutex
-	tm atomic.Pointer[term]
+	mu      sync.Mutex
+	tm      atomic.Pointer[term]
+	loading atomic.Bool
 }
 
 // runTerms serves each term the cluster hands this node, one at a time,
@@ -202,15 +203,12 @@ func (s *Server) runTerm(ctx context.Context, t Term, shard int, home *atomic.Po
 	if shard >= 0 {
 		log = log.With(zap.Int("shard", shard))
 	}
-	if err := s.load(ctx, tm); err != nil {
-		// The term is useless without its groups: wait for it to end, and
-		// for the next one.
-		log.Error("leading, but the store cannot be loaded; serving nothing this term", zap.Error(err))
-		select {
-		case <-t.Done():
-		case <-ctx.Done():
-		}
-		return
+	loading := s.loadingFlag(shard)
+	loading.Store(true)
+	err := s.loadTerm(ctx, tm, log)
+	loading.Store(false)
+	if err != nil {
+		return // the term ended first
 	}
 	if !home.CompareAndSwap(nil, tm) {
 		panic("server: two terms at once")
@@ -233,6 +231,62 @@ func (s *Server) runTerm(ctx context.Context, t Term, shard int, home *atomic.Po
 	case <-ctx.Done():
 	}
 	s.endTerm(tm, kerr.NotCoordinator.Code)
+}
+
+// loadTerm loads tm's groups, trying again while the term holds: the
+// term is useless without them, and giving it up would only hand the same
+// load to another node. The load itself may last as long as the term.
+func (s *Server) loadTerm(ctx context.Context, tm *term, log *zap.Logger) error {
+	lctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-tm.t.Done():
+			cancel()
+		case <-lctx.Done():
+		}
+	}()
+	backoff := 100 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		err := s.load(lctx, tm)
+		if err == nil {
+			if attempt > 1 {
+				log.Info("loaded the store after failed attempts", zap.Int("attempts", attempt))
+			}
+			return nil
+		}
+		if lctx.Err() != nil || !tm.valid(time.Now()) {
+			return err
+		}
+		log.Error("leading, but the store cannot be loaded yet; serving nothing until it is",
+			zap.Error(err), zap.Int("attempt", attempt), zap.Duration("retry_in", backoff))
+		select {
+		case <-time.After(backoff):
+		case <-lctx.Done():
+			return err
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+// loadingFlag is set while this node loads the groups of a term of shard
+// (-1: the leadership term), so that their requests are answered
+// COORDINATOR_LOAD_IN_PROGRESS, which clients retry here, as Kafka's
+// coordinator answers while it loads a partition of __consumer_offsets.
+func (s *Server) loadingFlag(shard int) *atomic.Bool {
+	if shard < 0 {
+		return &s.loadingLead
+	}
+	return &s.shards[shard].loading
+}
+
+// loading reports whether this node is loading the term that will serve
+// group.
+func (s *Server) loading(group string) bool {
+	if s.sharded == nil {
+		return s.loadingLead.Load()
+	}
+	return s.shards[s.sharded.ShardOf(group)].loading.Load()
 }
 
 // endTerm stops coordinating tm's groups: requests that reach them from
