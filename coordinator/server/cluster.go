@@ -180,15 +180,23 @@ func (s *Server) leaderNode(now time.Time) (Node, bool) {
 }
 
 // notLeadingCode is the answer to a request for group that this node
-// cannot serve because it does not coordinate the group: NOT_COORDINATOR when another node leads (the
-// client finds it), COORDINATOR_NOT_AVAILABLE when none does (an election
-// is under way, or etcd has lost its quorum: nothing is granted until one
-// node leads again).
+// cannot serve because it does not coordinate the group:
+// COORDINATOR_LOAD_IN_PROGRESS while it loads the group's term, else
+// redirectCode.
 func (s *Server) notLeadingCode(group string, now time.Time) int16 {
 	if s.loading(group) {
 		return kerr.CoordinatorLoadInProgress.Code
 	}
-	if _, ok := s.coordinatorNode(group, now); ok {
+	_, known := s.coordinatorNode(group, now)
+	return redirectCode(known)
+}
+
+// redirectCode is NOT_COORDINATOR when another node coordinates (the
+// client finds it), COORDINATOR_NOT_AVAILABLE when none does (an
+// election or a shard's move is under way, or etcd has lost its quorum:
+// nothing is granted until a node holds the term again).
+func redirectCode(known bool) int16 {
+	if known {
 		return kerr.NotCoordinator.Code
 	}
 	return kerr.CoordinatorNotAvailable.Code

@@ -42,16 +42,13 @@ func (tm *term) valid(now time.Time) bool { return tm.t == nil || tm.t.Valid(now
 // notLeadingCode is the answer to a request for one of tm's groups once
 // tm no longer holds.
 func (tm *term) notLeadingCode(now time.Time) int16 {
-	var to bool
+	var known bool
 	if tm.shard >= 0 {
-		_, to = tm.s.shardOwner(tm.shard, now)
+		_, known = tm.s.shardOwner(tm.shard, now)
 	} else {
-		_, to = tm.s.leaderNode(now)
+		_, known = tm.s.leaderNode(now)
 	}
-	if to {
-		return kerr.NotCoordinator.Code
-	}
-	return kerr.CoordinatorNotAvailable.Code
+	return redirectCode(known)
 }
 
 // leading returns the current term if this node may coordinate groups at
