@@ -70,6 +70,14 @@ func (w *shardWatch) follow(i int, n *ha.Node) {
 	})
 }
 
+// join joins node i to the set of prefix with shards shards, and follows
+// its shard terms.
+func (w *shardWatch) join(prefix string, i, shards int) *ha.Node {
+	n := join(w.t, etcd.Client(w.t), prefix, addr(i), ha.Shards(shards))
+	w.follow(i, n)
+	return n
+}
+
 // owners returns the node holding a live term of each shard (-1: none),
 // failing the test if two do.
 func (w *shardWatch) owners(shards int) []int {
@@ -163,10 +171,8 @@ func TestShards(t *testing.T) {
 	const shards = 12
 	prefix := uniquePrefix(t)
 	w := newShardWatch(t)
-	n0 := join(t, etcd.Client(t), prefix, addr(0), ha.Shards(shards))
-	w.follow(0, n0)
-	n1 := join(t, etcd.Client(t), prefix, addr(1), ha.Shards(shards))
-	w.follow(1, n1)
+	w.join(prefix, 0, shards)
+	w.join(prefix, 1, shards)
 	two := w.waitBalanced(shards, []int{0, 1}, 5*ttl)
 
 	dead := etcd.Client(t)
@@ -317,10 +323,8 @@ func TestShardsLeave(t *testing.T) {
 	const shards = 6
 	prefix := uniquePrefix(t)
 	w := newShardWatch(t)
-	n0 := join(t, etcd.Client(t), prefix, addr(0), ha.Shards(shards))
-	w.follow(0, n0)
-	n1 := join(t, etcd.Client(t), prefix, addr(1), ha.Shards(shards))
-	w.follow(1, n1)
+	n0 := w.join(prefix, 0, shards)
+	n1 := w.join(prefix, 1, shards)
 	w.waitBalanced(shards, []int{0, 1}, 5*ttl)
 
 	start := time.Now()
