@@ -42,7 +42,7 @@ func (s *Server) handleDescribeACLs(c *conn, req *kmsg.DescribeACLsRequest) kmsg
 		return resp
 	}
 	if !s.authz.on {
-		return fail(kerr.SecurityDisabled.Code, "no authorizer is configured on the broker: start tenure with --authorizer on")
+		return fail(kerr.SecurityDisabled.Code, errNoAuthorizer)
 	}
 	if !s.authorized(c, 29, resCluster, acl.ClusterName, opDescribe) {
 		return fail(kerr.ClusterAuthorizationFailed.Code, "DESCRIBE on the cluster is needed to describe ACLs")

@@ -57,14 +57,7 @@ func (s *Server) handleCreateACLs(c *conn, req *kmsg.CreateACLsRequest) kmsg.Res
 	fail := func(i int, code int16, msg string) {
 		resp.Results[i].ErrorCode, resp.Results[i].ErrorMessage = code, &msg
 	}
-	var refused int16
-	var why string
-	switch {
-	case !s.authz.on:
-		refused, why = kerr.SecurityDisabled.Code, "no authorizer is configured on the broker: start tenure with --authorizer on"
-	case !s.authorized(c, 30, resCluster, acl.ClusterName, opAlter):
-		refused, why = kerr.ClusterAuthorizationFailed.Code, "ALTER on the cluster is needed to create ACLs"
-	}
+	refused, why := s.aclChangeRefused(c, 30, "create")
 	var valid []acl.Binding
 	var at []int
 	for i, cr := range req.Creations {

@@ -55,14 +55,7 @@ func (s *Server) handleDeleteACLs(c *conn, req *kmsg.DeleteACLsRequest) kmsg.Res
 	fail := func(i int, code int16, msg string) {
 		resp.Results[i].ErrorCode, resp.Results[i].ErrorMessage = code, &msg
 	}
-	var refused int16
-	var why string
-	switch {
-	case !s.authz.on:
-		refused, why = kerr.SecurityDisabled.Code, "no authorizer is configured on the broker: start tenure with --authorizer on"
-	case !s.authorized(c, 31, resCluster, acl.ClusterName, opAlter):
-		refused, why = kerr.ClusterAuthorizationFailed.Code, "ALTER on the cluster is needed to delete ACLs"
-	}
+	refused, why := s.aclChangeRefused(c, 31, "delete")
 	var valid []acl.Filter
 	var at []int
 	for i, rf := range req.Filters {

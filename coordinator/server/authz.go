@@ -196,3 +196,21 @@ func (s *Server) groupDenied(c *conn, sl *slot, group string, op acl.Operation) 
 	c.respond(sl, errorResponse(sl.req, kerr.GroupAuthorizationFailed.Code))
 	return true
 }
+
+// errNoAuthorizer is the message of SECURITY_DISABLED, the answer to every
+// ACL request while authorization is off.
+const errNoAuthorizer = "no authorizer is configured on the broker: start tenure with --authorizer on"
+
+// aclChangeRefused returns the code and message that refuse every change
+// of an ACL request (API key, verb "create" or "delete") of c, 0 if the
+// request may go on: SECURITY_DISABLED while authorization is off, and
+// CLUSTER_AUTHORIZATION_FAILED without ALTER on the cluster, as Kafka.
+func (s *Server) aclChangeRefused(c *conn, key int16, verb string) (int16, string) {
+	switch {
+	case !s.authz.on:
+		return kerr.SecurityDisabled.Code, errNoAuthorizer
+	case !s.authorized(c, key, resCluster, acl.ClusterName, opAlter):
+		return kerr.ClusterAuthorizationFailed.Code, "ALTER on the cluster is needed to " + verb + " ACLs"
+	}
+	return 0, ""
+}

@@ -87,6 +87,15 @@ func (set *fakeSet) node(id int32) *fakeNode {
 	return &fakeNode{set: set, id: id, terms: make(chan Term, 1)}
 }
 
+// advertise makes node i of the set reachable at servers[i]'s address.
+func (set *fakeSet) advertise(servers ...*testServer) {
+	set.mu.Lock()
+	defer set.mu.Unlock()
+	for i, ts := range servers {
+		set.nodes[i].Addr = ts.addr
+	}
+}
+
 func (set *fakeSet) setLeader(id int32) {
 	set.mu.Lock()
 	defer set.mu.Unlock()
@@ -128,9 +137,7 @@ func TestFailover(t *testing.T) {
 	na, nb := set.node(0), set.node(1)
 	a := startSetServer(t, set, na)
 	b := startSetServer(t, set, nb)
-	set.mu.Lock()
-	set.nodes[0].Addr, set.nodes[1].Addr = a.addr, b.addr
-	set.mu.Unlock()
+	set.advertise(a, b)
 
 	ca, cb := dial(t, a.addr), dial(t, b.addr)
 	if r := ca.roundTrip(cgHeartbeat("g", "member-a-000000000000000", 0)).(*kmsg.ConsumerGroupHeartbeatResponse); r.ErrorCode != kerr.CoordinatorNotAvailable.Code {
@@ -208,9 +215,7 @@ func TestTopicCreatedOnAnotherNode(t *testing.T) {
 	}
 	a := startServer(t, func(c *Config) { noRefresh(c); c.Cluster = na })
 	b := startServer(t, func(c *Config) { noRefresh(c); c.Cluster = nb })
-	set.mu.Lock()
-	set.nodes[0].Addr, set.nodes[1].Addr = a.addr, b.addr
-	set.mu.Unlock()
+	set.advertise(a, b)
 	set.setLeader(1)
 	nb.terms <- newFakeTerm(set.shared)
 	eventually(t, 5*time.Second, "b to lead", func() bool { return b.lead.Load() != nil })
@@ -263,9 +268,7 @@ func TestTopicDeletedOnAnotherNode(t *testing.T) {
 	na, nb := set.node(0), set.node(1)
 	a := startSetServer(t, set, na)
 	b := startSetServer(t, set, nb)
-	set.mu.Lock()
-	set.nodes[0].Addr, set.nodes[1].Addr = a.addr, b.addr
-	set.mu.Unlock()
+	set.advertise(a, b)
 	set.setLeader(1)
 	nb.terms <- newFakeTerm(set.shared)
 	eventually(t, 5*time.Second, "b to lead", func() bool { return b.lead.Load() != nil })
@@ -337,9 +340,7 @@ func TestTopicDeletedBehindTheLeader(t *testing.T) {
 	set := &fakeSet{leader: -1, shared: store.NewMemory(), nodes: []Node{{ID: 0}}}
 	na := set.node(0)
 	a := startSetServer(t, set, na)
-	set.mu.Lock()
-	set.nodes[0].Addr = a.addr
-	set.mu.Unlock()
+	set.advertise(a)
 	set.setLeader(0)
 	na.terms <- newFakeTerm(set.shared)
 	eventually(t, 5*time.Second, "a to lead", func() bool { return a.lead.Load() != nil })

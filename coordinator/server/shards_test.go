@@ -116,9 +116,7 @@ func TestShardedCluster(t *testing.T) {
 		})
 	}
 	a, b := start(na), start(nb)
-	sh.mu.Lock()
-	sh.nodes[0].Addr, sh.nodes[1].Addr = a.addr, b.addr
-	sh.mu.Unlock()
+	sh.advertise(a, b)
 	groups := groupsByShard(count)
 	terms := []*fakeShardTerm{sh.give(na, 0), sh.give(na, 1), sh.give(nb, 2), sh.give(nb, 3)}
 	servers := []*testServer{a, a, b, b}
@@ -236,9 +234,7 @@ func TestTermLoadRetried(t *testing.T) {
 	set := &fakeSet{leader: -1, shared: store.NewMemory(), nodes: []Node{{ID: 0}}}
 	na := set.node(0)
 	a := startSetServer(t, set, na)
-	set.mu.Lock()
-	set.nodes[0].Addr = a.addr
-	set.mu.Unlock()
+	set.advertise(a)
 	ca := dial(t, a.addr)
 	ca.roundTrip(metadataRequest(12, "jobs"))
 

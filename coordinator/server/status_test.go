@@ -67,9 +67,7 @@ func TestStatusFollower(t *testing.T) {
 	na, nb := set.node(0), set.node(1)
 	a := startSetServer(t, set, na)
 	b := startSetServer(t, set, nb)
-	set.mu.Lock()
-	set.nodes[0].Addr, set.nodes[1].Addr = a.addr, b.addr
-	set.mu.Unlock()
+	set.advertise(a, b)
 
 	if l := b.Leadership(); l.Leading || l.LeaderKnown || l.Self.ID != 1 {
 		t.Errorf("before any term: %+v", l)
