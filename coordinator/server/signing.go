@@ -277,10 +277,14 @@ func unknownTags(m kmsg.Response) *kmsg.Tags {
 
 // SigningKeys returns the public keys grants are verified with: what
 // `tenure keys list`, the admin API and the status page publish. Any node
-// of an HA set answers, from the store.
+// of an HA set answers: with the ring it signs with, which follows the
+// store's watch, or, before it loaded one, with the store's.
 func (s *Server) SigningKeys(ctx context.Context) (*epoch.KeySet, error) {
 	if !s.signing.on {
 		return nil, ErrSigningOff
+	}
+	if r := s.signing.cur.Load(); r != nil {
+		return r.public, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.StoreTimeout)
 	defer cancel()
