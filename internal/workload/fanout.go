@@ -41,7 +41,7 @@ func NewFanout(rs ...Resource) (*Fanout, error) {
 func (f *Fanout) Resources() []Resource { return append([]Resource(nil), f.rs...) }
 
 // Admit implements [Resource].
-func (f *Fanout) Admit(ctx context.Context, p epoch.Partition, t epoch.Token) error {
+func (f *Fanout) Admit(ctx context.Context, p epoch.Partition, t epoch.SignedToken) error {
 	for _, r := range f.rs {
 		if err := r.Admit(ctx, p, t); err != nil {
 			return err

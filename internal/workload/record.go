@@ -21,6 +21,20 @@ type Record struct {
 	// the owner the coordinator gave the token to. Empty in records
 	// written by versions that did not store it.
 	Member string `json:"member"`
+	// Signed is the claim's token with the coordinator's signature
+	// (member.Claim.Token), which a resource built with a verifier
+	// ([Verify]) checks before it writes; it is not stored. A record
+	// whose Signed does not carry Token is written under Token unsigned.
+	Signed epoch.SignedToken `json:"-"`
+}
+
+// signed returns the token r is written under, with its signature if it
+// has one.
+func (r Record) signed() epoch.SignedToken {
+	if r.Signed.Token == r.Token {
+		return r.Signed
+	}
+	return epoch.SignedToken{Token: r.Token, Member: r.Member}
 }
 
 // Stored is a record as a resource holds it. Order is the position at
@@ -35,19 +49,43 @@ type Stored struct {
 // token against the newest one admitted for the partition, atomically with
 // their effect, and reject an older one with an [*epoch.StaleError]
 // (errors.Is(err, epoch.ErrStale)), writing nothing. An equal or newer
-// token is admitted and becomes the partition's newest. (The unfenced
+// token is admitted and becomes the partition's newest. A resource built
+// with a verifier ([Verify]) first refuses a token the coordinator did not
+// sign for the partition with an [*epoch.VerifyError]
+// (errors.Is(err, epoch.ErrUnverified)), writing nothing. (The unfenced
 // resources, a test control, check nothing: see the package
 // documentation.)
 type Resource interface {
 	// Admit records t as the newest token of partition p, with no other
 	// effect.
-	Admit(ctx context.Context, p epoch.Partition, t epoch.Token) error
+	Admit(ctx context.Context, p epoch.Partition, t epoch.SignedToken) error
 	// Append writes r under r.Token. Appending the same record again
 	// (same partition, sequence number and token) writes it once.
 	Append(ctx context.Context, r Record) error
 	// Records returns every stored record, sorted by partition, then in
 	// the order the resource accepted them.
 	Records(ctx context.Context) ([]Stored, error)
+}
+
+// Option configures a fenced resource: see [NewEtcdResource] and
+// [NewSQLResource].
+type Option func(*options)
+
+type options struct {
+	verifier *epoch.Verifier
+}
+
+// Verify makes the resource's fence check every token with v (signed
+// tokens verified, plain ones refused if v requires signatures) before
+// anything is written: epoch.SignedFence's rule.
+func Verify(v *epoch.Verifier) Option { return func(o *options) { o.verifier = v } }
+
+func applyOptions(opts []Option) options {
+	var o options
+	for _, f := range opts {
+		f(&o)
+	}
+	return o
 }
 
 // Write is the outcome of one append, as reported to [Config.Observe].

@@ -35,7 +35,9 @@ func newSQL(t *testing.T) workload.Resource {
 
 // newUnfencedSQL returns an unfenced SQL resource on tables of its own.
 func newUnfencedSQL(t *testing.T) workload.Resource {
-	return newSQLOn(t, sqlTable(t), workload.NewUnfencedSQLResource)
+	return newSQLOn(t, sqlTable(t), func(db *sql.DB, table string, _ ...workload.Option) (*workload.SQLResource, error) {
+		return workload.NewUnfencedSQLResource(db, table)
+	})
 }
 
 // sqlTable names a records table of t's own, dropped (with its tokens
@@ -53,7 +55,7 @@ func sqlTable(t *testing.T) string {
 	return table
 }
 
-func newSQLOn(t *testing.T, table string, open func(*sql.DB, string) (*workload.SQLResource, error)) *workload.SQLResource {
+func newSQLOn(t *testing.T, table string, open func(*sql.DB, string, ...workload.Option) (*workload.SQLResource, error)) *workload.SQLResource {
 	res, err := open(needDB(t), table)
 	if err != nil {
 		t.Fatal(err)
@@ -101,7 +103,7 @@ func TestResourceFencing(t *testing.T) {
 			mustAppend(rec(1, 0, 3, "a"))
 			mustAppend(rec(1, 0, 3, "a")) // a retry after an unknown outcome
 			mustAppend(rec(1, 1, 3, "a"))
-			if err := res.Admit(ctx, 1, 5); err != nil {
+			if err := res.Admit(ctx, 1, epoch.SignedToken{Token: 5}); err != nil {
 				t.Fatalf("admit 5: %v", err)
 			}
 			err := res.Append(ctx, rec(1, 2, 3, "a"))
@@ -112,7 +114,7 @@ func TestResourceFencing(t *testing.T) {
 			mustAppend(rec(1, 1, 5, "b")) // the new owner redoes record 1
 			mustAppend(rec(1, 2, 5, "b"))
 			mustAppend(rec(2, 0, 4, "a")) // partitions are fenced apart
-			if err := res.Admit(ctx, 2, 2); !errors.Is(err, epoch.ErrStale) {
+			if err := res.Admit(ctx, 2, epoch.SignedToken{Token: 2}); !errors.Is(err, epoch.ErrStale) {
 				t.Fatalf("admit 2 after 4: %v, want ErrStale", err)
 			}
 			if err := res.Append(ctx, rec(3, 0, 0, "a")); !errors.Is(err, epoch.ErrNoToken) {
@@ -232,7 +234,7 @@ func TestUnfencedResource(t *testing.T) {
 					if err := res.Append(ctx, old); err != nil {
 						t.Fatal(err)
 					}
-					if err := res.Admit(ctx, 4, 5); err != nil {
+					if err := res.Admit(ctx, 4, epoch.SignedToken{Token: 5}); err != nil {
 						t.Fatal(err)
 					}
 					if err := res.Append(ctx, newer); err != nil {
@@ -248,7 +250,7 @@ func TestUnfencedResource(t *testing.T) {
 						if err != nil {
 							t.Fatalf("late write, unfenced: %v, want accepted", err)
 						}
-						if err := res.Admit(ctx, 4, 2); err != nil {
+						if err := res.Admit(ctx, 4, epoch.SignedToken{Token: 2}); err != nil {
 							t.Errorf("admit of an older token, unfenced: %v, want accepted", err)
 						}
 						want = append(want, late)
