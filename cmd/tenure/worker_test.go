@@ -103,6 +103,9 @@ func TestWorkerRejectsBadSettings(t *testing.T) {
 		{"bad log level", []string{"--log-level", "loud"}, nil, "log level"},
 		{"stray argument", []string{"extra"}, nil, "unexpected arguments"},
 		{"malformed flag", []string{"--pause-for", "soon"}, nil, "invalid value"},
+		{"verify unfenced", []string{"--verify-keys", "http://x", "--unfenced"}, nil, "do not go together"},
+		{"zero key refresh", []string{"--verify-keys", "http://x", "--verify-keys-refresh", "0s"}, nil, "--verify-keys-refresh"},
+		{"negative forging", []string{"--forge-every", "-1s"}, nil, "--forge-every"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for k, v := range tc.env {
