@@ -41,18 +41,7 @@ func BenchmarkHeartbeatSigning(b *testing.B) {
 	if n := on.metric(b, "tenure_grants_signed_total"); n < 64 {
 		b.Fatalf("the signing server signed %v grants while its group formed, want at least 64", n)
 	}
-	var sent [2]int
-	var elapsed [2]time.Duration
-	for range b.N {
-		for range authzRounds {
-			for i := range loads {
-				n, d := drive(b, loads[i], authzWindow)
-				sent[i] += n
-				elapsed[i] += d
-			}
-		}
-	}
-	rate := [2]float64{float64(sent[0]) / elapsed[0].Seconds(), float64(sent[1]) / elapsed[1].Seconds()}
+	rate := takeTurns(b, func(i int, d time.Duration) (int, time.Duration) { return drive(b, loads[i], d) })
 	b.ReportMetric(rate[0], "hb/s-signing-off")
 	b.ReportMetric(rate[1], "hb/s-signing-on")
 	b.ReportMetric(rate[1]/rate[0], "on/off")
@@ -110,18 +99,7 @@ func BenchmarkJoinSigning(b *testing.B) {
 		}
 		return n, time.Since(start)
 	}
-	var sent [2]int
-	var elapsed [2]time.Duration
-	for range b.N {
-		for range authzRounds {
-			for i, c := range conns {
-				n, d := join(c, i == 1, authzWindow)
-				sent[i] += n
-				elapsed[i] += d
-			}
-		}
-	}
-	rate := [2]float64{float64(sent[0]) / elapsed[0].Seconds(), float64(sent[1]) / elapsed[1].Seconds()}
+	rate := takeTurns(b, func(i int, d time.Duration) (int, time.Duration) { return join(conns[i], i == 1, d) })
 	perGrant := (1/rate[1] - 1/rate[0]) / 64
 	b.ReportMetric(rate[0], "joins/s-signing-off")
 	b.ReportMetric(rate[1], "joins/s-signing-on")

@@ -117,29 +117,11 @@ func (s *Server) refreshKeys(ctx context.Context) {
 	if w, ok := s.signing.store.(store.KeyWatcher); ok {
 		changed = w.WatchKeys(ctx)
 	}
-	tick := time.NewTicker(s.cfg.KeyRefresh)
-	defer tick.Stop()
-	for {
-		expire := false
-		select {
-		case <-ctx.Done():
-			if changed != nil {
-				for range changed { // the watch's goroutine ends
-				}
-			}
-			return
-		case _, ok := <-changed:
-			if !ok {
-				changed = nil
-				continue
-			}
-		case <-tick.C:
-			expire = true
-		}
-		if err := s.reloadKeys(ctx, expire); err != nil && ctx.Err() == nil {
+	follow(ctx, changed, s.cfg.KeyRefresh, func(tick bool) {
+		if err := s.reloadKeys(ctx, tick); err != nil && ctx.Err() == nil {
 			s.log.Warn("signing keys could not be reloaded; the node signs with the key it has", zap.Error(err))
 		}
-	}
+	})
 }
 
 // reloadKeys reads the ring, gives it an active key if it has none and,

@@ -1,7 +1,6 @@
 package etcdstore
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -78,19 +77,8 @@ func encodeRing(ks []store.SigningKey) []byte {
 
 func decodeRing(key string, value []byte) ([]store.SigningKey, error) {
 	var v ringValue
-	dec := json.NewDecoder(bytes.NewReader(value))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&v); err != nil {
-		var hdr struct {
-			V int `json:"v"`
-		}
-		if json.Unmarshal(value, &hdr) == nil && hdr.V > ringVersion {
-			err = fmt.Errorf("%w (version %d, this tenure reads up to %d)", errNewerValue, hdr.V, ringVersion)
-		}
-		return nil, fmt.Errorf("etcdstore: key %q: %w", key, err)
-	}
-	if v.V > ringVersion {
-		return nil, fmt.Errorf("etcdstore: key %q: %w (version %d, this tenure reads up to %d)", key, errNewerValue, v.V, ringVersion)
+	if err := decodeStrict(key, value, &v, &v.V, ringVersion); err != nil {
+		return nil, err
 	}
 	out := make([]store.SigningKey, len(v.Keys))
 	for i, k := range v.Keys {
@@ -141,43 +129,10 @@ func (k *Keys) StoreKeys(ctx context.Context, ring []store.SigningKey, version i
 	return nil
 }
 
-// keysWatchRetry spaces the restarts of a failed key watch.
-const keysWatchRetry = time.Second
-
 // WatchKeys implements store.KeyWatcher with an etcd watch of the ring's
-// key; a watch that fails is started again after keysWatchRetry, with a
-// signal, since changes may have been missed meanwhile.
+// key (watchSignals).
 func (k *Keys) WatchKeys(ctx context.Context) <-chan struct{} {
-	out := make(chan struct{}, 1)
-	signal := func() {
-		select {
-		case out <- struct{}{}:
-		default:
-		}
-	}
-	go func() {
-		defer close(out)
-		for first := true; ctx.Err() == nil; first = false {
-			if !first {
-				signal()
-			}
-			wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-			for wr := range k.cli.Watch(wctx, k.keys.signing(), clientv3.WithKeysOnly()) {
-				if wr.Err() != nil {
-					break
-				}
-				if len(wr.Events) > 0 {
-					signal()
-				}
-			}
-			cancel()
-			select {
-			case <-ctx.Done():
-			case <-time.After(keysWatchRetry):
-			}
-		}
-	}()
-	return out
+	return watchSignals(ctx, k.cli, k.keys.signing())
 }
 
 // LoadKeys implements store.KeyStore, as Keys does, on the store's
