@@ -331,3 +331,66 @@ func TestInteropGroupSigning(t *testing.T) {
 		})
 	}
 }
+
+// TestSigningFailoverMidRotation: a rotation made through the leader of an
+// HA set, which then loses its term before its members heartbeat again,
+// is finished by the next leader: it signs with the new key (the ring is
+// the shared store's) and grants the members everything they hold again
+// under it, as a group loaded while a retired key still verifies does.
+func TestSigningFailoverMidRotation(t *testing.T) {
+	set := &fakeSet{leader: -1, shared: store.NewMemory(), nodes: []Node{{ID: 0}, {ID: 1}}}
+	na, nb := set.node(0), set.node(1)
+	start := func(n *fakeNode) *testServer {
+		return startServer(t, func(c *Config) {
+			c.Store, c.TopicStore, c.KeyStore, c.Cluster = nil, set.shared, set.shared, n
+			c.TopicRefresh, c.KeyRefresh = 50*time.Millisecond, 50*time.Millisecond
+			c.SignGrants = true
+		})
+	}
+	a, b := start(na), start(nb)
+	set.advertise(a, b)
+	ta := newFakeTerm(set.shared)
+	set.setLeader(0)
+	na.terms <- ta
+	eventually(t, 5*time.Second, "a to lead", func() bool { return a.lead.Load() != nil && a.signing.cur.Load() != nil })
+
+	ca := dial(t, a.addr)
+	topic := jobsID(t, ca)
+	const m1 = "member-a-000000000000000"
+	r := beat848(ca, m1, 0, nil, topic)
+	gs, ok := grantsOf(t, r)
+	if r.ErrorCode != 0 || !ok || len(gs.Grants) != 64 {
+		t.Fatalf("join on a: %+v, %d grants", r, len(gs.Grants))
+	}
+	first := gs.Key
+	owned := make([]int32, 64)
+	for i := range owned {
+		owned[i] = int32(i)
+	}
+	r = beat848(ca, m1, r.MemberEpoch, owned, topic)
+
+	rotated, err := a.RotateKey(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	next, _ := rotated.Active()
+	ta.end()
+	set.setLeader(1)
+	nb.terms <- newFakeTerm(set.shared)
+	eventually(t, 5*time.Second, "b to lead and sign with the new key", func() bool {
+		cur := b.signing.cur.Load()
+		return b.lead.Load() != nil && cur != nil && cur.signer.ID() == next.ID
+	})
+	cb := dial(t, b.addr)
+	r = beat848(cb, m1, r.MemberEpoch, nil, topic)
+	gs, ok = grantsOf(t, r)
+	if r.ErrorCode != 0 || !ok || gs.Key != next.ID || len(gs.Grants) != 64 {
+		t.Fatalf("the member's first heartbeat on b: %+v, grants %d by %s, want 64 by %s (the old key was %s)", r, len(gs.Grants), gs.Key, next.ID, first)
+	}
+	v := b.verifier(t, "g", topic)
+	for _, g := range gs.Grants {
+		if err := v.Verify(epoch.Partition(g.Partition), gs.Signed(g, m1)); err != nil {
+			t.Fatalf("grant of %d after the fail-over: %v", g.Partition, err)
+		}
+	}
+}
