@@ -70,7 +70,8 @@ func TestWorkerFlags(t *testing.T) {
 		rebalanceTimeout: time.Minute, logLevel: "info", resource: "postgres", etcdEndpoints: "127.0.0.1:2379",
 		postgresTable: "tenure_records", workInterval: 200 * time.Millisecond, commitEvery: 3,
 		writeTimeout: 5 * time.Second, pauseAfter: 5 * time.Second, pauseFor: 15 * time.Second, joinTimeout: 30 * time.Second,
-		security: o.security, // TestClientSecurityFlags checks them
+		verifyRefresh: 30 * time.Second,
+		security:      o.security, // TestClientSecurityFlags checks them
 	}
 	if fmt.Sprintf("%+v", *o) != fmt.Sprintf("%+v", want) {
 		t.Errorf("options\n%+v\nwant\n%+v", *o, want)

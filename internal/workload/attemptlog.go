@@ -129,9 +129,9 @@ func (l *loggedResource) Admit(ctx context.Context, p epoch.Partition, t epoch.S
 	return err
 }
 
-func (l *loggedResource) Append(ctx context.Context, r Record) error {
+func (l *loggedResource) Append(ctx context.Context, r Record, t epoch.SignedToken) error {
 	t0 := time.Now()
-	err := l.r.Append(ctx, r)
+	err := l.r.Append(ctx, r, t)
 	c := callOf(ctx)
 	a := Attempt{
 		Op: OpAppend, T0: t0, T1: time.Now(), Worker: r.Worker, Member: r.Member,

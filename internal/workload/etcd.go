@@ -69,7 +69,10 @@ func (e *EtcdResource) Admit(ctx context.Context, p epoch.Partition, t epoch.Sig
 
 // Append implements [Resource]: one guarded transaction, or a plain Put
 // for an unfenced resource.
-func (e *EtcdResource) Append(ctx context.Context, r Record) error {
+func (e *EtcdResource) Append(ctx context.Context, r Record, t epoch.SignedToken) error {
+	if t.Token != r.Token {
+		return ErrTokenMismatch
+	}
 	v, err := json.Marshal(r)
 	if err != nil {
 		return fmt.Errorf("workload: %w", err)
@@ -80,7 +83,7 @@ func (e *EtcdResource) Append(ctx context.Context, r Record) error {
 		}
 		return nil
 	}
-	_, err = e.fence.PutSigned(ctx, r.Partition, r.signed(), clientv3.OpPut(e.Key(r), string(v)))
+	_, err = e.fence.PutSigned(ctx, r.Partition, t, clientv3.OpPut(e.Key(r), string(v)))
 	return err
 }
 

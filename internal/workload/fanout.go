@@ -51,9 +51,9 @@ func (f *Fanout) Admit(ctx context.Context, p epoch.Partition, t epoch.SignedTok
 }
 
 // Append implements [Resource].
-func (f *Fanout) Append(ctx context.Context, rec Record) error {
+func (f *Fanout) Append(ctx context.Context, rec Record, t epoch.SignedToken) error {
 	for _, r := range f.rs {
-		if err := r.Append(ctx, rec); err != nil {
+		if err := r.Append(ctx, rec, t); err != nil {
 			return err
 		}
 	}

@@ -41,7 +41,7 @@ func TestFanout(t *testing.T) {
 			if err := fan.Admit(ctx, 2, epoch.SignedToken{Token: 4}); err != nil {
 				t.Fatal(err)
 			}
-			if err := fan.Append(ctx, rec(0, 4)); err != nil {
+			if err := fan.Append(ctx, rec(0, 4), rec(0, 4).Unsigned()); err != nil {
 				t.Fatal(err)
 			}
 
@@ -50,7 +50,7 @@ func TestFanout(t *testing.T) {
 			if err := second.Admit(ctx, 2, epoch.SignedToken{Token: 6}); err != nil {
 				t.Fatal(err)
 			}
-			err = fan.Append(ctx, rec(1, 4))
+			err = fan.Append(ctx, rec(1, 4), rec(1, 4).Unsigned())
 			if se, ok := errors.AsType[*epoch.StaleError](err); !ok || se.Current != 6 {
 				t.Fatalf("append rejected by the second resource: %v, want a StaleError with current 6", err)
 			}
@@ -58,7 +58,7 @@ func TestFanout(t *testing.T) {
 			if err := first.Admit(ctx, 2, epoch.SignedToken{Token: 8}); err != nil {
 				t.Fatal(err)
 			}
-			if err := fan.Append(ctx, rec(2, 7)); !errors.Is(err, epoch.ErrStale) {
+			if err := fan.Append(ctx, rec(2, 7), rec(2, 7).Unsigned()); !errors.Is(err, epoch.ErrStale) {
 				t.Fatalf("append rejected by the first resource: %v, want ErrStale", err)
 			}
 

@@ -158,13 +158,13 @@ func (f *Forger) forgeOnce(ctx context.Context) {
 		sig[f.rng.IntN(len(sig))] ^= 1 << f.rng.UintN(8)
 		st.Sig = string(sig)
 	}
-	rec := Record{Partition: p, Seq: -n, Token: st.Token, Worker: f.cfg.Name, Member: st.Member, Signed: st}
+	rec := Record{Partition: p, Seq: -n, Token: st.Token, Worker: f.cfg.Name, Member: st.Member}
 	cctx := ctx
 	if f.cfg.Attempts != nil {
 		cctx = withCall(ctx, call{worker: f.cfg.Name, member: st.Member, forgery: kind})
 	}
 	cctx, cancel := context.WithTimeout(cctx, 2*time.Second)
-	err := f.cfg.Resource.Append(cctx, rec)
+	err := f.cfg.Resource.Append(cctx, rec, st)
 	cancel()
 	if err == nil {
 		f.admitted.Add(1)

@@ -2,6 +2,7 @@ package workload
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/tenure-dev/tenure/epoch"
@@ -21,21 +22,17 @@ type Record struct {
 	// the owner the coordinator gave the token to. Empty in records
 	// written by versions that did not store it.
 	Member string `json:"member"`
-	// Signed is the claim's token with the coordinator's signature
-	// (member.Claim.Token), which a resource built with a verifier
-	// ([Verify]) checks before it writes; it is not stored. A record
-	// whose Signed does not carry Token is written under Token unsigned.
-	Signed epoch.SignedToken `json:"-"`
 }
 
-// signed returns the token r is written under, with its signature if it
-// has one.
-func (r Record) signed() epoch.SignedToken {
-	if r.Signed.Token == r.Token {
-		return r.Signed
-	}
+// Unsigned returns r's token without a signature: what Append takes for a
+// record whose writer has none.
+func (r Record) Unsigned() epoch.SignedToken {
 	return epoch.SignedToken{Token: r.Token, Member: r.Member}
 }
+
+// ErrTokenMismatch is returned by Append when the token it is given is not
+// the record's.
+var ErrTokenMismatch = errors.New("workload: the token is not the record's")
 
 // Stored is a record as a resource holds it. Order is the position at
 // which the resource accepted it (etcd's revision, a database sequence):
@@ -59,9 +56,12 @@ type Resource interface {
 	// Admit records t as the newest token of partition p, with no other
 	// effect.
 	Admit(ctx context.Context, p epoch.Partition, t epoch.SignedToken) error
-	// Append writes r under r.Token. Appending the same record again
-	// (same partition, sequence number and token) writes it once.
-	Append(ctx context.Context, r Record) error
+	// Append writes r under t, the record's token with its signature
+	// (member.Claim.Token; r.Unsigned() without one), which a verifying
+	// resource checks; t.Token must be r.Token ([ErrTokenMismatch]).
+	// Appending the same record again (same partition, sequence number
+	// and token) writes it once.
+	Append(ctx context.Context, r Record, t epoch.SignedToken) error
 	// Records returns every stored record, sorted by partition, then in
 	// the order the resource accepted them.
 	Records(ctx context.Context) ([]Stored, error)

@@ -124,11 +124,14 @@ func (s *SQLResource) Admit(ctx context.Context, p epoch.Partition, t epoch.Sign
 
 // Append implements [Resource]: the token check and the INSERT in one
 // transaction; an unfenced resource runs the INSERT alone.
-func (s *SQLResource) Append(ctx context.Context, r Record) error {
+func (s *SQLResource) Append(ctx context.Context, r Record, t epoch.SignedToken) error {
+	if t.Token != r.Token {
+		return ErrTokenMismatch
+	}
 	if s.unfenced {
 		return s.insert(ctx, s.db, r)
 	}
-	return s.fence.DoSigned(ctx, r.Partition, r.signed(), func(ctx context.Context, tx *sql.Tx) error {
+	return s.fence.DoSigned(ctx, r.Partition, t, func(ctx context.Context, tx *sql.Tx) error {
 		return s.insert(ctx, tx, r)
 	})
 }

@@ -332,11 +332,11 @@ func (r *claimRun) work() {
 // append writes the next record; false if the claim must stop.
 func (r *claimRun) append(held bool) bool {
 	st := r.c.Token()
-	rec := Record{Partition: epoch.Partition(r.c.Partition()), Seq: r.next, Token: st.Token, Worker: r.w.cfg.Name, Member: r.c.MemberID(), Signed: st}
+	rec := Record{Partition: epoch.Partition(r.c.Partition()), Seq: r.next, Token: st.Token, Worker: r.w.cfg.Name, Member: r.c.MemberID()}
 	// Not the claim's context: a write decided before the claim was
 	// revoked may still be on its way. The resource decides.
 	wctx, cancel := context.WithTimeout(r.call(context.WithoutCancel(r.ctx), held), r.w.cfg.WriteTimeout)
-	err := r.w.cfg.Resource.Append(wctx, rec)
+	err := r.w.cfg.Resource.Append(wctx, rec, st)
 	cancel()
 	if held {
 		r.w.held.Add(1)
