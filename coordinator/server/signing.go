@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
 
 	"github.com/tenure-dev/tenure/coordinator"
@@ -229,7 +228,7 @@ func (s *Server) sign(group string, r *coordinator.Reply) {
 	if ring == nil || r.Grants == nil || r.Msg == nil || !r.Msg.IsFlexible() {
 		return
 	}
-	tags := unknownTags(r.Msg)
+	tags := grantwire.TagsOf(r.Msg)
 	if tags == nil {
 		return
 	}
@@ -241,20 +240,6 @@ func (s *Server) sign(group string, r *coordinator.Reply) {
 	}
 	grantwire.Put(tags, gs)
 	s.signing.signed.Add(float64(len(gs.Grants)))
-}
-
-// unknownTags returns the top-level tags of the responses that carry
-// grants.
-func unknownTags(m kmsg.Response) *kmsg.Tags {
-	switch r := m.(type) {
-	case *kmsg.ConsumerGroupHeartbeatResponse:
-		return &r.UnknownTags
-	case *kmsg.SyncGroupResponse:
-		return &r.UnknownTags
-	case *kmsg.HeartbeatResponse:
-		return &r.UnknownTags
-	}
-	return nil
 }
 
 // SigningKeys returns the public keys grants are verified with: what

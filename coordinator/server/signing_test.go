@@ -60,7 +60,7 @@ func (ts *testServer) verifier(t *testing.T, group string, topic [16]byte) *epoc
 // malformed field.
 func grantsOf(t *testing.T, resp kmsg.Response) (grantwire.Grants, bool) {
 	t.Helper()
-	gs, ok, err := grantwire.From(unknownTags(resp))
+	gs, ok, err := grantwire.From(grantwire.TagsOf(resp))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -128,6 +128,21 @@ func Parse(b []byte) (Grants, error) {
 	return out, nil
 }
 
+// TagsOf returns the top-level tags (UnknownTags) of the responses that
+// carry grants: ConsumerGroupHeartbeat, SyncGroup and Heartbeat; nil for
+// any other.
+func TagsOf(resp kmsg.Response) *kmsg.Tags {
+	switch r := resp.(type) {
+	case *kmsg.ConsumerGroupHeartbeatResponse:
+		return &r.UnknownTags
+	case *kmsg.SyncGroupResponse:
+		return &r.UnknownTags
+	case *kmsg.HeartbeatResponse:
+		return &r.UnknownTags
+	}
+	return nil
+}
+
 // Put sets the field in tags (a response's UnknownTags).
 func Put(tags *kmsg.Tags, gs Grants) {
 	tags.Set(Tag, Append(nil, gs))
