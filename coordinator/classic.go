@@ -161,6 +161,10 @@ type classicMember struct {
 	// next holds the leader's plan for this member while a SyncGroup is
 	// applied.
 	next []byte
+
+	// regrant: ReissueGrants asked for the member's next successful reply
+	// to grant everything it owns (Config.IssueGrants).
+	regrant bool
 }
 
 // classicProtocol is one protocol a member supports, with its metadata

@@ -17,7 +17,13 @@ func (g *Group) classicHeartbeat(now time.Time, req Request, m *kmsg.HeartbeatRe
 	}
 	*resp = kmsg.HeartbeatResponse{Version: m.Version}
 	resp.ErrorCode = g.classicHeartbeatCode(now, m)
-	g.reply(req, resp)
+	var gr *Grants
+	if resp.ErrorCode == 0 {
+		if mem := g.classic.members[m.MemberID]; mem != nil && mem.regrant {
+			gr = g.classicGrants(mem, resp)
+		}
+	}
+	g.replyGranting(req, resp, gr)
 }
 
 func (g *Group) classicHeartbeatCode(now time.Time, m *kmsg.HeartbeatRequest) int16 {

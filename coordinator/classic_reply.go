@@ -86,7 +86,7 @@ func (g *Group) classicSyncSuccess(p *classicParked, m *classicMember) {
 	resp.ProtocolType = kmsg.StringPtr(c.protocolType)
 	resp.Protocol = kmsg.StringPtr(c.protocol)
 	resp.MemberAssignment = m.assignment
-	g.reply(Request{Ref: p.ref}, resp)
+	g.replyGranting(Request{Ref: p.ref}, resp, g.classicGrants(m, resp))
 }
 
 // classicLeaderMembers is the member list a leader receives: every member,

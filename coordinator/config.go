@@ -69,6 +69,11 @@ type Config struct {
 	// GenerationLogRetention is how many generation log entries a group
 	// keeps (genlog.go); zero means DefaultGenerationLogRetention.
 	GenerationLogRetention int
+
+	// IssueGrants makes replies name the ownerships they grant
+	// (Reply.Grants), for the caller to sign (grants.go). Off by default:
+	// the core then tracks nothing of it.
+	IssueGrants bool
 }
 
 // DefaultConfig returns tenure's defaults.

@@ -149,6 +149,10 @@ type consumerMember struct {
 	// assignmentChanged is set when assigned changed since it was last
 	// sent to the member.
 	assignmentChanged bool
+	// granted is assigned as it was when the member was last granted it
+	// (Config.IssueGrants): a partition whose token differs is granted
+	// again. Nil after ReissueGrants.
+	granted []OwnedPartition
 	// targetDirty is set when target changed since the member's last
 	// AssignmentRecord (consumerState.targetDirty lists such members).
 	targetDirty bool
@@ -168,6 +172,9 @@ type consumerMember struct {
 // consumerState is the KIP-848 part of a Group.
 type consumerState struct {
 	members map[string]*consumerMember
+	// replyGrants carries the grants of the heartbeat being answered from
+	// answerMember to its reply.
+	replyGrants *Grants
 	// static maps instance IDs to member IDs.
 	static map[string]string
 	// assignorVotes counts the members naming each server assignor.

@@ -39,7 +39,9 @@ func (g *Group) consumerHeartbeat(now time.Time, req Request, m *kmsg.ConsumerGr
 		}
 	}
 	g.consumerCheckStable()
-	g.reply(req, resp)
+	gr := g.consumer.replyGrants
+	g.consumer.replyGrants = nil
+	g.replyGranting(req, resp, gr)
 }
 
 // heartbeatResponse returns the response to fill: the caller's, reset, or
@@ -592,6 +594,7 @@ func (g *Group) dropMember(mem *consumerMember) {
 func (g *Group) answerMember(resp *kmsg.ConsumerGroupHeartbeatResponse, mem *consumerMember, withAssignment bool) {
 	resp.MemberID = &mem.id
 	resp.MemberEpoch = mem.epoch
+	g.consumer.replyGrants = g.consumerGrants(mem, withAssignment)
 	if !withAssignment && !mem.assignmentChanged {
 		return
 	}

@@ -48,18 +48,25 @@ import (
 // by its restored copy, as a coordinator restart or fail-over does, and
 // the clients carry on against it. The last variant coalesces joins
 // (Config.ConsumerJoinCoalesce), and must see joins wait for their bump.
+//
+// The variant with grants (Config.IssueGrants) also checks that every
+// grant a reply carries is its member's ownership at the token g.owners
+// holds, and that a client holds every partition under a token some reply
+// it received granted it: what a member needs to sign its writes. Now and
+// then the group is asked to reissue every grant, as after a key rotation.
 func TestConsumerRandomized(t *testing.T) {
 	for _, v := range []struct {
 		restarts bool
 		coalesce time.Duration
-	}{{false, 0}, {true, 0}, {true, time.Second}} {
-		t.Run(fmt.Sprintf("restarts=%t,coalesce=%v", v.restarts, v.coalesce), func(t *testing.T) {
-			consumerRandomized(t, v.restarts, v.coalesce)
+		grants   bool
+	}{{false, 0, false}, {true, 0, false}, {true, time.Second, false}, {true, 0, true}} {
+		t.Run(fmt.Sprintf("restarts=%t,coalesce=%v,grants=%t", v.restarts, v.coalesce, v.grants), func(t *testing.T) {
+			consumerRandomized(t, v.restarts, v.coalesce, v.grants)
 		})
 	}
 }
 
-func consumerRandomized(t *testing.T, restarts bool, coalesce time.Duration) {
+func consumerRandomized(t *testing.T, restarts bool, coalesce time.Duration, grants bool) {
 	seeds, steps := 12, 1000
 	if testing.Short() {
 		seeds = 3
@@ -68,6 +75,7 @@ func consumerRandomized(t *testing.T, restarts bool, coalesce time.Duration) {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			r := newRandRun(t, uint64(seed))
 			r.env.cfg.ConsumerJoinCoalesce = coalesce
+			r.env.cfg.IssueGrants = grants
 			if restarts {
 				r.restartRng = rand.New(rand.NewPCG(uint64(seed), 100))
 			}
@@ -83,6 +91,9 @@ func consumerRandomized(t *testing.T, restarts bool, coalesce time.Duration) {
 				r.lost, r.tokensChecked, r.lateTokens, r.restarts, r.deletedHeld, waited)
 			if coalesce > 0 && waited == 0 {
 				t.Fatal("no join waited for a coalesced bump")
+			}
+			if grants && (r.grantsChecked == 0 || r.reissues == 0) {
+				t.Fatalf("run exercised too little: %d held tokens checked against grants, %d reissues", r.grantsChecked, r.reissues)
 			}
 			// Restarts resend whole assignments, which leaves fewer
 			// partitions first heard of late.
@@ -121,6 +132,9 @@ type randClient struct {
 	// given remembers, for the partitions of a lost response, the epoch
 	// at which the coordinator gave them.
 	given map[TopicPartition]int32
+	// granted are the tokens replies it received granted it, per
+	// partition (Config.IssueGrants).
+	granted map[TopicPartition]map[epoch.Token]bool
 }
 
 type randRun struct {
@@ -147,6 +161,14 @@ type randRun struct {
 	checks     int
 	restarts   int
 	restartRng *rand.Rand
+	// replyGrants are the grants of the last reply to each client (by
+	// label); grantsChecked counts held tokens found granted, reissues
+	// the ReissueGrants calls.
+	replyGrants             map[string]*Grants
+	grantsChecked, reissues int
+	// reissued are the members asked to be granted everything again,
+	// until their next successful reply.
+	reissued map[string]bool
 }
 
 func newRandRun(t *testing.T, seed uint64) *randRun {
@@ -160,7 +182,8 @@ func newRandRun(t *testing.T, seed uint64) *randRun {
 	}
 	e := &testEnv{t: t, cfg: cfg, topics: topics, now: testEpoch, nextTopicID: 1}
 	e.g = NewGroup("g", &e.cfg, rand.New(rand.NewPCG(seed, 7)))
-	r := &randRun{t: t, rng: rand.New(rand.NewPCG(seed, 99)), env: e, model: newRecordModel(), store: newRestoreChecker()}
+	r := &randRun{t: t, rng: rand.New(rand.NewPCG(seed, 99)), env: e, model: newRecordModel(), store: newRestoreChecker(),
+		replyGrants: map[string]*Grants{}, reissued: map[string]bool{}}
 	for i := range 10 {
 		c := &randClient{label: fmt.Sprintf("c%d", i), topics: []string{"t"}}
 		if i%3 == 0 {
@@ -173,6 +196,7 @@ func newRandRun(t *testing.T, seed uint64) *randRun {
 		c.held, c.revoking, c.deleted = map[TopicPartition]bool{}, map[TopicPartition]bool{}, map[TopicPartition]bool{}
 		c.tokens, c.unreported = map[TopicPartition]epoch.Token{}, map[TopicPartition]bool{}
 		c.given = map[TopicPartition]int32{}
+		c.granted = map[TopicPartition]map[epoch.Token]bool{}
 		r.clients = append(r.clients, c)
 	}
 	return r
@@ -238,6 +262,13 @@ func (r *randRun) step(n int) {
 	}
 	if r.restartRng != nil && r.restartRng.IntN(100) == 0 {
 		r.restartCoordinator()
+	}
+	if e.cfg.IssueGrants && r.rng.IntN(100) == 0 {
+		r.reissues++
+		e.g.ReissueGrants()
+		for id := range e.g.consumer.members {
+			r.reissued[id] = true
+		}
 	}
 	r.check()
 }
@@ -324,6 +355,32 @@ func (r *randRun) heartbeat(c *randClient) {
 	case 0:
 		c.joined = true
 		c.epoch = resp.MemberEpoch
+		if r.reissued[c.id] {
+			// The first reply after a reissue grants all it holds.
+			delete(r.reissued, c.id)
+			var got []TopicPartition
+			if gr := r.replyGrants[c.label]; gr != nil {
+				for _, p := range gr.Partitions {
+					got = append(got, TopicPartition{p.Topic, p.Partition})
+				}
+			}
+			var want []TopicPartition
+			if mem := e.g.consumer.members[c.id]; mem != nil {
+				want = withoutTokens(mem.assigned)
+			}
+			if !slices.Equal(got, want) {
+				r.t.Fatalf("at %s: the first reply to %s after a reissue grants %v, it holds %v", rel(e.now), c.id, got, want)
+			}
+		}
+		if gr := r.replyGrants[c.label]; gr != nil {
+			for _, p := range gr.Partitions {
+				tp := TopicPartition{p.Topic, p.Partition}
+				if c.granted[tp] == nil {
+					c.granted[tp] = map[epoch.Token]bool{}
+				}
+				c.granted[tp][p.Token] = true
+			}
+		}
 		if resp.Assignment != nil {
 			next := map[TopicPartition]bool{}
 			for _, tp := range e.assignmentTPs(resp.Assignment) {
@@ -405,6 +462,7 @@ func (c *randClient) forget() {
 	clear(c.tokens)
 	clear(c.unreported)
 	clear(c.given)
+	clear(c.granted)
 }
 
 func (r *randRun) leave(c *randClient, static bool) {
@@ -499,6 +557,12 @@ func (r *randRun) restartCoordinator() {
 	}
 	r.restarts++
 	r.env.g = g
+	if len(r.reissued) > 0 {
+		// A restored group takes its members to hold grants of what they
+		// own; the server reissues after a load while a rotation is
+		// recent, as here.
+		g.ReissueGrants()
+	}
 	r.drain(nil)
 	r.store.check(r.t, g, r.env.now)
 }
@@ -508,6 +572,24 @@ func (r *randRun) drain(_ any) {
 	g := r.env.g
 	rd := g.Ready()
 	r.store.apply(r.t, rd)
+	clear(r.replyGrants)
+	for _, rep := range rd.Replies {
+		if rep.Grants == nil {
+			continue
+		}
+		if !g.cfg.IssueGrants {
+			r.t.Fatalf("at %s: a reply grants %+v without IssueGrants", rel(r.env.now), rep.Grants)
+		}
+		for _, p := range rep.Grants.Partitions {
+			tp := TopicPartition{p.Topic, p.Partition}
+			id, _, _ := r.env.topics.Lookup(p.Topic)
+			if o, ok := g.owners.owner(tp); !ok || o.member != rep.Grants.Member || o.token != p.Token || p.TopicID != id {
+				r.t.Fatalf("at %s: a reply grants %s[%d] (topic ID %v) at token %v to %s; g.owners holds %+v (%v), topic ID %v\n%s",
+					rel(r.env.now), tp.Topic, tp.Partition, p.TopicID, p.Token, rep.Grants.Member, o, ok, id, g)
+			}
+		}
+		r.replyGrants[rep.Ref.(string)] = rep.Grants
+	}
 	for _, rec := range rd.Persist {
 		if err := r.model.apply(rec); err != nil {
 			r.t.Fatalf("at %s: record %s: %v\n%s", rel(r.env.now), renderRecord(rec), err, g)
@@ -565,6 +647,23 @@ func (r *randRun) check() {
 						rel(r.env.now), c.id, tp.Topic, tp.Partition, tok, o.token, g)
 				}
 			}
+		}
+	}
+	// Every partition a client holds was granted to it at its token.
+	for _, c := range r.clients {
+		if _, ok := g.consumer.members[c.id]; !ok || !g.cfg.IssueGrants {
+			continue
+		}
+		for tp := range c.held {
+			tok, ok := c.tokens[tp]
+			if !ok {
+				continue
+			}
+			if !c.granted[tp][tok] {
+				r.t.Fatalf("at %s: %s holds %s[%d] at token %v, which no reply it received granted (granted %v)\n%s",
+					rel(r.env.now), c.id, tp.Topic, tp.Partition, tok, c.granted[tp], g)
+			}
+			r.grantsChecked++
 		}
 	}
 	if !maps.Equal(r.model.cur, g.owners.cur) {

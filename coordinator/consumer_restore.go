@@ -103,6 +103,10 @@ func (g *Group) restoreConsumerAssignment(now time.Time, mem *consumerMember, a 
 	}
 	mem.pending = slices.Clone(a.Pending)
 	mem.target = slices.Clone(a.Target)
+	if g.cfg.IssueGrants {
+		// Its predecessor granted it what it holds (grants.go).
+		mem.granted = slices.Clone(mem.assigned)
+	}
 	switch {
 	case len(mem.revoking) > 0:
 		mem.state = memberUnrevoked

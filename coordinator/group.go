@@ -243,8 +243,12 @@ func (g *Group) Empty() bool {
 // no more requests and the caller should drop it.
 func (g *Group) Deleted() bool { return g.deleted }
 
-func (g *Group) reply(req Request, resp kmsg.Response) {
-	g.ready.Replies = append(g.ready.Replies, Reply{Ref: req.Ref, Msg: resp})
+func (g *Group) reply(req Request, resp kmsg.Response) { g.replyGranting(req, resp, nil) }
+
+// replyGranting queues a reply that tells its member of grants (nil:
+// none), for the caller to sign (grants.go).
+func (g *Group) replyGranting(req Request, resp kmsg.Response, gr *Grants) {
+	g.ready.Replies = append(g.ready.Replies, Reply{Ref: req.Ref, Msg: resp, Grants: gr})
 }
 
 func (g *Group) persist(r Record) { g.ready.Persist = append(g.ready.Persist, r) }

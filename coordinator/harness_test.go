@@ -23,8 +23,12 @@ import (
 //
 //	new-group [name=g] [initial-delay=3s] [min-session=6s] [max-session=30m]
 //	          [max-size=N] [session=10s] [heartbeat=2s] [assignor=uniform]
-//	          [join-coalesce=0s] [topic=NAME:PARTITIONS ...]
-//	    Starts a fresh group at t=0 (resets the test clock).
+//	          [join-coalesce=0s] [grants] [topic=NAME:PARTITIONS ...]
+//	    Starts a fresh group at t=0 (resets the test clock); grants turns
+//	    on Config.IssueGrants, and each reply's grants print as a
+//	    "grants to <member>:" line after it.
+//	reissue-grants
+//	    Calls ReissueGrants (a signing key rotated).
 //	add-topic name=NAME partitions=N
 //	    Creates a topic and tells the group (TopicsChanged).
 //	advance d=DURATION
@@ -79,6 +83,7 @@ var testCommands = map[string]func(e *testEnv, a *testArgs) string{
 		cfg.ConsumerSessionTimeout = a.dur("session", 10*time.Second)
 		cfg.ConsumerHeartbeatInterval = a.dur("heartbeat", 2*time.Second)
 		cfg.ConsumerJoinCoalesce = a.dur("join-coalesce", 0)
+		cfg.IssueGrants = a.has("grants")
 		if n := a.str("assignor", ""); n != "" {
 			i := slices.IndexFunc(cfg.Assignors, func(x assignor.Assignor) bool { return x.Name() == n })
 			if i < 0 {
@@ -116,6 +121,10 @@ var testCommands = map[string]func(e *testEnv, a *testArgs) string{
 	"tick": func(e *testEnv, a *testArgs) string {
 		e.g.Tick(e.now)
 		return e.drain()
+	},
+	"reissue-grants": func(e *testEnv, a *testArgs) string {
+		e.g.ReissueGrants()
+		return "ok"
 	},
 	"state": func(e *testEnv, a *testArgs) string {
 		return e.g.String()
@@ -203,6 +212,9 @@ func (e *testEnv) drain() string {
 	}
 	for _, r := range rd.Replies {
 		fmt.Fprintf(&b, "reply to %v: %s\n", r.Ref, renderResponse(r.Msg))
+		if r.Grants != nil {
+			fmt.Fprintf(&b, "grants to %s: %s\n", r.Grants.Member, renderGrants(r.Grants.Partitions))
+		}
 	}
 	for _, ev := range rd.Events {
 		b.WriteString("event: " + renderEvent(ev) + "\n")
@@ -218,6 +230,16 @@ func (e *testEnv) drain() string {
 		e.restore.check(e.t, e.g, e.now)
 	}
 	return b.String()
+}
+
+// renderGrants renders granted partitions as topic[partition]@token,
+// with the topic ID's last byte: t[0]@5/id1.
+func renderGrants(ps []GrantedPartition) string {
+	parts := make([]string, len(ps))
+	for i, p := range ps {
+		parts[i] = fmt.Sprintf("%s[%d]@%v/id%d", p.Topic, p.Partition, p.Token, p.TopicID[15])
+	}
+	return strings.Join(parts, " ")
 }
 
 // rel renders an instant as the offset from testEpoch.

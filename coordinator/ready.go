@@ -51,6 +51,10 @@ type Reply struct {
 	Ref any
 	// Msg is the response, of the request's kind and version.
 	Msg kmsg.Response
+	// Grants, with Config.IssueGrants, are the ownerships Msg tells its
+	// member of, for the caller to sign and carry in Msg (epoch/grantwire)
+	// before sending it; nil when there are none (grants.go).
+	Grants *Grants
 }
 
 // Record is a change to durable state. Each record is the whole new state

@@ -34,6 +34,29 @@
 //	f.Admit(ctx, 3, 7) // nil: the same owner writes again
 //	f.Admit(ctx, 3, 6) // *StaleError: an older owner, rejected
 //
+// # Signed tokens
+//
+// A fence cannot tell a token the coordinator issued from one it never
+// did: a bug that passes an offset where the token belongs, another
+// partition's token, a hostile client's invention. Admitted once, such a
+// token raises the fence, and every honest owner is refused from then on.
+// So tenure's coordinator can sign every grant ([Grant]: group, topic ID,
+// partition, token, member) with an Ed25519 key ([Signer]), and the member
+// library hands the signature out with the token ([SignedToken]). A fence
+// built with a [Verifier] (the public keys of a [KeySet], the group and the
+// topic it guards) admits a signed token only if it verifies, and refuses
+// one that does not with an error wrapping [ErrUnverified] (not
+// [ErrStale]), changing nothing:
+//
+//	v := epoch.NewVerifier(epoch.VerifierConfig{Group: "orders", TopicID: id, Keys: keys, RequireSigned: true})
+//	f := epoch.NewMemFence(v)
+//	f.AdmitSigned(ctx, 3, claim.Token()) // nil: issued for partition 3
+//	f.AdmitSigned(ctx, 3, other)         // ErrBadSignature: issued for partition 7
+//	f.Admit(ctx, 3, 1000)                // ErrUnsigned: nobody vouches for it
+//
+// A verifier remembers the last token it verified per partition, so an
+// owner's stream of writes pays for one signature check.
+//
 // # Ownership lifecycle
 //
 // [Ownership] is one member's view of one partition, a state machine with

@@ -44,11 +44,17 @@ type slot struct {
 // A MemFence only grows: it remembers every partition it has seen for its
 // whole life, which is what keeps a partition's token from going back.
 type MemFence struct {
-	dense  [DenseLimit]slot
-	sparse sync.Map // Partition -> *atomic.Int64
+	dense    [DenseLimit]slot
+	sparse   sync.Map // Partition -> *atomic.Int64
+	verifier *Verifier
 }
 
-var _ Fence = (*MemFence)(nil)
+var _ SignedFence = (*MemFence)(nil)
+
+// NewMemFence returns a MemFence that checks signed tokens with v before
+// it admits them ([MemFence.AdmitSigned]), and, if v requires signatures,
+// refuses every plain token given to Admit. A nil v is the zero MemFence.
+func NewMemFence(v *Verifier) *MemFence { return &MemFence{verifier: v} }
 
 // testHookBeforeSwap, when set by a test, runs between the load and the
 // compare-and-swap of Admit, so that a test can make another writer win the
@@ -61,11 +67,38 @@ var testHookBeforeSwap func()
 // [ErrNoToken] when token is not [Token.Valid]; a rejected call changes
 // nothing. Equal tokens are admitted.
 //
+// A fence whose verifier requires signatures refuses every plain token
+// with a [*VerifyError] wrapping [ErrUnsigned], changing nothing.
+//
 // ctx is not used: Admit never blocks. It is there to satisfy [Fence].
 func (f *MemFence) Admit(_ context.Context, partition Partition, token Token) error {
 	if !token.Valid() {
 		return noTokenError(token)
 	}
+	if err := f.verifier.CheckUnsigned(partition, token); err != nil {
+		return err
+	}
+	return f.admit(partition, token)
+}
+
+// AdmitSigned admits token like Admit once the fence's verifier (if it
+// has one) has verified it: a token that does not verify is refused with
+// a [*VerifyError] wrapping [ErrUnverified], and the fence does not move.
+// A verified token is cached by the verifier, so an owner's further
+// writes under it cost a comparison.
+func (f *MemFence) AdmitSigned(_ context.Context, partition Partition, token SignedToken) error {
+	if !token.Token.Valid() {
+		return noTokenError(token.Token)
+	}
+	if err := f.verifier.Verify(partition, token); err != nil {
+		return err
+	}
+	return f.admit(partition, token.Token)
+}
+
+// admit is Admit's monotonic check, once the token is known to be one the
+// fence may admit.
+func (f *MemFence) admit(partition Partition, token Token) error {
 	hi := f.cell(partition, true)
 	for {
 		cur := Token(hi.Load())

@@ -30,6 +30,7 @@ type Claim struct {
 	topicID   [16]byte
 	partition int32
 	token     epoch.Token
+	signed    atomic.Pointer[epoch.SignedToken] // the coordinator's signature of token, once it arrived
 	ctx       context.Context
 	cancel    context.CancelCauseFunc
 	state     atomic.Uint32 // epoch.State
@@ -49,11 +50,28 @@ func (c *Claim) Partition() int32 { return c.partition }
 func (c *Claim) MemberID() string { return c.memberID }
 
 // Token returns the claim's fencing token: the member epoch at which the
-// coordinator gave the partition to this member. Attach it to every write
-// the work makes to a fenced resource (an [epoch.Fence]): a later owner
-// holds a higher token, so a write of this claim that arrives after the
-// hand-off is rejected.
-func (c *Claim) Token() epoch.Token { return c.token }
+// coordinator gave the partition to this member, with the coordinator's
+// signature of the grant when it signs them (tenure serve --sign-grants;
+// Kafka and kfake do not, and the token is then unsigned). Attach it to
+// every write the work makes to a fenced resource: a later owner holds a
+// higher token, so a write of this claim that arrives after the hand-off
+// is rejected, and a fence with an [epoch.Verifier]
+// ([epoch.SignedFence.AdmitSigned]) admits only tokens the coordinator
+// signed for its partition, which a bug or a hostile client cannot make.
+//
+// Call it for each write rather than keeping its value: the signature can
+// arrive after the claim starts, and the coordinator signs every held
+// partition again under a new key when its key rotates.
+func (c *Claim) Token() epoch.SignedToken {
+	if st := c.signed.Load(); st != nil {
+		return *st
+	}
+	return epoch.SignedToken{Token: c.token, Member: c.memberID}
+}
+
+// TopicID returns the ID of the claimed partition's topic, as the
+// coordinator names it: what a fence's [epoch.Verifier] is built with.
+func (c *Claim) TopicID() [16]byte { return c.topicID }
 
 // Context is cancelled the instant the claim becomes Revoking, Suspect or
 // Lost, with a cause wrapping [ErrRevoked], [ErrSuspect] or [ErrLost]

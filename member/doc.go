@@ -58,6 +58,22 @@
 // arrives. A token that was lost is dead forever: if the partition comes
 // back, it comes with a new, higher token, in a new Claim.
 //
+// # Signed tokens
+//
+// A tenure coordinator started with --sign-grants signs every partition it
+// gives a member (Ed25519, over the group, topic ID, partition, token and
+// member ID) and sends the signature in a tagged field of its heartbeat
+// responses, which stock clients skip. [Claim.Token] returns the token
+// with its signature ([epoch.SignedToken]); a fence with an
+// [epoch.Verifier] of the coordinator's published keys
+// ([epoch.SignedFence.AdmitSigned]) admits only tokens signed for its
+// partition, so a token invented by a bug, or copied from another
+// partition, group or member, never raises it. When the coordinator's key
+// rotates, every held claim is signed again under the new key within a
+// heartbeat: call Token for each write rather than keep its value. Against
+// Kafka or kfake tokens are unsigned, as they are with tenure without
+// --sign-grants.
+//
 // # When work stops
 //
 // A claim's context is cancelled, with a cause that says why

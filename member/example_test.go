@@ -44,7 +44,7 @@ func Example() {
 		}
 		next++
 		// Every write carries the token; a former owner's is rejected.
-		if err := resource.Admit(ctx, epoch.Partition(c.Partition()), c.Token()); err != nil {
+		if err := resource.AdmitSigned(ctx, epoch.Partition(c.Partition()), c.Token()); err != nil {
 			return
 		}
 		if err := c.Commit(ctx, next, ""); err != nil {

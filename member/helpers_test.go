@@ -181,7 +181,7 @@ func (r *recorder) handler(name string) Handler {
 		if c.Topic() != testTopic {
 			r.t.Errorf("claim of topic %q", c.Topic())
 		}
-		rn := &run{member: name, partition: c.Partition(), token: c.Token(), start: time.Now()}
+		rn := &run{member: name, partition: c.Partition(), token: c.Token().Token, start: time.Now()}
 		r.mu.Lock()
 		r.runs = append(r.runs, rn)
 		r.mu.Unlock()
@@ -189,7 +189,7 @@ func (r *recorder) handler(name string) Handler {
 		cause := context.Cause(c.Context())
 		if r.commit && errors.Is(cause, ErrRevoked) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			if err := c.Commit(ctx, int64(c.Token()), name); err != nil {
+			if err := c.Commit(ctx, int64(c.Token().Token), name); err != nil {
 				r.t.Errorf("final commit of %v by %s: %v", c, name, err)
 			}
 			cancel()

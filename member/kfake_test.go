@@ -30,7 +30,7 @@ func TestKfakeShareAndLeave(t *testing.T) {
 	a := sessions["a"]
 	before := map[int32]epoch.Token{}
 	for _, c := range a.Claims() {
-		before[c.Partition()] = c.Token()
+		before[c.Partition()] = c.Token().Token
 	}
 	if len(before) == 0 {
 		t.Fatal("a owns nothing")
@@ -48,8 +48,8 @@ func TestKfakeShareAndLeave(t *testing.T) {
 	waitFor(t, 10*time.Second, stable(sessions))
 	for _, s := range sessions {
 		for _, c := range s.Claims() {
-			if old, ok := before[c.Partition()]; ok && c.Token() <= old {
-				t.Errorf("partition %d moved from a at token %v to %s at token %v", c.Partition(), old, s.MemberID(), c.Token())
+			if old, ok := before[c.Partition()]; ok && c.Token().Token <= old {
+				t.Errorf("partition %d moved from a at token %v to %s at token %v", c.Partition(), old, s.MemberID(), c.Token().Token)
 			}
 		}
 	}
@@ -81,7 +81,7 @@ func TestKfakeShareAndLeave(t *testing.T) {
 	zs.memberEpoch.Store(a.memberEpoch.Load())
 	err := zs.commit(ctx, zombie, 999, "zombie")
 	var ce *CommitError
-	if !errors.Is(err, epoch.ErrStale) || !errors.Is(err, kerr.UnknownMemberID) || !errors.As(err, &ce) || ce.Token != zombie.Token() {
+	if !errors.Is(err, epoch.ErrStale) || !errors.Is(err, kerr.UnknownMemberID) || !errors.As(err, &ce) || ce.Token != zombie.Token().Token {
 		t.Errorf("zombie commit sent to kfake: %v, want a CommitError wrapping ErrStale and UNKNOWN_MEMBER_ID", err)
 	}
 	rec.check(t)
@@ -123,7 +123,7 @@ func TestKfakeNetworkCut(t *testing.T) {
 	a := sessions["a"]
 	before := map[int32]epoch.Token{}
 	for _, c := range a.Claims() {
-		before[c.Partition()] = c.Token()
+		before[c.Partition()] = c.Token().Token
 	}
 
 	cutAt := time.Now()
@@ -164,8 +164,8 @@ func TestKfakeNetworkCut(t *testing.T) {
 	}
 	for name, s := range others {
 		for _, c := range s.Claims() {
-			if old, ok := before[c.Partition()]; ok && c.Token() <= old {
-				t.Errorf("partition %d moved from a at token %v to %s at token %v", c.Partition(), old, name, c.Token())
+			if old, ok := before[c.Partition()]; ok && c.Token().Token <= old {
+				t.Errorf("partition %d moved from a at token %v to %s at token %v", c.Partition(), old, name, c.Token().Token)
 			}
 		}
 	}
@@ -180,8 +180,8 @@ func TestKfakeNetworkCut(t *testing.T) {
 	cut.Heal()
 	waitFor(t, 15*time.Second, stable(sessions))
 	for _, c := range a.Claims() {
-		if old, ok := before[c.Partition()]; ok && c.Token() <= old {
-			t.Errorf("a got partition %d back at token %v, not above its lost %v", c.Partition(), c.Token(), old)
+		if old, ok := before[c.Partition()]; ok && c.Token().Token <= old {
+			t.Errorf("a got partition %d back at token %v, not above its lost %v", c.Partition(), c.Token().Token, old)
 		}
 	}
 	rec.check(t)

@@ -232,6 +232,9 @@ func (s *Session) start(now time.Time, w *partWork) {
 	ctx, cancel := context.WithCancelCause(s.baseCtx)
 	c := &Claim{s: s, memberID: s.m.MemberID(), topic: w.topic, topicID: w.topicID, partition: w.partition, token: w.token, ctx: ctx, cancel: cancel}
 	c.state.Store(uint32(w.state))
+	if st := s.signedFor(key{w.topicID, w.partition}, w.token, c.memberID); st != nil {
+		c.signed.Store(st)
+	}
 	w.run, w.latest, w.want = c, c, false
 	s.handlers.Add(1)
 	go func() {
@@ -285,6 +288,7 @@ func (s *Session) onHeartbeat(now time.Time, r heartbeatResult) {
 			s.refreshCoordinator()
 		}
 	}
+	s.onGrants(r.resp)
 	s.m.Step(now, HeartbeatResponse{Resp: r.resp, Req: r.req})
 }
 

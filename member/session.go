@@ -56,6 +56,9 @@ type Session struct {
 	interval   time.Duration
 	draining   []chan struct{}
 	isDraining bool
+	// signed are the coordinator's signed grants, the last few per
+	// partition (grants.go).
+	signed map[key][]epoch.SignedToken
 
 	// Inputs to the loop.
 	hbDone    chan heartbeatResult

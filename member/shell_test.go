@@ -57,7 +57,7 @@ func TestKfakeFencedAndUnknown(t *testing.T) {
 			})
 			waitFor(t, 5*time.Second, func() string {
 				for _, cl := range a.Claims() {
-					if cl.Token() <= before[cl.Partition()] {
+					if cl.Token().Token <= before[cl.Partition()] {
 						return fmt.Sprintf("%v not above its lost token %v", cl, before[cl.Partition()])
 					}
 				}

@@ -104,7 +104,7 @@ func TestTenureShareLeaveAndCut(t *testing.T) {
 func tokens(s *Session) map[int32]epoch.Token {
 	out := map[int32]epoch.Token{}
 	for _, c := range s.Claims() {
-		out[c.Partition()] = c.Token()
+		out[c.Partition()] = c.Token().Token
 	}
 	return out
 }
@@ -113,8 +113,8 @@ func checkMoved(t *testing.T, sessions map[string]*Session, before map[int32]epo
 	t.Helper()
 	for name, s := range sessions {
 		for _, c := range s.Claims() {
-			if old, ok := before[c.Partition()]; ok && c.Token() <= old {
-				t.Errorf("partition %d moved at token %v to %s at token %v", c.Partition(), old, name, c.Token())
+			if old, ok := before[c.Partition()]; ok && c.Token().Token <= old {
+				t.Errorf("partition %d moved at token %v to %s at token %v", c.Partition(), old, name, c.Token().Token)
 			}
 		}
 	}

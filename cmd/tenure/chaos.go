@@ -55,6 +55,16 @@ seed, schedule, histories, every process's log, report.txt) and prints the
 command that replays its schedule; the timing inside the processes differs
 from run to run. The table at the end aggregates the runs.
 
+--forge runs the forging variant: the nodes sign their grants, every worker
+verifies each token with the keys the nodes publish before its resources
+write it, and one worker also writes under a forged token every
+--work-interval (another partition's, a raised one, another member's, a
+tampered signature, a key of its own, an invented unsigned one). The
+checker fails the run on any forgery accepted and on any honest write
+refused as unverified. Its control runs (--controls) verify nothing, so
+the forger's invented tokens land and refuse the honest owners: the
+checker must catch that.
+
 Needs PostgreSQL (--postgres-dsn) and an etcd server binary: in a checkout,
 go build -o bin/etcd go.etcd.io/etcd/server/v3 (make chaos does).`
 
@@ -77,6 +87,7 @@ type chaosOptions struct {
 	rebalance     time.Duration
 	electionTTL   time.Duration
 	workInterval  time.Duration
+	forge         bool
 	quiet         bool
 	stdout        io.Writer
 	replayCommand func(seed uint64, control bool) string
@@ -102,6 +113,7 @@ func setupChaos(fs *flag.FlagSet) func(ctx context.Context, args []string) error
 	fs.DurationVar(&o.rebalance, "rebalance-timeout", d.RebalanceTimeout, "the workers' rebalance timeout")
 	fs.DurationVar(&o.electionTTL, "election-ttl", d.ElectionTTL, "the HA set's election TTL, whole seconds")
 	fs.DurationVar(&o.workInterval, "work-interval", d.WorkInterval, "time between two records of a partition")
+	fs.BoolVar(&o.forge, "forge", false, "the forging variant: signed grants, verifying workers, and one worker forging tokens; its controls verify nothing")
 	fs.BoolVar(&o.quiet, "quiet", false, "print only each run's verdict and the table, not every fault")
 	return func(ctx context.Context, args []string) error {
 		if len(args) > 0 {
@@ -186,12 +198,17 @@ func runChaos(ctx context.Context, o *chaosOptions) error {
 			Duration: o.duration, Warmup: o.warmup, Settle: o.settle,
 			Workers: o.workers, Committers: o.committers,
 			SessionTimeout: o.session, RebalanceTimeout: o.rebalance, ElectionTTL: o.electionTTL,
-			WorkInterval: o.workInterval, Unfenced: control,
+			WorkInterval: o.workInterval, Forge: o.forge,
+			Unfenced: control && !o.forge, Unverified: control && o.forge,
 		}
 		if !o.quiet {
 			cfg.Progress = o.stdout
 		}
-		fmt.Fprintf(o.stdout, "== run %d/%d: seed %d%s\n", i+1, o.runs+o.controls, seed, map[bool]string{true: " (control: unfenced)"}[control])
+		kind := map[bool]string{true: " (control: unfenced)"}[control]
+		if o.forge {
+			kind = map[bool]string{true: " (forging; control: unverified)", false: " (forging)"}[control]
+		}
+		fmt.Fprintf(o.stdout, "== run %d/%d: seed %d%s\n", i+1, o.runs+o.controls, seed, kind)
 		res, err := chaos.Run(ctx, cfg)
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -209,6 +226,9 @@ func runChaos(ctx context.Context, o *chaosOptions) error {
 			what := "FAILED"
 			if control {
 				what = "control run NOT CAUGHT: the checker missed the unfenced writes"
+				if o.forge {
+					what = "control run NOT CAUGHT: the checker missed the forged writes"
+				}
 			}
 			fmt.Fprintf(o.stdout, "seed %d: %s, %d violations (report.txt)\n  folder: %s\n  replay: %s\n", seed, what, len(res.Report.Violations), dir, o.replayCommand(seed, control))
 			for j, v := range res.Report.Violations {

@@ -38,6 +38,7 @@ func commands() []*command {
 		groupsCommand(),
 		topicsCommand(),
 		usersCommand(),
+		keysCommand(),
 	}, chaosCommands()...)
 }
 

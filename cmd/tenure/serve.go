@@ -75,6 +75,8 @@ func setupServe(fs *flag.FlagSet) func(ctx context.Context, args []string) error
 		maxPerIP      = fs.Int("max-connections-per-ip", def.MaxConnectionsPerIP, "most connections from one client IP address; one beyond it is closed on accept (0: no limit)")
 		parkedConn    = fs.Int("max-parked-per-connection", def.MaxParkedPerConnection, "most requests one connection may have parked (JoinGroup, SyncGroup, Fetch held for MaxWait); beyond it a Fetch is answered at once and a group request COORDINATOR_LOAD_IN_PROGRESS")
 		parkedGroup   = fs.Int("max-parked-per-group", def.MaxParkedPerGroup, "most requests one group may hold parked; beyond it a JoinGroup or SyncGroup is answered COORDINATOR_LOAD_IN_PROGRESS")
+		signGrants    = fs.Bool("sign-grants", false, "sign every partition grant (Ed25519, over group, topic ID, partition, token and member) with a key kept in the store, so that fences with the published keys refuse tokens nobody issued; stock clients are unaffected (tenure keys --help)")
+		keyRetention  = fs.Duration("key-retention", def.KeyRetention, "how long a key retired by a rotation goes on verifying before it is revoked")
 		storeFlags    = addStoreFlags(fs)
 		shards        = fs.Int("shards", 1, "with a shared etcd (an HA set): the number of coordinator shards the groups hash onto, each owned by one node at a time and spread evenly over the live nodes, like Kafka's __consumer_offsets partitions; 1 keeps one leader for every group. Fixed once the store's prefix is used: every node must give the same")
 		electionTTL   = fs.Duration("election-ttl", 5*time.Second, "with the etcd store: how long a leader that stops renewing its lease (crash, pause, partition) keeps the groups before another node may take over; whole seconds")
@@ -137,6 +139,7 @@ func setupServe(fs *flag.FlagSet) func(ctx context.Context, args []string) error
 		cfg.MaxConnectionsPerIP = *maxPerIP
 		cfg.MaxParkedPerConnection = *parkedConn
 		cfg.MaxParkedPerGroup = *parkedGroup
+		cfg.SignGrants, cfg.KeyRetention = *signGrants, *keyRetention
 		cfg.Core.MinSessionTimeout = *minSession
 		cfg.Core.MaxSessionTimeout = *maxSession
 		cfg.Core.ConsumerSessionTimeout = *cSession
@@ -268,6 +271,7 @@ func setupServe(fs *flag.FlagSet) func(ctx context.Context, args []string) error
 			cfg.LogStore = etcdstore.NewLogs(be.cli, etcdstore.Prefix(storeFlags.prefix))
 			cfg.Credentials = etcdstore.NewUsers(be.cli, etcdstore.Prefix(storeFlags.prefix))
 			cfg.ACLStore = etcdstore.NewACLs(be.cli, etcdstore.Prefix(storeFlags.prefix))
+			cfg.KeyStore = etcdstore.NewKeys(be.cli, etcdstore.Prefix(storeFlags.prefix))
 		}
 		if err := cfg.Validate(); err != nil {
 			ln.Close()

@@ -22,6 +22,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/tenure-dev/tenure/coordinator"
+	"github.com/tenure-dev/tenure/epoch"
 	"github.com/tenure-dev/tenure/internal/workload"
 	"github.com/tenure-dev/tenure/member"
 )
@@ -78,6 +79,21 @@ per start and stop of a claim's work, with its start and end times and
 outcome (ok, stale or error): what an independent checker compares with what
 the resources hold. The format is documented in package internal/workload.
 
+--verify-keys URL,... makes the resources refuse every token the coordinator
+did not sign for their partition (tenure serve --sign-grants): the signing
+keys come from the admin API of the first node named that answers (tenure
+keys --help), fetched again every --verify-keys-refresh and at once when a
+claim's own token is refused as unverified after a rotation. Unsigned tokens
+are refused too. The check runs in the worker, against its own bugs: a
+resource protects itself from hostile writers only where it runs the check.
+
+--forge-every D makes the worker, beside its honest work, append every D a
+record under a token it forged from its own claims' (another partition's, a
+raised one, another member's, a tampered signature, one of a key of its
+own, an invented unsigned one), through the same resources: the hostile
+client of a chaos run's forging variant. Forged records have negative
+sequence numbers; with --verify-keys every one is refused.
+
 --unfenced is a test and demo switch, never for real work: the resources
 write without checking or recording tokens, so a zombie's late writes land.
 It is the control run of a chaos test, proving that its checker catches
@@ -114,10 +130,13 @@ type workerOptions struct {
 	pauseAfter   time.Duration
 	pauseFor     time.Duration
 
-	attemptLog string
-	unfenced   bool
-	route      string
-	security   *clientSecurity
+	attemptLog    string
+	unfenced      bool
+	verifyKeys    string
+	verifyRefresh time.Duration
+	forgeEvery    time.Duration
+	route         string
+	security      *clientSecurity
 	// joinTimeout bounds the join; 0 waits until the context ends.
 	joinTimeout time.Duration
 
@@ -150,6 +169,9 @@ func addWorkerFlags(fs *flag.FlagSet) *workerOptions {
 	fs.DurationVar(&o.joinTimeout, "join-timeout", 30*time.Second, "give up when the group is not joined within this long (no broker answers, no coordinator, no topic); 0 waits forever")
 	fs.DurationVar(&o.writeTimeout, "write-timeout", 5*time.Second, "how long one write, commit or offset read may take before it is retried")
 	fs.StringVar(&o.attemptLog, "attempt-log", "", "append one JSON line per attempted operation and claim start or stop to `file` (for a checker)")
+	fs.StringVar(&o.verifyKeys, "verify-keys", "", "comma-separated `URLs` of coordinator nodes' --http listeners: the resources verify every token with the signing keys they publish, and refuse unsigned ones (tenure serve --sign-grants)")
+	fs.DurationVar(&o.verifyRefresh, "verify-keys-refresh", 30*time.Second, "how often the signing keys of --verify-keys are fetched again")
+	fs.DurationVar(&o.forgeEvery, "forge-every", 0, "TEST ONLY: also append a record under a forged token every `interval` (a chaos run's hostile client; 0: never)")
 	fs.BoolVar(&o.unfenced, "unfenced", false, "TEST/DEMO ONLY: write without checking tokens, so stale writes land (a chaos test's control run)")
 	fs.DurationVar(&o.pauseAfter, "pause-after", 0, "freeze the worker after running this long (with --pause-for)")
 	fs.DurationVar(&o.pauseFor, "pause-for", 0, "length of the freeze; longer than the session timeout to see the worker fenced")
@@ -201,6 +223,12 @@ func (o *workerOptions) validate() error {
 		return usagef("--pause-after and --pause-for must not be negative")
 	case (o.pauseAfter > 0) != (o.pauseFor > 0):
 		return usagef("--pause-after and --pause-for go together")
+	case o.verifyKeys != "" && o.unfenced:
+		return usagef("--verify-keys and --unfenced do not go together: an unfenced resource checks no token")
+	case o.verifyKeys != "" && o.verifyRefresh <= 0:
+		return usagef("--verify-keys-refresh must be positive")
+	case o.forgeEvery < 0:
+		return usagef("--forge-every must not be negative")
 	}
 	kinds := splitList(o.resource)
 	if len(kinds) == 0 {
@@ -263,19 +291,6 @@ func runWorker(ctx context.Context, o *workerOptions, log *zap.Logger) (err erro
 			err = errors.Join(err, attempts.Err(), f.Close())
 		}()
 	}
-	res, closeRes, err := openResources(ctx, o, attempts)
-	if err != nil {
-		if ctx.Err() != nil {
-			log.Info("stopped before joining")
-			return nil
-		}
-		return err
-	}
-	defer closeRes()
-	if o.unfenced {
-		log.Warn("UNFENCED: the resources check no token; stale writes land (test/demo control only)")
-	}
-
 	// The member ID is chosen here, not by the library, so that records
 	// can name their writer before the join completes.
 	memberID := newMemberID()
@@ -307,6 +322,42 @@ func runWorker(ctx context.Context, o *workerOptions, log *zap.Logger) (err erro
 		clientOpts = append(clientOpts, kgo.Dialer(tlsDialer(dial, tlsCfg)))
 		tlsCfg = nil
 	}
+	var keys *keyFetcher
+	var topic topicInfo
+	if o.verifyKeys != "" || o.forgeEvery > 0 {
+		kopts := append([]kgo.Opt{kgo.SeedBrokers(splitList(o.brokers)...)}, clientOpts...)
+		if tlsCfg != nil {
+			kopts = append(kopts, kgo.DialTLSConfig(tlsCfg))
+		}
+		if mech != nil {
+			kopts = append(kopts, kgo.SASL(mech))
+		}
+		topic, err = retry(ctx, log, "looking up the topic", func(ctx context.Context) (topicInfo, error) {
+			return lookupTopic(ctx, kopts, o.topic)
+		})
+		if err == nil && o.verifyKeys != "" {
+			keys, err = startVerifier(ctx, o, topic.id, log)
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				log.Info("stopped before joining")
+				return nil
+			}
+			return err
+		}
+	}
+	res, closeRes, err := openResources(ctx, o, attempts, keys.verifier())
+	if err != nil {
+		if ctx.Err() != nil {
+			log.Info("stopped before joining")
+			return nil
+		}
+		return err
+	}
+	defer closeRes()
+	if o.unfenced {
+		log.Warn("UNFENCED: the resources check no token; stale writes land (test/demo control only)")
+	}
 	w, err := workload.New(workload.Config{
 		Resource:     res,
 		Name:         name,
@@ -317,6 +368,7 @@ func runWorker(ctx context.Context, o *workerOptions, log *zap.Logger) (err erro
 		Logger:       log,
 		Observe:      o.observe,
 		Attempts:     attempts,
+		Unverified:   keys.refusedHook(),
 	})
 	if err != nil {
 		return err
@@ -361,6 +413,15 @@ func runWorker(ctx context.Context, o *workerOptions, log *zap.Logger) (err erro
 	if pause != nil {
 		bg.Go(func() { pause.Run(pauseCtx, o.pauseAfter, o.pauseFor, log) })
 	}
+	var forger *workload.Forger
+	if o.forgeEvery > 0 {
+		if forger, err = newForger(o, res, s, topic, name, attempts, log); err != nil {
+			stopPause()
+			return err
+		}
+		log.Warn("FORGING: a record under a forged token every --forge-every (a chaos test's hostile client)", zap.Duration("every", o.forgeEvery))
+		bg.Go(func() { forger.Run(pauseCtx) })
+	}
 	select {
 	case <-ctx.Done():
 		log.Info("stopping: committing and handing over every claim")
@@ -377,7 +438,13 @@ func runWorker(ctx context.Context, o *workerOptions, log *zap.Logger) (err erro
 	defer cancel()
 	err = s.Close(cctx)
 	st := w.Stats()
-	log.Info("stopped", zap.Int64("written", st.Written), zap.Int64("rejected", st.Rejected), zap.Int64("held_by_pause", st.Held))
+	fields := []zap.Field{zap.Int64("written", st.Written), zap.Int64("rejected", st.Rejected),
+		zap.Int64("unverified", st.Unverified), zap.Int64("held_by_pause", st.Held)}
+	if forger != nil {
+		tried, admitted := forger.Forged()
+		fields = append(fields, zap.Int64("forged", tried), zap.Int64("forged_admitted", admitted))
+	}
+	log.Info("stopped", fields...)
 	return err
 }
 
@@ -385,7 +452,7 @@ func runWorker(ctx context.Context, o *workerOptions, log *zap.Logger) (err erro
 // they answer, and returns them as one resource (a fan-out if there are
 // several), each logged on attempts if it is not nil, and the function
 // that closes them.
-func openResources(ctx context.Context, o *workerOptions, attempts *workload.AttemptLog) (workload.Resource, func(), error) {
+func openResources(ctx context.Context, o *workerOptions, attempts *workload.AttemptLog, verifier *epoch.Verifier) (workload.Resource, func(), error) {
 	var rs []workload.Resource
 	var closers []func()
 	closeAll := func() {
@@ -394,7 +461,7 @@ func openResources(ctx context.Context, o *workerOptions, attempts *workload.Att
 		}
 	}
 	for _, kind := range splitList(o.resource) {
-		r, closeRes, err := openResource(ctx, o, kind)
+		r, closeRes, err := openResource(ctx, o, kind, verifier)
 		if err != nil {
 			closeAll()
 			return nil, nil, err
@@ -417,7 +484,7 @@ func openResources(ctx context.Context, o *workerOptions, attempts *workload.Att
 
 // openResource connects to the resource of the given kind and checks that
 // it answers.
-func openResource(ctx context.Context, o *workerOptions, kind string) (workload.Resource, func(), error) {
+func openResource(ctx context.Context, o *workerOptions, kind string, verifier *epoch.Verifier) (workload.Resource, func(), error) {
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	switch kind {
@@ -438,7 +505,7 @@ func openResource(ctx context.Context, o *workerOptions, kind string) (workload.
 		if o.unfenced {
 			return workload.NewUnfencedEtcdResource(cli, prefix), func() { cli.Close() }, nil
 		}
-		return workload.NewEtcdResource(cli, prefix), func() { cli.Close() }, nil
+		return workload.NewEtcdResource(cli, prefix, workload.Verify(verifier)), func() { cli.Close() }, nil
 	case "postgres":
 		db, err := sql.Open("pgx", o.postgresDSN)
 		if err != nil {
@@ -449,11 +516,12 @@ func openResource(ctx context.Context, o *workerOptions, kind string) (workload.
 		// ones.
 		db.SetMaxOpenConns(16)
 		db.SetMaxIdleConns(16)
-		open := workload.NewSQLResource
+		var res *workload.SQLResource
 		if o.unfenced {
-			open = workload.NewUnfencedSQLResource
+			res, err = workload.NewUnfencedSQLResource(db, o.postgresTable)
+		} else {
+			res, err = workload.NewSQLResource(db, o.postgresTable, workload.Verify(verifier))
 		}
-		res, err := open(db, o.postgresTable)
 		if err == nil {
 			err = db.PingContext(cctx)
 		}

@@ -70,7 +70,8 @@ func TestWorkerFlags(t *testing.T) {
 		rebalanceTimeout: time.Minute, logLevel: "info", resource: "postgres", etcdEndpoints: "127.0.0.1:2379",
 		postgresTable: "tenure_records", workInterval: 200 * time.Millisecond, commitEvery: 3,
 		writeTimeout: 5 * time.Second, pauseAfter: 5 * time.Second, pauseFor: 15 * time.Second, joinTimeout: 30 * time.Second,
-		security: o.security, // TestClientSecurityFlags checks them
+		verifyRefresh: 30 * time.Second,
+		security:      o.security, // TestClientSecurityFlags checks them
 	}
 	if fmt.Sprintf("%+v", *o) != fmt.Sprintf("%+v", want) {
 		t.Errorf("options\n%+v\nwant\n%+v", *o, want)
@@ -103,6 +104,9 @@ func TestWorkerRejectsBadSettings(t *testing.T) {
 		{"bad log level", []string{"--log-level", "loud"}, nil, "log level"},
 		{"stray argument", []string{"extra"}, nil, "unexpected arguments"},
 		{"malformed flag", []string{"--pause-for", "soon"}, nil, "invalid value"},
+		{"verify unfenced", []string{"--verify-keys", "http://x", "--unfenced"}, nil, "do not go together"},
+		{"zero key refresh", []string{"--verify-keys", "http://x", "--verify-keys-refresh", "0s"}, nil, "--verify-keys-refresh"},
+		{"negative forging", []string{"--forge-every", "-1s"}, nil, "--forge-every"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for k, v := range tc.env {

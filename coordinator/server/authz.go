@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -88,27 +87,11 @@ func (s *Server) refreshACLs(ctx context.Context) {
 	if w, ok := s.authz.store.(store.ACLWatcher); ok {
 		changed = w.WatchACLs(ctx)
 	}
-	tick := time.NewTicker(s.cfg.ACLRefresh)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			if changed != nil {
-				for range changed { // the watch's goroutine ends
-				}
-			}
-			return
-		case _, ok := <-changed:
-			if !ok {
-				changed = nil
-				continue
-			}
-		case <-tick.C:
-		}
+	follow(ctx, changed, s.cfg.ACLRefresh, func(bool) {
 		if err := s.reloadACLs(ctx); err != nil && ctx.Err() == nil {
 			s.log.Warn("ACLs could not be reloaded; the previous ones stay in force", zap.Error(err))
 		}
-	}
+	})
 }
 
 // authorized reports whether c may perform op on the resource, counting

@@ -48,24 +48,30 @@ func BenchmarkHeartbeatAuthz(b *testing.B) {
 		}
 		settle(b, loads[i])
 	}
+	rate := takeTurns(b, func(i int, d time.Duration) (int, time.Duration) { return drive(b, loads[i], d) })
+	for i := range rate {
+		b.ReportMetric(rate[i], "hb/s-authz-"+names[i])
+	}
+	b.ReportMetric(rate[1]/rate[0], "on/off")
+	b.Logf("heartbeats/s: authorization off %.0f, on %.0f (ratio %.3f)", rate[0], rate[1], rate[1]/rate[0])
+}
+
+// takeTurns runs two loads in turns (load(0, window), then load(1,
+// window)), authzRounds each per iteration, and returns the rate of each:
+// what each load counted over the time it took.
+func takeTurns(b *testing.B, load func(i int, window time.Duration) (int, time.Duration)) [2]float64 {
 	var sent [2]int
 	var elapsed [2]time.Duration
 	for range b.N {
 		for range authzRounds {
-			for i := range loads {
-				n, d := drive(b, loads[i], authzWindow)
+			for i := range 2 {
+				n, d := load(i, authzWindow)
 				sent[i] += n
 				elapsed[i] += d
 			}
 		}
 	}
-	var rate [2]float64
-	for i := range rate {
-		rate[i] = float64(sent[i]) / elapsed[i].Seconds()
-		b.ReportMetric(rate[i], "hb/s-authz-"+names[i])
-	}
-	b.ReportMetric(rate[1]/rate[0], "on/off")
-	b.Logf("heartbeats/s: authorization off %.0f, on %.0f (ratio %.3f)", rate[0], rate[1], rate[1]/rate[0])
+	return [2]float64{float64(sent[0]) / elapsed[0].Seconds(), float64(sent[1]) / elapsed[1].Seconds()}
 }
 
 const (

@@ -238,6 +238,29 @@ type Config struct {
 	// client IP address; one beyond it is closed on accept. 0 (the
 	// default) is no limit.
 	MaxConnectionsPerIP int
+
+	// SignGrants signs every ownership the coordinator grants with the
+	// active key of KeyStore's ring (Ed25519, over group, topic ID,
+	// partition, token and member) and sends the signatures to the member
+	// in a tagged field stock clients skip (signing.go): fences with an
+	// epoch.Verifier then refuse tokens nobody issued. Off by default.
+	SignGrants bool
+
+	// KeyStore keeps the signing keys. Default: Store, if it implements
+	// store.KeyStore. Every node of an HA set shares one.
+	KeyStore store.KeyStore
+
+	// KeyRefresh is how often the signing keys are reloaded as a
+	// fallback to the store's watch, and how often retired keys past
+	// KeyRetention are revoked. Default 30 s.
+	KeyRefresh time.Duration
+
+	// KeyRetention is how long a retired key goes on verifying before a
+	// node revokes it: it must outlast the re-granting of every live
+	// ownership under the new key (a heartbeat interval after the nodes
+	// see the rotation) and the writes in flight with the old signature.
+	// Default 24 h.
+	KeyRetention time.Duration
 }
 
 // TopicSpec names a topic and its partition count.
@@ -273,6 +296,8 @@ func DefaultConfig() Config {
 		MaxAuthFrameSize:  64 << 10,
 
 		ACLRefresh:             30 * time.Second,
+		KeyRefresh:             30 * time.Second,
+		KeyRetention:           24 * time.Hour,
 		MaxParkedPerConnection: 16,
 		MaxParkedPerGroup:      20000,
 	}
@@ -371,6 +396,17 @@ func (c *Config) Validate() error {
 	}
 	if c.ACLRefresh <= 0 {
 		bad("ACL refresh %v must be positive", c.ACLRefresh)
+	}
+	if c.SignGrants && c.KeyStore == nil {
+		if _, ok := c.Store.(store.KeyStore); !ok {
+			bad("signing grants needs a key store: Store does not keep signing keys")
+		}
+	}
+	if c.KeyRefresh <= 0 {
+		bad("key refresh %v must be positive", c.KeyRefresh)
+	}
+	if c.KeyRetention <= 0 {
+		bad("key retention %v must be positive", c.KeyRetention)
 	}
 	if c.QuotaRequestRate < 0 || c.QuotaConnectionRequestRate < 0 {
 		bad("request quotas %v (principal) and %v (connection) must not be negative", c.QuotaRequestRate, c.QuotaConnectionRequestRate)

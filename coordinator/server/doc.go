@@ -157,6 +157,18 @@
 // bindings, which every node of an HA set shares. docs/SECURITY.md has
 // the table of what each request needs.
 //
+// # Signed grants
+//
+// With Config.SignGrants every ownership a reply grants (the core names
+// them) is signed with the active key of the store's key ring (Ed25519,
+// over group, topic ID, partition, token and member) and carried in a
+// tagged field of the flexible responses, which stock clients skip
+// (signing.go, package epoch/grantwire). The member library hands the
+// signature out with the claim's token, and fences with an
+// epoch.Verifier of the published keys (SigningKeys) refuse tokens nobody
+// issued. RotateKey and RevokeKey change the ring, which every node of an
+// HA set shares and follows. docs/SECURITY.md has the threat model.
+//
 // # Metrics
 //
 // With Config.Registerer set:
@@ -189,6 +201,8 @@
 //	tenure_acls                               gauge (ACL bindings in force)
 //	tenure_throttled_requests_total{quota}    counter (principal, connection)
 //	tenure_throttle_seconds_total             counter (throttle time given)
+//	tenure_grants_signed_total                counter (partitions granted in signed replies)
+//	tenure_signing_key_changes_total          counter (this node started signing with another key)
 //
 // The three per-group gauges add one series per group each and disappear
 // with the group; turn them off with Config.PerGroupMetrics = false on a

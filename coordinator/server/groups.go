@@ -283,8 +283,9 @@ func (s *Server) performReady(e *groupEntry, self *conn) {
 	if len(rd.Persist) > 0 {
 		s.queueWrite(e, rd.Persist)
 	}
-	for _, r := range rd.Replies {
-		s.replyWhenDurable(e, r, self)
+	for i := range rd.Replies {
+		s.sign(e.name, &rd.Replies[i])
+		s.replyWhenDurable(e, rd.Replies[i], self)
 	}
 	for i := range rd.Events {
 		s.observe(e, &rd.Events[i])

@@ -29,6 +29,7 @@ type Server struct {
 	topicStore store.TopicStore
 	logStore   store.LogStore
 	authz      *authz
+	signing    *signing
 	quotas     *quotas
 	perIP      connsPerIP
 
@@ -98,9 +99,11 @@ func New(cfg Config) (*Server, error) {
 		storeCtx: context.Background(),
 	}
 	s.authz = newAuthz(&cfg)
+	s.signing = newSigning(&cfg)
 	s.quotas = newQuotas(cfg.QuotaRequestRate, cfg.QuotaConnectionRequestRate)
 	s.core = cfg.Core
 	s.core.Topics = s.topics
+	s.core.IssueGrants = cfg.SignGrants
 	s.tls = serverTLS(cfg.TLS)
 	cs := cfg.Credentials
 	if cs == nil {
@@ -170,6 +173,13 @@ func (s *Server) Serve(ctx context.Context, lns ...net.Listener) error {
 		ln.Close()
 		return err
 	}
+	// Keys first: no group may answer before its grants can be signed.
+	stopKeys, keyErr := s.startKeys(ctx)
+	if keyErr != nil {
+		ln.Close()
+		return keyErr
+	}
+	defer stopKeys()
 	termCtx, stopTerms := context.WithCancel(ctx)
 	defer stopTerms()
 	termsDone := make(chan struct{})

@@ -218,6 +218,7 @@ func (s *Server) restoreGroup(name string, now time.Time, recs []coordinator.Rec
 		s.log.Info("restored group forgets deleted topics", zap.String("group", name), zap.Strings("topics", gone))
 		g.TopicsDeleted(now, gone)
 	}
+	s.restoredGrants(g)
 	return g, nil
 }
 

@@ -25,6 +25,9 @@ type Memory struct {
 	set    *coordinator.RecordSet
 	creds  map[credentialKey]*Credential
 	acls   map[acl.Binding]bool
+	// keys is the signing key ring (keys.go), keysVersion its version.
+	keys        []SigningKey
+	keysVersion int64
 }
 
 type credentialKey struct{ user, mechanism string }

@@ -200,3 +200,5 @@ func TestMemoryTopicsCreateIfAbsent(t *testing.T) {
 }
 
 func TestMemoryCredentials(t *testing.T) { storetest.Credentials(t, store.NewMemory()) }
+
+func TestMemoryKeys(t *testing.T) { storetest.Keys(t, store.NewMemory()) }

@@ -17,6 +17,7 @@
 //	GET /api/groups/{group}            one group (404 if it does not exist)
 //	GET /api/groups/{group}/events     the same, pushed as server-sent events
 //	GET /api/groups/{group}/log?limit=&before= the generation log, newest first
+//	GET /api/keys                      the grant-signing keys (keys.go)
 //
 // Group and member names come from clients: the page only ever sets them
 // as text, and every response forbids scripts from elsewhere (a
@@ -95,6 +96,7 @@ func New(src Source, opts ...Opt) *Handler {
 	h.mux.HandleFunc("GET /api/groups/{group}", h.group)
 	h.mux.HandleFunc("GET /api/groups/{group}/events", h.events)
 	h.mux.HandleFunc("GET /api/groups/{group}/log", h.log)
+	h.mux.HandleFunc("GET /api/keys", h.keys)
 	h.mux.HandleFunc("GET /api/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "no such endpoint: "+r.URL.Path, nil)
 	})

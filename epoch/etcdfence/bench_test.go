@@ -6,6 +6,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/tenure-dev/tenure/epoch/etcdfence"
+	"github.com/tenure-dev/tenure/epoch/internal/fencetest"
 	"github.com/tenure-dev/tenure/internal/testenv"
 )
 
@@ -22,4 +23,24 @@ func BenchmarkPut(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkPutVerified compares guarded writes (one-key effect) without a
+// verifier and with one, in alternating batches of one run (see
+// fencetest.CompareVerified): the cost of verification, cached per token.
+//
+//	go test -run '^$' -bench BenchmarkPutVerified -benchtime 20x ./epoch/etcdfence/
+func BenchmarkPutVerified(b *testing.B) {
+	cli := etcd.Client(b)
+	ctx := testenv.Context(b)
+	k := fencetest.NewKeys(b)
+	prefix := uniquePrefix("benchverify")
+	off := etcdfence.New(cli, prefix+"/off")
+	on := etcdfence.New(cli, prefix+"/on", etcdfence.WithVerifier(k.Verifier()))
+	st := fencetest.Grant(k.Active, 0, 1, "bob")
+	opOff := clientv3.OpPut(prefix+"/data/off", "effect")
+	opOn := clientv3.OpPut(prefix+"/data/on", "effect")
+	fencetest.CompareVerified(b, 50,
+		func() error { _, err := off.Put(ctx, 0, 1, opOff); return err },
+		func() error { _, err := on.PutSigned(ctx, 0, st, opOn); return err })
 }

@@ -39,6 +39,21 @@
 // (so older tokens are rejected from then on) and implements [epoch.Fence].
 // [Fence.Current] reads the stored token.
 //
+// # Signed tokens
+//
+// Built with [WithVerifier], a Fence also refuses tokens the coordinator
+// never issued for its partitions: [Fence.PutSigned] and [Fence.AdmitSigned] check the
+// signed token ([epoch.SignedToken], what member.Claim.Token returns) with
+// the verifier before anything reaches etcd, and refuse one that is
+// unsigned (when the verifier requires signatures), signed by an unknown or
+// revoked key, or signed for another group, topic, partition or member,
+// with an error wrapping [epoch.ErrUnverified]: the stored token does not
+// move and the effect is not applied. The verifier caches the last token
+// it verified per partition, so an owner's writes pay one signature check.
+// The check runs in the process that calls the fence: it stops a buggy
+// writer, and a hostile one only if the writer cannot reach the resource
+// but through a process of the resource's own (docs/SECURITY.md).
+//
 // # Key layout
 //
 // A Fence keeps one key per partition under the prefix given to [New]:

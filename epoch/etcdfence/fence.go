@@ -16,24 +16,39 @@ import (
 // number of Fences (in any number of processes) built with the same prefix
 // guard the same partitions. A Fence is safe for concurrent use.
 type Fence struct {
-	kv     clientv3.KV
-	tokens string // "<prefix>/tokens/"
-	lo, hi []byte // the key range [lo, hi) holding every token key
+	kv       clientv3.KV
+	tokens   string // "<prefix>/tokens/"
+	lo, hi   []byte // the key range [lo, hi) holding every token key
+	verifier *epoch.Verifier
 }
 
-var _ epoch.Fence = (*Fence)(nil)
+var _ epoch.SignedFence = (*Fence)(nil)
+
+// Option configures a Fence; see New.
+type Option func(*Fence)
+
+// WithVerifier makes the fence check signed tokens with v before it
+// writes anything ([Fence.PutSigned]), and, if v requires signatures,
+// refuse every plain token given to Put and Admit. Without it the fence
+// checks tokens only against each other, and takes a signed token's
+// Token alone.
+func WithVerifier(v *epoch.Verifier) Option { return func(f *Fence) { f.verifier = v } }
 
 // New returns a Fence that stores its tokens under prefix (see the package
 // doc for the layout); trailing slashes on prefix are ignored. kv is usually
 // a *clientv3.Client; a namespaced KV works too.
-func New(kv clientv3.KV, prefix string) *Fence {
+func New(kv clientv3.KV, prefix string, opts ...Option) *Fence {
 	tokens := strings.TrimRight(prefix, "/") + "/tokens/"
-	return &Fence{
+	f := &Fence{
 		kv:     kv,
 		tokens: tokens,
 		lo:     []byte(tokens),
 		hi:     prefixEnd([]byte(tokens)),
 	}
+	for _, o := range opts {
+		o(f)
+	}
+	return f
 }
 
 // Key returns the etcd key holding partition p's token. A caller composing
@@ -55,12 +70,40 @@ func (f *Fence) Key(p epoch.Partition) string {
 // stored token. A token that is not [epoch.Token.Valid] (zero, or negative
 // such as Kafka's generation -1) returns an error wrapping [epoch.ErrNoToken],
 // and an op that writes a token key one wrapping [ErrTokenKey]; neither
-// reaches etcd. Any other error comes from etcd, and then the outcome is
-// unknown.
+// reaches etcd; nor does a plain token refused by a verifier that
+// requires signatures ([epoch.ErrUnsigned], see [WithVerifier]). Any other
+// error comes from etcd, and then the outcome is unknown.
 func (f *Fence) Put(ctx context.Context, p epoch.Partition, t epoch.Token, ops ...clientv3.Op) (*clientv3.TxnResponse, error) {
 	if !t.Valid() {
 		return nil, fmt.Errorf("etcdfence: partition %d token %v: %w", p, t, epoch.ErrNoToken)
 	}
+	if err := f.verifier.CheckUnsigned(p, t); err != nil {
+		return nil, err
+	}
+	return f.put(ctx, p, t, ops)
+}
+
+// PutSigned is Put for a signed token: the fence's verifier checks it
+// first, and a token that does not verify (an invented one, another
+// partition's, group's or member's, one of an unknown or revoked key, a
+// tampered signature) is refused with a [*epoch.VerifyError] wrapping
+// [epoch.ErrUnverified], without reaching etcd: the stored token does not
+// move. A verified token is cached by the verifier, so an owner's
+// further writes pay no signature check. Without a verifier PutSigned is
+// Put of t.Token.
+func (f *Fence) PutSigned(ctx context.Context, p epoch.Partition, t epoch.SignedToken, ops ...clientv3.Op) (*clientv3.TxnResponse, error) {
+	if !t.Token.Valid() {
+		return nil, fmt.Errorf("etcdfence: partition %d token %v: %w", p, t.Token, epoch.ErrNoToken)
+	}
+	if err := f.verifier.Verify(p, t); err != nil {
+		return nil, err
+	}
+	return f.put(ctx, p, t.Token, ops)
+}
+
+// put is the guarded write, once t is known to be a token the fence may
+// admit.
+func (f *Fence) put(ctx context.Context, p epoch.Partition, t epoch.Token, ops []clientv3.Op) (*clientv3.TxnResponse, error) {
 	if err := checkOps(ops, f.lo, f.hi); err != nil {
 		return nil, err
 	}
@@ -106,6 +149,14 @@ func (f *Fence) Put(ctx context.Context, p epoch.Partition, t epoch.Token, ops .
 // [epoch.Token.Valid] ([epoch.ErrNoToken]). It implements [epoch.Fence].
 func (f *Fence) Admit(ctx context.Context, p epoch.Partition, t epoch.Token) error {
 	_, err := f.Put(ctx, p, t)
+	return err
+}
+
+// AdmitSigned records the signed token t for partition p with no other
+// effect, as [Fence.PutSigned] checks and records it. It implements
+// [epoch.SignedFence].
+func (f *Fence) AdmitSigned(ctx context.Context, p epoch.Partition, t epoch.SignedToken) error {
+	_, err := f.PutSigned(ctx, p, t)
 	return err
 }
 

@@ -411,3 +411,44 @@ func TestModel(t *testing.T) {
 		}
 	})
 }
+
+// TestAttacks runs the attack table (fencetest.Attacks): every write goes
+// through Put with an effect, a key of its own, and a refused one must
+// write neither its effect nor its token.
+func TestAttacks(t *testing.T) {
+	cli := etcd.Client(t)
+	fencetest.Attacks(t, func(t *testing.T, v *epoch.Verifier) fencetest.Target {
+		ctx := testenv.Context(t)
+		prefix := uniquePrefix("attacks")
+		f := etcdfence.New(cli, prefix, etcdfence.WithVerifier(v))
+		n := 0
+		effect := func() clientv3.Op {
+			n++
+			return clientv3.OpPut(prefix+"/data/"+strconv.Itoa(n), "effect")
+		}
+		return fencetest.Target{
+			Admit: func(p epoch.Partition, tok epoch.Token) error {
+				_, err := f.Put(ctx, p, tok, effect())
+				return err
+			},
+			AdmitSigned: func(p epoch.Partition, st epoch.SignedToken) error {
+				_, err := f.PutSigned(ctx, p, st, effect())
+				return err
+			},
+			Current: func(p epoch.Partition) epoch.Token {
+				cur, err := f.Current(ctx, p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return cur
+			},
+			Effects: func() int {
+				resp, err := cli.Get(ctx, prefix+"/data/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+				if err != nil {
+					t.Fatal(err)
+				}
+				return int(resp.Count)
+			},
+		}
+	})
+}

@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"testing"
 
+	"github.com/tenure-dev/tenure/epoch/internal/fencetest"
+	"github.com/tenure-dev/tenure/epoch/sqlfence"
 	"github.com/tenure-dev/tenure/internal/testenv"
 )
 
@@ -38,4 +40,34 @@ func BenchmarkAdmit(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkDoVerified compares guarded writes (one-row effect) without a
+// verifier and with one, in alternating batches of one run (see
+// fencetest.CompareVerified): the cost of verification, cached per token.
+//
+//	go test -run '^$' -bench BenchmarkDoVerified -benchtime 20x ./epoch/sqlfence/
+func BenchmarkDoVerified(b *testing.B) {
+	db := needDB(b)
+	k := fencetest.NewKeys(b)
+	off, table := newFence(b, "benchoff")
+	on, err := sqlfence.New(db, table, sqlfence.WithVerifier(k.Verifier()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	effects := newEffects(b, "benchverify")
+	ctx := testenv.Context(b)
+	if _, err := db.ExecContext(ctx, `INSERT INTO `+effects+` (part, token, label) VALUES (0, 1, 'off'), (1, 1, 'on')`); err != nil {
+		b.Fatal(err)
+	}
+	effect := func(label string) func(context.Context, *sql.Tx) error {
+		return func(ctx context.Context, tx *sql.Tx) error {
+			_, err := tx.ExecContext(ctx, `UPDATE `+effects+` SET token = token WHERE label = $1`, label)
+			return err
+		}
+	}
+	st := fencetest.Grant(k.Active, 1, 1, "bob")
+	fencetest.CompareVerified(b, 50,
+		func() error { return off.Do(ctx, 0, 1, effect("off")) },
+		func() error { return on.DoSigned(ctx, 1, st, effect("on")) })
 }

@@ -57,6 +57,21 @@
 // [Fence.AdmitTx] performs the check inside a transaction the caller manages;
 // [Fence.Current] reads the stored token.
 //
+// # Signed tokens
+//
+// Built with [WithVerifier], a Fence also refuses tokens the coordinator
+// never issued for its partitions: [Fence.DoSigned], [Fence.AdmitTxSigned] and [Fence.AdmitSigned] check the
+// signed token ([epoch.SignedToken], what member.Claim.Token returns) with
+// the verifier before anything reaches the database, and refuse one that is
+// unsigned (when the verifier requires signatures), signed by an unknown or
+// revoked key, or signed for another group, topic, partition or member,
+// with an error wrapping [epoch.ErrUnverified]: the stored token does not
+// move and the effect is not applied. The verifier caches the last token
+// it verified per partition, so an owner's writes pay one signature check.
+// The check runs in the process that calls the fence: it stops a buggy
+// writer, and a hostile one only if the writer cannot reach the resource
+// but through a process of the resource's own (docs/SECURITY.md).
+//
 // # The table
 //
 // A Fence keeps one row per partition in a table named by the caller:

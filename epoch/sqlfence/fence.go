@@ -14,21 +14,32 @@ import (
 // *sql.DB, so Fences in any number of processes that name the same table
 // guard the same partitions. A Fence is safe for concurrent use.
 type Fence struct {
-	db    *sql.DB
-	table string // quoted
+	db       *sql.DB
+	table    string // quoted
+	verifier *epoch.Verifier
 
 	createSQL  string
 	upsertSQL  string
 	currentSQL string
 }
 
-var _ epoch.Fence = (*Fence)(nil)
+var _ epoch.SignedFence = (*Fence)(nil)
+
+// Option configures a Fence; see New.
+type Option func(*Fence)
+
+// WithVerifier makes the fence check signed tokens with v before it
+// touches the database ([Fence.DoSigned], [Fence.AdmitTxSigned],
+// [Fence.AdmitSigned]), and, if v requires signatures, refuse every plain
+// token given to Do, AdmitTx and Admit. Without it the fence checks tokens
+// only against each other, and takes a signed token's Token alone.
+func WithVerifier(v *epoch.Verifier) Option { return func(f *Fence) { f.verifier = v } }
 
 // New returns a Fence keeping its tokens in table, which must exist before
 // the Fence is used (see [Fence.CreateTable]). table is a plain or
 // schema-qualified identifier (see the package doc); anything else returns an
 // error wrapping [ErrTableName]. New does not touch the database.
-func New(db *sql.DB, table string) (*Fence, error) {
+func New(db *sql.DB, table string, opts ...Option) (*Fence, error) {
 	if db == nil {
 		return nil, errors.New("sqlfence: nil *sql.DB")
 	}
@@ -36,7 +47,7 @@ func New(db *sql.DB, table string) (*Fence, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Fence{
+	f := &Fence{
 		db:    db,
 		table: t,
 		createSQL: `CREATE TABLE IF NOT EXISTS ` + t + ` (` +
@@ -48,7 +59,11 @@ func New(db *sql.DB, table string) (*Fence, error) {
 			`ON CONFLICT ("partition") DO UPDATE SET "token" = EXCLUDED."token" ` +
 			`WHERE cur."token" <= EXCLUDED."token"`,
 		currentSQL: `SELECT "token" FROM ` + t + ` WHERE "partition" = $1`,
-	}, nil
+	}
+	for _, o := range opts {
+		o(f)
+	}
+	return f, nil
 }
 
 // CreateTable creates the Fence's table if it does not exist. It does not
@@ -102,6 +117,32 @@ func (f *Fence) Do(ctx context.Context, p epoch.Partition, t epoch.Token, fn fun
 	if !t.Valid() {
 		return fmt.Errorf("sqlfence: partition %d token %v: %w", p, t, epoch.ErrNoToken)
 	}
+	if err := f.verifier.CheckUnsigned(p, t); err != nil {
+		return err
+	}
+	return f.do(ctx, p, t, fn)
+}
+
+// DoSigned is Do for a signed token: the fence's verifier checks it
+// first, and a token that does not verify (an invented one, another
+// partition's, group's or member's, one of an unknown or revoked key, a
+// tampered signature) is refused with a [*epoch.VerifyError] wrapping
+// [epoch.ErrUnverified] before a transaction begins: fn is not called and
+// the stored token does not move. A verified token is cached by the
+// verifier, so an owner's further writes pay no signature check. Without
+// a verifier DoSigned is Do of t.Token.
+func (f *Fence) DoSigned(ctx context.Context, p epoch.Partition, t epoch.SignedToken, fn func(ctx context.Context, tx *sql.Tx) error) error {
+	if !t.Token.Valid() {
+		return fmt.Errorf("sqlfence: partition %d token %v: %w", p, t.Token, epoch.ErrNoToken)
+	}
+	if err := f.verifier.Verify(p, t); err != nil {
+		return err
+	}
+	return f.do(ctx, p, t.Token, fn)
+}
+
+// do is Do once t is known to be a token the fence may admit.
+func (f *Fence) do(ctx context.Context, p epoch.Partition, t epoch.Token, fn func(ctx context.Context, tx *sql.Tx) error) error {
 	tx, err := f.db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("sqlfence: begin: %w", err)
@@ -110,7 +151,7 @@ func (f *Fence) Do(ctx context.Context, p epoch.Partition, t epoch.Token, fn fun
 	// panic in fn; after Commit it is a no-op.
 	defer tx.Rollback()
 
-	if err := f.AdmitTx(ctx, tx, p, t); err != nil {
+	if err := f.admitTx(ctx, tx, p, t); err != nil {
 		return err
 	}
 	if fn != nil {
@@ -138,6 +179,27 @@ func (f *Fence) AdmitTx(ctx context.Context, tx *sql.Tx, p epoch.Partition, t ep
 	if !t.Valid() {
 		return fmt.Errorf("sqlfence: partition %d token %v: %w", p, t, epoch.ErrNoToken)
 	}
+	if err := f.verifier.CheckUnsigned(p, t); err != nil {
+		return err
+	}
+	return f.admitTx(ctx, tx, p, t)
+}
+
+// AdmitTxSigned is AdmitTx for a signed token, which the fence's verifier
+// checks first, as [Fence.DoSigned] does, without using tx if it does not
+// verify: the caller must then roll tx back.
+func (f *Fence) AdmitTxSigned(ctx context.Context, tx *sql.Tx, p epoch.Partition, t epoch.SignedToken) error {
+	if !t.Token.Valid() {
+		return fmt.Errorf("sqlfence: partition %d token %v: %w", p, t.Token, epoch.ErrNoToken)
+	}
+	if err := f.verifier.Verify(p, t); err != nil {
+		return err
+	}
+	return f.admitTx(ctx, tx, p, t.Token)
+}
+
+// admitTx is AdmitTx once t is known to be a token the fence may admit.
+func (f *Fence) admitTx(ctx context.Context, tx *sql.Tx, p epoch.Partition, t epoch.Token) error {
 	res, err := tx.ExecContext(ctx, f.upsertSQL, int32(p), int64(t))
 	if err != nil {
 		return fmt.Errorf("sqlfence: partition %d token %v: %w", p, t, err)
@@ -171,6 +233,27 @@ func (f *Fence) Admit(ctx context.Context, p epoch.Partition, t epoch.Token) err
 	if !t.Valid() {
 		return fmt.Errorf("sqlfence: partition %d token %v: %w", p, t, epoch.ErrNoToken)
 	}
+	if err := f.verifier.CheckUnsigned(p, t); err != nil {
+		return err
+	}
+	return f.admit(ctx, p, t)
+}
+
+// AdmitSigned records the signed token t for partition p with no other
+// effect, once the fence's verifier has checked it as [Fence.DoSigned]
+// does. It implements [epoch.SignedFence].
+func (f *Fence) AdmitSigned(ctx context.Context, p epoch.Partition, t epoch.SignedToken) error {
+	if !t.Token.Valid() {
+		return fmt.Errorf("sqlfence: partition %d token %v: %w", p, t.Token, epoch.ErrNoToken)
+	}
+	if err := f.verifier.Verify(p, t); err != nil {
+		return err
+	}
+	return f.admit(ctx, p, t.Token)
+}
+
+// admit is Admit once t is known to be a token the fence may admit.
+func (f *Fence) admit(ctx context.Context, p epoch.Partition, t epoch.Token) error {
 	res, err := f.db.ExecContext(ctx, f.upsertSQL, int32(p), int64(t))
 	if err != nil {
 		return fmt.Errorf("sqlfence: partition %d token %v: %w", p, t, err)

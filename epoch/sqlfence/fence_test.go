@@ -574,3 +574,89 @@ func TestTableNames(t *testing.T) {
 		wantCurrent(t, f, 0, epoch.Token(10*(i+1)))
 	}
 }
+
+// TestAttacks runs the attack table (fencetest.Attacks): every write goes
+// through Do with an effect, a row of its own, and a refused one must
+// write neither its effect nor its token.
+func TestAttacks(t *testing.T) {
+	db := needDB(t)
+	fencetest.Attacks(t, func(t *testing.T, v *epoch.Verifier) fencetest.Target {
+		ctx := testenv.Context(t)
+		plain, table := newFence(t, "attacks")
+		f, err := sqlfence.New(db, table, sqlfence.WithVerifier(v))
+		if err != nil {
+			t.Fatal(err)
+		}
+		effects := newEffects(t, "attacks")
+		n := 0
+		effect := func(p epoch.Partition, tok epoch.Token) func(context.Context, *sql.Tx) error {
+			n++
+			return recordEffect(effects, p, tok, "w"+itoa(n))
+		}
+		return fencetest.Target{
+			Admit: func(p epoch.Partition, tok epoch.Token) error { return f.Do(ctx, p, tok, effect(p, tok)) },
+			AdmitSigned: func(p epoch.Partition, st epoch.SignedToken) error {
+				return f.DoSigned(ctx, p, st, effect(p, st.Token))
+			},
+			Current: func(p epoch.Partition) epoch.Token {
+				cur, err := plain.Current(ctx, p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return cur
+			},
+			Effects: func() int { return len(labels(t, effects)) },
+		}
+	})
+}
+
+// TestAttacksAdmit runs the attack table through the fence's other two
+// entries, Admit and AdmitTx (in a transaction the test manages, rolled
+// back when the fence refuses).
+func TestAttacksAdmit(t *testing.T) {
+	db := needDB(t)
+	for _, viaTx := range []bool{false, true} {
+		t.Run(map[bool]string{false: "Admit", true: "AdmitTx"}[viaTx], func(t *testing.T) {
+			fencetest.Attacks(t, func(t *testing.T, v *epoch.Verifier) fencetest.Target {
+				ctx := testenv.Context(t)
+				plain, table := newFence(t, "attacksadmit")
+				f, err := sqlfence.New(db, table, sqlfence.WithVerifier(v))
+				if err != nil {
+					t.Fatal(err)
+				}
+				inTx := func(admit func(tx *sql.Tx) error) error {
+					tx, err := db.BeginTx(ctx, nil)
+					if err != nil {
+						return err
+					}
+					if err := admit(tx); err != nil {
+						tx.Rollback()
+						return err
+					}
+					return tx.Commit()
+				}
+				return fencetest.Target{
+					Admit: func(p epoch.Partition, tok epoch.Token) error {
+						if viaTx {
+							return inTx(func(tx *sql.Tx) error { return f.AdmitTx(ctx, tx, p, tok) })
+						}
+						return f.Admit(ctx, p, tok)
+					},
+					AdmitSigned: func(p epoch.Partition, st epoch.SignedToken) error {
+						if viaTx {
+							return inTx(func(tx *sql.Tx) error { return f.AdmitTxSigned(ctx, tx, p, st) })
+						}
+						return f.AdmitSigned(ctx, p, st)
+					},
+					Current: func(p epoch.Partition) epoch.Token {
+						cur, err := plain.Current(ctx, p)
+						if err != nil {
+							t.Fatal(err)
+						}
+						return cur
+					},
+				}
+			})
+		})
+	}
+}

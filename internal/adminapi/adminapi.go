@@ -7,6 +7,9 @@
 //	GET  /api/groups/{group}/log[?limit=N][&before=EPOCH]   entries, newest first (package web)
 //	POST /api/groups/{group}/members/{member}/drain[?remove=true]
 //	POST /api/groups/{group}/members/{member}/undrain
+//	GET  /api/keys                                          the signing keys (keys.go)
+//	POST /api/keys/rotate
+//	POST /api/keys/{id}/revoke
 //
 // Any node of an HA set answers all three: the log is read from the
 // store, and a node that does not lead forwards a drain or undrain to the

@@ -45,7 +45,8 @@ func Logger(l *zap.Logger) Opt { return opt(func(c *cfg) { c.log = l }) }
 // means).
 func ForwardTimeout(d time.Duration) Opt { return opt(func(c *cfg) { c.timeout = d }) }
 
-// Register adds the drain routes to mux. The log is the status page's
+// Register adds the drain routes to mux, and the signing key routes
+// (keys.go) if src is a KeySource. The log is the status page's
 // (package web serves GET /api/groups/{group}/log with LogEntry).
 //
 // A node of an HA set that does not lead forwards a drain or undrain to
@@ -82,6 +83,9 @@ func Register(mux *http.ServeMux, src Source, opts ...Opt) {
 		h.change(w, r, func() error { return src.Undrain(r.PathValue("group"), r.PathValue("member")) },
 			map[string]bool{"drained": false})
 	})
+	if ks, ok := src.(KeySource); ok {
+		registerKeys(mux, ks)
+	}
 }
 
 type handler struct{ fwd *forwarder }

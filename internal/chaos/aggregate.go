@@ -26,6 +26,7 @@ func WriteTable(w io.Writer, results []*Result) error {
 		violationsKind = map[string]int{}
 		lin            = map[string]int{} // porcupine's results over the fenced runs
 		controlKind    = map[string]int{}
+		forged         = map[string]int{} // forge attempts of the fenced runs, by outcome
 	)
 	for _, r := range results {
 		kind := "fenced"
@@ -99,6 +100,13 @@ func WriteTable(w io.Writer, results []*Result) error {
 			tot.passed++
 		}
 		tot.add(c)
+		for _, f := range st.Forgeries {
+			forged["tried"] += f.Tried
+			forged["accepted"] += f.Accepted
+			forged["refused unverified"] += f.Unverified
+			forged["stale"] += f.Stale
+			forged["unknown"] += f.Errors
+		}
 		tot.unowned += st.Unowned
 		tot.faults += nf
 	}
@@ -117,6 +125,10 @@ func WriteTable(w io.Writer, results []*Result) error {
 		q := func(f float64) time.Duration { return recoveries[int(f*float64(len(recoveries)-1))] }
 		fmt.Fprintf(w, "  recovery after a heal (%d faults): median %.2f s, p90 %.2f s, max %.2f s\n",
 			len(recoveries), q(0.5).Seconds(), q(0.9).Seconds(), recoveries[len(recoveries)-1].Seconds())
+	}
+	if forged["tried"] > 0 {
+		fmt.Fprintf(w, "  forgeries (per resource tried) %d: accepted %d, refused unverified %d, stale %d, unknown %d\n",
+			forged["tried"], forged["accepted"], forged["refused unverified"], forged["stale"], forged["unknown"])
 	}
 	if len(violationsKind) > 0 {
 		fmt.Fprintf(w, "  violations: %s\n", countList(violationsKind))

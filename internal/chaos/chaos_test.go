@@ -24,8 +24,10 @@ var (
 
 // TestChaos is the short version of `make chaos` that `make test` runs:
 // two seeded runs of under half a minute of real processes under faults,
-// which must keep every guarantee, and one control run without fencing,
-// which the checker must catch.
+// which must keep every guarantee, the second of them the forging variant
+// (signed grants, verifying workers, one of them forging tokens: none may
+// land, and no honest write may be refused), and one control run without
+// fencing, which the checker must catch.
 func TestChaos(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs real processes for a minute")
@@ -51,7 +53,12 @@ func TestChaos(t *testing.T) {
 		if control {
 			s = *seed
 		}
+		// The second fenced run is the forging variant.
+		forge := !control && i == 1
 		name := map[bool]string{false: "fenced", true: "control"}[control]
+		if forge {
+			name = "forging"
+		}
 		t.Run(fmt.Sprintf("%s-seed-%d", name, s), func(t *testing.T) {
 			dir := filepath.Join(base, fmt.Sprintf("seed-%d-%s", s, name))
 			cfg := chaos.Config{
@@ -60,7 +67,7 @@ func TestChaos(t *testing.T) {
 				Workers: 6, Committers: 2,
 				SessionTimeout: 2 * time.Second, HeartbeatInterval: 200 * time.Millisecond,
 				RebalanceTimeout: 4 * time.Second, ElectionTTL: time.Second,
-				Unfenced: control,
+				Unfenced: control, Forge: forge,
 			}
 			if testing.Verbose() {
 				cfg.Progress = os.Stdout
@@ -78,10 +85,21 @@ func TestChaos(t *testing.T) {
 				if control {
 					t.Fatalf("seed %d: the control run, unfenced, passed the checker: it would miss stale writes (folder %s)", s, dir)
 				}
-				t.Fatalf("seed %d: %d violations (folder %s; replay: tenure chaos --seed %d --runs 1 --duration 28s --warmup 4s --settle 9s --workers 6 --committers 2 --session-timeout 2s --rebalance-timeout 4s --election-ttl 1s)", s, len(res.Report.Violations), dir, s)
+				t.Fatalf("seed %d: %d violations (folder %s; replay: tenure chaos --seed %d --runs 1 --duration 28s --warmup 4s --settle 9s --workers 6 --committers 2 --session-timeout 2s --rebalance-timeout 4s --election-ttl 1s%s)",
+					s, len(res.Report.Violations), dir, s, map[bool]string{true: " --forge"}[forge])
 			}
 			if control {
 				t.Logf("seed %d: control run caught with %d violations", s, len(res.Report.Violations))
+			}
+			if forge {
+				tried := 0
+				for _, f := range res.Report.Stats.Forgeries {
+					tried += f.Tried
+				}
+				if tried == 0 {
+					t.Fatalf("seed %d: the forging variant forged nothing (folder %s)", s, dir)
+				}
+				t.Logf("seed %d: %d forgeries, all refused: %+v", s, tried, res.Report.Stats.Forgeries)
 			}
 		})
 	}

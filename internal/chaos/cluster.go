@@ -120,12 +120,23 @@ func (r *run) startNodes(ctx context.Context) error {
 			}
 			eps = append(eps, "http://"+via)
 		}
-		r.nodes = append(r.nodes, r.addProc(name, addr, r.cfg.Tenure, "serve",
+		args := []string{"serve",
 			"--listen", addr, "--etcd-endpoints", strings.Join(eps, ","), "--etcd-prefix", storePrefix,
 			"--election-ttl", r.cfg.ElectionTTL.String(), "--partitions", strconv.Itoa(int(r.cfg.Partitions)),
 			"--consumer-session-timeout", r.cfg.SessionTimeout.String(),
 			"--consumer-heartbeat-interval", r.cfg.HeartbeatInterval.String(),
-			"--log-level", "info"))
+			"--log-level", "info"}
+		if r.cfg.Forge {
+			// The workers fetch the signing keys from the admin API,
+			// directly: the keys are not what the faults test.
+			http, err := freeAddr()
+			if err != nil {
+				return err
+			}
+			r.httpAddrs = append(r.httpAddrs, "http://"+http)
+			args = append(args, "--sign-grants", "--http", http)
+		}
+		r.nodes = append(r.nodes, r.addProc(name, addr, r.cfg.Tenure, args...))
 	}
 	if err := startAll(r.nodes); err != nil {
 		return err
@@ -281,8 +292,14 @@ func (r *run) startClients(ctx context.Context) error {
 		if j%2 == 0 {
 			args = append(args, "--instance-id", name)
 		}
-		if r.cfg.Unfenced {
+		switch {
+		case r.cfg.Unfenced:
 			args = append(args, "--unfenced")
+		case r.cfg.Forge && !r.cfg.Unverified:
+			args = append(args, "--verify-keys", strings.Join(r.httpAddrs, ","))
+		}
+		if r.cfg.Forge && j == 1 {
+			args = append(args, "--forge-every", r.cfg.WorkInterval.String())
 		}
 		r.workers = append(r.workers, r.addProc(name, "", r.cfg.Tenure, args...))
 	}

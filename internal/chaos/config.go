@@ -42,6 +42,18 @@ type Config struct {
 	// Unfenced makes this the control run: the resources check no token.
 	// Its checker must find violations.
 	Unfenced bool
+	// Forge is the forging variant: the nodes sign their grants
+	// (--sign-grants), every worker's resources verify every token with
+	// the keys the nodes' admin APIs publish (--verify-keys), and worker
+	// w1 also appends a record under a forged token every WorkInterval
+	// (--forge-every): none may be accepted (check 9), and the honest
+	// owners must not notice.
+	Forge bool
+	// Unverified, with Forge, makes this the variant's control run: the
+	// nodes sign, the resources fence but verify nothing, so the
+	// forger's invented tokens land, raise the fences and refuse the
+	// honest owners. Its checker must find violations.
+	Unverified bool
 	// Progress, if set, receives a line per fault and per stage.
 	Progress io.Writer
 }
@@ -102,6 +114,9 @@ func (c Config) validate() error {
 	if c.Settle < c.SessionTimeout+c.RebalanceTimeout {
 		errs = append(errs, fmt.Errorf("settle %v is shorter than session timeout + rebalance timeout (%v): the liveness check needs it", c.Settle, c.SessionTimeout+c.RebalanceTimeout))
 	}
+	if c.Unverified && !c.Forge {
+		errs = append(errs, errors.New("an unverified control run is one of the forging variant (Forge)"))
+	}
 	if c.ElectionTTL%time.Second != 0 {
 		errs = append(errs, fmt.Errorf("election TTL %v is not whole seconds", c.ElectionTTL))
 	}
@@ -111,4 +126,23 @@ func (c Config) validate() error {
 // shape is the part of the configuration the schedule depends on.
 func (c Config) shape() Shape {
 	return Shape{Duration: c.Duration, Warmup: c.Warmup, Settle: c.Settle, Session: c.SessionTimeout, Workers: c.Workers, Committers: c.Committers}
+}
+
+// control reports whether the run is a control run, which the checker
+// must catch.
+func (c Config) control() bool { return c.Unfenced || c.Unverified }
+
+// describe names the run's kind for its report's first line.
+func (c Config) describe() string {
+	switch {
+	case c.Unfenced && c.Forge:
+		return " (control run of the forging variant: unfenced resources, one client forging tokens)"
+	case c.Unfenced:
+		return " (control run: unfenced resources)"
+	case c.Unverified:
+		return " (control run of the forging variant: signed grants, resources that verify nothing, one client forging tokens)"
+	case c.Forge:
+		return " (forging variant: signed grants, verifying resources, one client forging tokens)"
+	}
+	return ""
 }

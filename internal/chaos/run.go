@@ -65,9 +65,11 @@ type run struct {
 	nodes    []*proc
 	workers  []*proc
 	commits  []*proc
-	direct   *clientv3.Client // the runner's own etcd client, bypassing the fabric
-	table    string           // the workers' PostgreSQL table
-	events   *os.File
+	// httpAddrs are the nodes' --http listeners (the forging variant).
+	httpAddrs []string
+	direct    *clientv3.Client // the runner's own etcd client, bypassing the fabric
+	table     string           // the workers' PostgreSQL table
+	events    *os.File
 
 	mu         sync.Mutex
 	done       []check.Fault
@@ -109,7 +111,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, err
 	}
 	defer r.events.Close()
-	res := &Result{Seed: cfg.Seed, Control: cfg.Unfenced, Dir: cfg.Dir, Schedule: r.schedule}
+	res := &Result{Seed: cfg.Seed, Control: cfg.control(), Dir: cfg.Dir, Schedule: r.schedule}
 	in, err := r.execute(ctx)
 	res.Faults = r.done
 	// etcd's data (about 200 MB a run) is in history.jsonl by now, or
@@ -134,7 +136,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return res, err
 	}
 	defer f.Close()
-	fmt.Fprintf(f, "seed %d%s: the fault schedule replays exactly from the seed; the timing inside the processes does not.\n\n", cfg.Seed, map[bool]string{true: " (control run: unfenced resources)"}[cfg.Unfenced])
+	fmt.Fprintf(f, "seed %d%s: the fault schedule replays exactly from the seed; the timing inside the processes does not.\n\n", cfg.Seed, cfg.describe())
 	if err := rep.WriteText(f); err != nil {
 		return res, err
 	}

@@ -23,6 +23,7 @@ const (
 	OpCommit Op = "commit" // an offset committed to the coordinator
 	OpFetch  Op = "fetch"  // the committed offset read at the claim's start
 	OpClaim  Op = "claim"  // a claim's start or stop, not an attempt
+	OpForge  Op = "forge"  // a Forger's append of a forged token to one resource
 )
 
 // Outcome is how an attempt ended.
@@ -37,6 +38,10 @@ const (
 	// resource's fence, or by the coordinator (a *member.CommitError).
 	// Nothing was written.
 	OutcomeStale Outcome = "stale"
+	// OutcomeUnverified: refused because the resource's verifier could
+	// not verify the token as issued for the partition
+	// (epoch.ErrUnverified). Nothing was written.
+	OutcomeUnverified Outcome = "unverified"
 	// OutcomeError: any other error, a timeout included. The effect may
 	// or may not have happened.
 	OutcomeError Outcome = "error"
@@ -129,6 +134,8 @@ func (a Attempt) MarshalJSON() ([]byte, error) {
 	switch {
 	case a.Op == OpAppend:
 		w.Seq = &a.Seq
+	case a.Op == OpForge:
+		w.Seq, w.Cause = &a.Seq, a.Cause
 	case a.Op == OpCommit, a.Op == OpFetch && a.Outcome == OutcomeOK:
 		w.Offset = &a.Offset
 	}

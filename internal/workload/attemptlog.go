@@ -71,6 +71,8 @@ func outcome(err error) (Outcome, string) {
 		return OutcomeOK, ""
 	case errors.Is(err, epoch.ErrStale):
 		return OutcomeStale, err.Error()
+	case errors.Is(err, epoch.ErrUnverified):
+		return OutcomeUnverified, err.Error()
 	default:
 		return OutcomeError, err.Error()
 	}
@@ -83,6 +85,8 @@ func outcome(err error) (Outcome, string) {
 type call struct {
 	worker, member string
 	held           bool
+	// forgery names the kind of a Forger's append (OpForge).
+	forgery string
 }
 
 type callKey struct{}
@@ -112,26 +116,29 @@ type loggedResource struct {
 	log  *AttemptLog
 }
 
-func (l *loggedResource) Admit(ctx context.Context, p epoch.Partition, t epoch.Token) error {
+func (l *loggedResource) Admit(ctx context.Context, p epoch.Partition, t epoch.SignedToken) error {
 	t0 := time.Now()
 	err := l.r.Admit(ctx, p, t)
 	c := callOf(ctx)
 	a := Attempt{
 		Op: OpAdmit, T0: t0, T1: time.Now(), Worker: c.worker, Member: c.member,
-		Partition: p, Token: t, Resource: l.name,
+		Partition: p, Token: t.Token, Resource: l.name,
 	}
 	a.Outcome, a.Err = outcome(err)
 	l.log.Log(a)
 	return err
 }
 
-func (l *loggedResource) Append(ctx context.Context, r Record) error {
+func (l *loggedResource) Append(ctx context.Context, r Record, t epoch.SignedToken) error {
 	t0 := time.Now()
-	err := l.r.Append(ctx, r)
+	err := l.r.Append(ctx, r, t)
 	c := callOf(ctx)
 	a := Attempt{
 		Op: OpAppend, T0: t0, T1: time.Now(), Worker: r.Worker, Member: r.Member,
 		Partition: r.Partition, Token: r.Token, Seq: r.Seq, Resource: l.name, Held: c.held,
+	}
+	if c.forgery != "" {
+		a.Op, a.Cause = OpForge, c.forgery
 	}
 	a.Outcome, a.Err = outcome(err)
 	l.log.Log(a)

@@ -48,6 +48,24 @@
 // worker --resource postgres,etcd`); the record is written once all
 // accepted it, and a stale rejection by any of them ends the claim.
 //
+// # Signed tokens and forgeries
+//
+// Built with [Verify], a resource's fence checks each token with an
+// epoch.Verifier before it writes: a claim's token is signed by the
+// coordinator (tenure serve --sign-grants; member.Claim.Token), and one
+// that does not verify is refused with epoch.ErrUnverified, writing
+// nothing. The worker does not end a claim for that (its keys may be
+// behind a rotation): it tells [Config.Unverified], which fetches them
+// again, and retries.
+//
+// A [Forger] is the hostile client of a chaos run: beside its worker's
+// honest work it appends records under tokens it forges from its claims'
+// (another partition's, a raised one, another member's, a tampered
+// signature, a key of its own, an invented unsigned one), with negative
+// sequence numbers, through the same resources. Verified, every one is
+// refused; unverified, the invented ones raise the fences and bring the
+// honest owners down, which a checker must catch.
+//
 // # Unfenced resources: a control, not a mode
 //
 // [NewUnfencedEtcdResource] and [NewUnfencedSQLResource] write the same
@@ -83,6 +101,8 @@
 //	           Trailing zeros are dropped, so parse rather than compare
 //	           the strings
 //	op         "append": one record written to one resource
+//	           "forge": a Forger's record under a forged token, to one
+//	                    resource; cause names the forgery
 //	           "admit": the claim's token admitted at one resource, at
 //	                    the claim's start, before anything else
 //	           "commit": the offset committed to the coordinator
@@ -92,7 +112,7 @@
 //	member     the member ID the claim was granted under (Record.Member)
 //	partition  the partition
 //	token      the claim's fencing token
-//	seq        append only: the record's sequence number
+//	seq        append and forge only: the record's sequence number
 //	offset     commit: the offset committed (records written so far);
 //	           fetch, when ok: the offset read, -1 if none
 //	resource   "postgres" or "etcd" for append and admit, "coordinator"
@@ -102,6 +122,9 @@
 //	           "stale": rejected for a stale token (epoch.ErrStale), by the
 //	                 resource's fence or by the coordinator; nothing was
 //	                 written;
+//	           "unverified": refused by the resource's verifier as not
+//	                 issued for the partition (epoch.ErrUnverified);
+//	                 nothing was written;
 //	           "error": anything else, timeouts included (see
 //	                 Config.WriteTimeout): the effect may or may not have
 //	                 happened

@@ -36,9 +36,10 @@ var _ Resource = (*EtcdResource)(nil)
 // NewEtcdResource returns a resource keeping its records under prefix
 // (trailing slashes ignored). kv is usually a *clientv3.Client, which the
 // caller closes.
-func NewEtcdResource(kv clientv3.KV, prefix string) *EtcdResource {
+func NewEtcdResource(kv clientv3.KV, prefix string, opts ...Option) *EtcdResource {
 	prefix = strings.TrimRight(prefix, "/")
-	return &EtcdResource{kv: kv, fence: etcdfence.New(kv, prefix), records: prefix + "/records/"}
+	o := applyOptions(opts)
+	return &EtcdResource{kv: kv, fence: etcdfence.New(kv, prefix, etcdfence.WithVerifier(o.verifier)), records: prefix + "/records/"}
 }
 
 // NewUnfencedEtcdResource returns a resource with the layout of
@@ -59,16 +60,19 @@ func (e *EtcdResource) Key(r Record) string {
 
 // Admit implements [Resource]. An unfenced resource admits everything and
 // records nothing.
-func (e *EtcdResource) Admit(ctx context.Context, p epoch.Partition, t epoch.Token) error {
+func (e *EtcdResource) Admit(ctx context.Context, p epoch.Partition, t epoch.SignedToken) error {
 	if e.unfenced {
 		return nil
 	}
-	return e.fence.Admit(ctx, p, t)
+	return e.fence.AdmitSigned(ctx, p, t)
 }
 
 // Append implements [Resource]: one guarded transaction, or a plain Put
 // for an unfenced resource.
-func (e *EtcdResource) Append(ctx context.Context, r Record) error {
+func (e *EtcdResource) Append(ctx context.Context, r Record, t epoch.SignedToken) error {
+	if t.Token != r.Token {
+		return ErrTokenMismatch
+	}
 	v, err := json.Marshal(r)
 	if err != nil {
 		return fmt.Errorf("workload: %w", err)
@@ -79,7 +83,7 @@ func (e *EtcdResource) Append(ctx context.Context, r Record) error {
 		}
 		return nil
 	}
-	_, err = e.fence.Put(ctx, r.Partition, r.Token, clientv3.OpPut(e.Key(r), string(v)))
+	_, err = e.fence.PutSigned(ctx, r.Partition, t, clientv3.OpPut(e.Key(r), string(v)))
 	return err
 }
 

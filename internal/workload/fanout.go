@@ -41,7 +41,7 @@ func NewFanout(rs ...Resource) (*Fanout, error) {
 func (f *Fanout) Resources() []Resource { return append([]Resource(nil), f.rs...) }
 
 // Admit implements [Resource].
-func (f *Fanout) Admit(ctx context.Context, p epoch.Partition, t epoch.Token) error {
+func (f *Fanout) Admit(ctx context.Context, p epoch.Partition, t epoch.SignedToken) error {
 	for _, r := range f.rs {
 		if err := r.Admit(ctx, p, t); err != nil {
 			return err
@@ -51,9 +51,9 @@ func (f *Fanout) Admit(ctx context.Context, p epoch.Partition, t epoch.Token) er
 }
 
 // Append implements [Resource].
-func (f *Fanout) Append(ctx context.Context, rec Record) error {
+func (f *Fanout) Append(ctx context.Context, rec Record, t epoch.SignedToken) error {
 	for _, r := range f.rs {
-		if err := r.Append(ctx, rec); err != nil {
+		if err := r.Append(ctx, rec, t); err != nil {
 			return err
 		}
 	}

@@ -38,27 +38,27 @@ func TestFanout(t *testing.T) {
 			rec := func(seq int64, tok epoch.Token) workload.Record {
 				return workload.Record{Partition: 2, Seq: seq, Token: tok, Worker: "w", Member: "m"}
 			}
-			if err := fan.Admit(ctx, 2, 4); err != nil {
+			if err := fan.Admit(ctx, 2, epoch.SignedToken{Token: 4}); err != nil {
 				t.Fatal(err)
 			}
-			if err := fan.Append(ctx, rec(0, 4)); err != nil {
+			if err := fan.Append(ctx, rec(0, 4), rec(0, 4).Unsigned()); err != nil {
 				t.Fatal(err)
 			}
 
 			// Only the second resource has seen token 6: the fan-out is
 			// rejected, after the first took the record.
-			if err := second.Admit(ctx, 2, 6); err != nil {
+			if err := second.Admit(ctx, 2, epoch.SignedToken{Token: 6}); err != nil {
 				t.Fatal(err)
 			}
-			err = fan.Append(ctx, rec(1, 4))
+			err = fan.Append(ctx, rec(1, 4), rec(1, 4).Unsigned())
 			if se, ok := errors.AsType[*epoch.StaleError](err); !ok || se.Current != 6 {
 				t.Fatalf("append rejected by the second resource: %v, want a StaleError with current 6", err)
 			}
 			// Now the first rejects, and the second is not tried.
-			if err := first.Admit(ctx, 2, 8); err != nil {
+			if err := first.Admit(ctx, 2, epoch.SignedToken{Token: 8}); err != nil {
 				t.Fatal(err)
 			}
-			if err := fan.Append(ctx, rec(2, 7)); !errors.Is(err, epoch.ErrStale) {
+			if err := fan.Append(ctx, rec(2, 7), rec(2, 7).Unsigned()); !errors.Is(err, epoch.ErrStale) {
 				t.Fatalf("append rejected by the first resource: %v, want ErrStale", err)
 			}
 

@@ -2,6 +2,7 @@ package workload
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/tenure-dev/tenure/epoch"
@@ -23,6 +24,16 @@ type Record struct {
 	Member string `json:"member"`
 }
 
+// Unsigned returns r's token without a signature: what Append takes for a
+// record whose writer has none.
+func (r Record) Unsigned() epoch.SignedToken {
+	return epoch.SignedToken{Token: r.Token, Member: r.Member}
+}
+
+// ErrTokenMismatch is returned by Append when the token it is given is not
+// the record's.
+var ErrTokenMismatch = errors.New("workload: the token is not the record's")
+
 // Stored is a record as a resource holds it. Order is the position at
 // which the resource accepted it (etcd's revision, a database sequence):
 // within a partition, a higher Order was accepted later.
@@ -35,19 +46,46 @@ type Stored struct {
 // token against the newest one admitted for the partition, atomically with
 // their effect, and reject an older one with an [*epoch.StaleError]
 // (errors.Is(err, epoch.ErrStale)), writing nothing. An equal or newer
-// token is admitted and becomes the partition's newest. (The unfenced
+// token is admitted and becomes the partition's newest. A resource built
+// with a verifier ([Verify]) first refuses a token the coordinator did not
+// sign for the partition with an [*epoch.VerifyError]
+// (errors.Is(err, epoch.ErrUnverified)), writing nothing. (The unfenced
 // resources, a test control, check nothing: see the package
 // documentation.)
 type Resource interface {
 	// Admit records t as the newest token of partition p, with no other
 	// effect.
-	Admit(ctx context.Context, p epoch.Partition, t epoch.Token) error
-	// Append writes r under r.Token. Appending the same record again
-	// (same partition, sequence number and token) writes it once.
-	Append(ctx context.Context, r Record) error
+	Admit(ctx context.Context, p epoch.Partition, t epoch.SignedToken) error
+	// Append writes r under t, the record's token with its signature
+	// (member.Claim.Token; r.Unsigned() without one), which a verifying
+	// resource checks; t.Token must be r.Token ([ErrTokenMismatch]).
+	// Appending the same record again (same partition, sequence number
+	// and token) writes it once.
+	Append(ctx context.Context, r Record, t epoch.SignedToken) error
 	// Records returns every stored record, sorted by partition, then in
 	// the order the resource accepted them.
 	Records(ctx context.Context) ([]Stored, error)
+}
+
+// Option configures a fenced resource: see [NewEtcdResource] and
+// [NewSQLResource].
+type Option func(*options)
+
+type options struct {
+	verifier *epoch.Verifier
+}
+
+// Verify makes the resource's fence check every token with v (signed
+// tokens verified, plain ones refused if v requires signatures) before
+// anything is written: epoch.SignedFence's rule.
+func Verify(v *epoch.Verifier) Option { return func(o *options) { o.verifier = v } }
+
+func applyOptions(opts []Option) options {
+	var o options
+	for _, f := range opts {
+		f(&o)
+	}
+	return o
 }
 
 // Write is the outcome of one append, as reported to [Config.Observe].

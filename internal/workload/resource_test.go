@@ -2,6 +2,7 @@ package workload_test
 
 import (
 	"context"
+	"crypto/ed25519"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -35,7 +36,9 @@ func newSQL(t *testing.T) workload.Resource {
 
 // newUnfencedSQL returns an unfenced SQL resource on tables of its own.
 func newUnfencedSQL(t *testing.T) workload.Resource {
-	return newSQLOn(t, sqlTable(t), workload.NewUnfencedSQLResource)
+	return newSQLOn(t, sqlTable(t), func(db *sql.DB, table string, _ ...workload.Option) (*workload.SQLResource, error) {
+		return workload.NewUnfencedSQLResource(db, table)
+	})
 }
 
 // sqlTable names a records table of t's own, dropped (with its tokens
@@ -53,7 +56,7 @@ func sqlTable(t *testing.T) string {
 	return table
 }
 
-func newSQLOn(t *testing.T, table string, open func(*sql.DB, string) (*workload.SQLResource, error)) *workload.SQLResource {
+func newSQLOn(t *testing.T, table string, open func(*sql.DB, string, ...workload.Option) (*workload.SQLResource, error)) *workload.SQLResource {
 	res, err := open(needDB(t), table)
 	if err != nil {
 		t.Fatal(err)
@@ -94,17 +97,17 @@ func TestResourceFencing(t *testing.T) {
 			}
 			mustAppend := func(r workload.Record) {
 				t.Helper()
-				if err := res.Append(ctx, r); err != nil {
+				if err := res.Append(ctx, r, r.Unsigned()); err != nil {
 					t.Fatalf("append %+v: %v", r, err)
 				}
 			}
 			mustAppend(rec(1, 0, 3, "a"))
 			mustAppend(rec(1, 0, 3, "a")) // a retry after an unknown outcome
 			mustAppend(rec(1, 1, 3, "a"))
-			if err := res.Admit(ctx, 1, 5); err != nil {
+			if err := res.Admit(ctx, 1, epoch.SignedToken{Token: 5}); err != nil {
 				t.Fatalf("admit 5: %v", err)
 			}
-			err := res.Append(ctx, rec(1, 2, 3, "a"))
+			err := res.Append(ctx, rec(1, 2, 3, "a"), rec(1, 2, 3, "a").Unsigned())
 			var se *epoch.StaleError
 			if !errors.As(err, &se) || se.Token != 3 || se.Current != 5 || se.Partition != 1 {
 				t.Fatalf("append under token 3 after 5 was admitted: %v, want a StaleError for 3 with current 5", err)
@@ -112,10 +115,10 @@ func TestResourceFencing(t *testing.T) {
 			mustAppend(rec(1, 1, 5, "b")) // the new owner redoes record 1
 			mustAppend(rec(1, 2, 5, "b"))
 			mustAppend(rec(2, 0, 4, "a")) // partitions are fenced apart
-			if err := res.Admit(ctx, 2, 2); !errors.Is(err, epoch.ErrStale) {
+			if err := res.Admit(ctx, 2, epoch.SignedToken{Token: 2}); !errors.Is(err, epoch.ErrStale) {
 				t.Fatalf("admit 2 after 4: %v, want ErrStale", err)
 			}
-			if err := res.Append(ctx, rec(3, 0, 0, "a")); !errors.Is(err, epoch.ErrNoToken) {
+			if err := res.Append(ctx, rec(3, 0, 0, "a"), rec(3, 0, 0, "a").Unsigned()); !errors.Is(err, epoch.ErrNoToken) {
 				t.Fatalf("append without a token: %v, want ErrNoToken", err)
 			}
 
@@ -157,7 +160,7 @@ func TestResourceConcurrentOwners(t *testing.T) {
 				wg.Go(func() {
 					for i := range perOwner {
 						r := workload.Record{Partition: 7, Seq: int64(i), Token: tok, Worker: fmt.Sprint("w", tok), Member: fmt.Sprint("m", tok)}
-						err := res.Append(ctx, r)
+						err := res.Append(ctx, r, r.Unsigned())
 						switch {
 						case err == nil:
 							mu.Lock()
@@ -229,16 +232,16 @@ func TestUnfencedResource(t *testing.T) {
 					old := workload.Record{Partition: 4, Seq: 0, Token: 3, Worker: "a", Member: "ma"}
 					newer := workload.Record{Partition: 4, Seq: 0, Token: 5, Worker: "b", Member: "mb"}
 					late := workload.Record{Partition: 4, Seq: 1, Token: 3, Worker: "a", Member: "ma"}
-					if err := res.Append(ctx, old); err != nil {
+					if err := res.Append(ctx, old, old.Unsigned()); err != nil {
 						t.Fatal(err)
 					}
-					if err := res.Admit(ctx, 4, 5); err != nil {
+					if err := res.Admit(ctx, 4, epoch.SignedToken{Token: 5}); err != nil {
 						t.Fatal(err)
 					}
-					if err := res.Append(ctx, newer); err != nil {
+					if err := res.Append(ctx, newer, newer.Unsigned()); err != nil {
 						t.Fatal(err)
 					}
-					err := res.Append(ctx, late)
+					err := res.Append(ctx, late, late.Unsigned())
 					want := []workload.Record{old, newer}
 					if fenced {
 						if !errors.Is(err, epoch.ErrStale) {
@@ -248,7 +251,7 @@ func TestUnfencedResource(t *testing.T) {
 						if err != nil {
 							t.Fatalf("late write, unfenced: %v, want accepted", err)
 						}
-						if err := res.Admit(ctx, 4, 2); err != nil {
+						if err := res.Admit(ctx, 4, epoch.SignedToken{Token: 2}); err != nil {
 							t.Errorf("admit of an older token, unfenced: %v, want accepted", err)
 						}
 						want = append(want, late)
@@ -293,7 +296,7 @@ func TestSQLAddsMemberColumn(t *testing.T) {
 		t.Fatalf("second CreateTables: %v", err)
 	}
 	rec := workload.Record{Partition: 1, Seq: 1, Token: 2, Worker: "new", Member: "m-new"}
-	if err := res.Append(ctx, rec); err != nil {
+	if err := res.Append(ctx, rec, rec.Unsigned()); err != nil {
 		t.Fatal(err)
 	}
 	got, err := res.Records(ctx)
@@ -303,5 +306,72 @@ func TestSQLAddsMemberColumn(t *testing.T) {
 	want := []workload.Record{{Partition: 1, Seq: 0, Token: 2, Worker: "old"}, rec}
 	if len(got) != len(want) || got[0].Record != want[0] || got[1].Record != want[1] {
 		t.Errorf("records %+v, want %+v", got, want)
+	}
+}
+
+// TestResourceVerify: a resource built with a verifier appends a record
+// under a token the coordinator signed for its partition, and refuses,
+// writing nothing, an unsigned token, a token signed for another
+// partition and a tampered one; a token that is not the record's is
+// refused before anything.
+func TestResourceVerify(t *testing.T) {
+	seed := make([]byte, ed25519.SeedSize)
+	signer, err := epoch.NewSigner(seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := epoch.NewKeySet([]epoch.PublicKey{{ID: signer.ID(), Key: signer.Public(), State: epoch.KeyActive}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	topic := [16]byte{1}
+	v := epoch.NewVerifier(epoch.VerifierConfig{Group: "g", TopicID: topic, Keys: keys, RequireSigned: true})
+	grant := func(p epoch.Partition, tok epoch.Token) epoch.SignedToken {
+		return signer.Sign(epoch.Grant{Group: "g", TopicID: topic, Partition: p, Token: tok, Member: "m"})
+	}
+	for _, rc := range []struct {
+		name string
+		new  func(t *testing.T) workload.Resource
+	}{
+		{"etcd", func(t *testing.T) workload.Resource {
+			return workload.NewEtcdResource(etcd.Client(t), fmt.Sprintf("/test/%s/%d", t.Name(), seq.Add(1)), workload.Verify(v))
+		}},
+		{"postgres", func(t *testing.T) workload.Resource {
+			return newSQLOn(t, sqlTable(t), func(db *sql.DB, table string, _ ...workload.Option) (*workload.SQLResource, error) {
+				return workload.NewSQLResource(db, table, workload.Verify(v))
+			})
+		}},
+	} {
+		t.Run(rc.name, func(t *testing.T) {
+			res := rc.new(t)
+			ctx := testenv.Context(t)
+			rec := workload.Record{Partition: 2, Seq: 0, Token: 5, Worker: "w", Member: "m"}
+			tampered := grant(2, 5)
+			tampered.Sig = tampered.Sig[:63] + "x"
+			for name, tok := range map[string]epoch.SignedToken{
+				"unsigned":        rec.Unsigned(),
+				"other partition": grant(3, 5),
+				"tampered":        tampered,
+			} {
+				if err := res.Append(ctx, rec, tok); !errors.Is(err, epoch.ErrUnverified) {
+					t.Errorf("%s: %v, want ErrUnverified", name, err)
+				}
+				if err := res.Admit(ctx, 2, tok); !errors.Is(err, epoch.ErrUnverified) {
+					t.Errorf("admit %s: %v, want ErrUnverified", name, err)
+				}
+			}
+			if err := res.Append(ctx, rec, grant(2, 6)); !errors.Is(err, workload.ErrTokenMismatch) {
+				t.Errorf("another token than the record's: %v", err)
+			}
+			if got, err := res.Records(ctx); err != nil || len(got) != 0 {
+				t.Fatalf("after the refusals the resource holds %v, %v", got, err)
+			}
+			if err := res.Append(ctx, rec, grant(2, 5)); err != nil {
+				t.Fatalf("the signed record: %v", err)
+			}
+			if got, err := res.Records(ctx); err != nil || len(got) != 1 || got[0].Record != rec {
+				t.Fatalf("the resource holds %v, %v; want the signed record", got, err)
+			}
+		})
 	}
 }

@@ -47,8 +47,8 @@ var _ Resource = (*SQLResource)(nil)
 // ASCII letters, digits and underscores, not starting with a digit. db
 // must be a PostgreSQL database; the caller closes it. The tables must
 // exist before use: see [SQLResource.CreateTables].
-func NewSQLResource(db *sql.DB, table string) (*SQLResource, error) {
-	return newSQLResource(db, table, false)
+func NewSQLResource(db *sql.DB, table string, opts ...Option) (*SQLResource, error) {
+	return newSQLResource(db, table, false, opts...)
 }
 
 // NewUnfencedSQLResource returns a resource on the same tables as
@@ -60,12 +60,12 @@ func NewUnfencedSQLResource(db *sql.DB, table string) (*SQLResource, error) {
 	return newSQLResource(db, table, true)
 }
 
-func newSQLResource(db *sql.DB, table string, unfenced bool) (*SQLResource, error) {
+func newSQLResource(db *sql.DB, table string, unfenced bool, opts ...Option) (*SQLResource, error) {
 	if err := CheckTable(table); err != nil {
 		return nil, err
 	}
 	t, _ := quoteTable(table)
-	fence, err := sqlfence.New(db, table+"_tokens")
+	fence, err := sqlfence.New(db, table+"_tokens", sqlfence.WithVerifier(applyOptions(opts).verifier))
 	if err != nil {
 		return nil, fmt.Errorf("workload: %w", err)
 	}
@@ -115,20 +115,23 @@ func (s *SQLResource) CreateTables(ctx context.Context) error {
 
 // Admit implements [Resource]. An unfenced resource admits everything and
 // records nothing.
-func (s *SQLResource) Admit(ctx context.Context, p epoch.Partition, t epoch.Token) error {
+func (s *SQLResource) Admit(ctx context.Context, p epoch.Partition, t epoch.SignedToken) error {
 	if s.unfenced {
 		return nil
 	}
-	return s.fence.Admit(ctx, p, t)
+	return s.fence.AdmitSigned(ctx, p, t)
 }
 
 // Append implements [Resource]: the token check and the INSERT in one
 // transaction; an unfenced resource runs the INSERT alone.
-func (s *SQLResource) Append(ctx context.Context, r Record) error {
+func (s *SQLResource) Append(ctx context.Context, r Record, t epoch.SignedToken) error {
+	if t.Token != r.Token {
+		return ErrTokenMismatch
+	}
 	if s.unfenced {
 		return s.insert(ctx, s.db, r)
 	}
-	return s.fence.Do(ctx, r.Partition, r.Token, func(ctx context.Context, tx *sql.Tx) error {
+	return s.fence.DoSigned(ctx, r.Partition, t, func(ctx context.Context, tx *sql.Tx) error {
 		return s.insert(ctx, tx, r)
 	})
 }

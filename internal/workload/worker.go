@@ -38,6 +38,11 @@ type Config struct {
 	// Observe, if not nil, is called after every append with its outcome,
 	// from the claim's goroutine.
 	Observe func(Write)
+	// Unverified, if not nil, is called when a resource refuses a claim's
+	// token as unverified (epoch.ErrUnverified): the resource's keys may
+	// be behind a rotation, and the caller refreshes them. The write is
+	// retried.
+	Unverified func(err error)
 	// Attempts, if not nil, receives the claim lines and the commit and
 	// fetch attempts. The admit and append attempts are logged by the
 	// resource: wrap it (each resource of a [Fanout]) with [LogAttempts]
@@ -47,17 +52,18 @@ type Config struct {
 
 // Stats counts a worker's appends since it was created.
 type Stats struct {
-	Written  int64 // accepted by the resource
-	Rejected int64 // rejected for a stale token
-	Held     int64 // held by a pause (accepted or not)
+	Written    int64 // accepted by the resource
+	Rejected   int64 // rejected for a stale token
+	Unverified int64 // refused as not issued for the partition (retried)
+	Held       int64 // held by a pause (accepted or not)
 }
 
 // Worker does the fake work on claims; its Handle method is the
 // member.Handler to give member.Join.
 type Worker struct {
-	cfg                     Config
-	log                     *zap.Logger
-	written, rejected, held atomic.Int64
+	cfg                                 Config
+	log                                 *zap.Logger
+	written, rejected, unverified, held atomic.Int64
 
 	mu sync.Mutex
 	// suspect holds the token of each partition whose last claim stopped
@@ -92,7 +98,7 @@ func New(cfg Config) (*Worker, error) {
 
 // Stats returns the worker's counts so far.
 func (w *Worker) Stats() Stats {
-	return Stats{Written: w.written.Load(), Rejected: w.rejected.Load(), Held: w.held.Load()}
+	return Stats{Written: w.written.Load(), Rejected: w.rejected.Load(), Unverified: w.unverified.Load(), Held: w.held.Load()}
 }
 
 // retryDelay spaces the retries of a failed admit, offset read or append.
@@ -103,7 +109,7 @@ const retryDelay = 200 * time.Millisecond
 func (w *Worker) Handle(c *member.Claim) {
 	ctx := c.Context()
 	log := w.log.With(zap.String("topic", c.Topic()), zap.Int32("partition", c.Partition()),
-		zap.Int64("token", int64(c.Token())), zap.String("member", c.MemberID()))
+		zap.Int64("token", int64(c.Token().Token)), zap.String("member", c.MemberID()))
 	r := &claimRun{w: w, c: c, ctx: ctx, log: log}
 	r.run()
 }
@@ -180,7 +186,7 @@ func (w *Worker) resumed(c *member.Claim) transition {
 	k := claimKey{c.Topic(), c.Partition()}
 	tok, ok := w.suspect[k]
 	delete(w.suspect, k)
-	if ok && tok == c.Token() {
+	if ok && tok == c.Token().Token {
 		return transition{epoch.Suspect, causeConfirmed}
 	}
 	return transition{epoch.Pending, causeStarted}
@@ -192,7 +198,7 @@ func (w *Worker) stopped(c *member.Claim, to epoch.State) {
 	defer w.mu.Unlock()
 	k := claimKey{c.Topic(), c.Partition()}
 	if to == epoch.Suspect {
-		w.suspect[k] = c.Token()
+		w.suspect[k] = c.Token().Token
 	} else {
 		delete(w.suspect, k)
 	}
@@ -236,7 +242,7 @@ func reason(cause, sentinel error) string {
 func (r *claimRun) claimLine(from transition, to epoch.State) {
 	r.w.cfg.Attempts.Log(Attempt{
 		Op: OpClaim, T: time.Now(), Worker: r.w.cfg.Name, Member: r.c.MemberID(),
-		Partition: epoch.Partition(r.c.Partition()), Token: r.c.Token(),
+		Partition: epoch.Partition(r.c.Partition()), Token: r.c.Token().Token,
 		From: from.from.String(), To: to.String(), Cause: from.cause,
 	})
 }
@@ -245,7 +251,7 @@ func (r *claimRun) claimLine(from transition, to epoch.State) {
 func (r *claimRun) coordinator(op Op, t0 time.Time, offset int64, err error) {
 	a := Attempt{
 		Op: op, T0: t0, T1: time.Now(), Worker: r.w.cfg.Name, Member: r.c.MemberID(),
-		Partition: epoch.Partition(r.c.Partition()), Token: r.c.Token(),
+		Partition: epoch.Partition(r.c.Partition()), Token: r.c.Token().Token,
 		Offset: offset, Resource: Coordinator,
 	}
 	a.Outcome, a.Err = outcome(err)
@@ -325,11 +331,12 @@ func (r *claimRun) work() {
 
 // append writes the next record; false if the claim must stop.
 func (r *claimRun) append(held bool) bool {
-	rec := Record{Partition: epoch.Partition(r.c.Partition()), Seq: r.next, Token: r.c.Token(), Worker: r.w.cfg.Name, Member: r.c.MemberID()}
+	st := r.c.Token()
+	rec := Record{Partition: epoch.Partition(r.c.Partition()), Seq: r.next, Token: st.Token, Worker: r.w.cfg.Name, Member: r.c.MemberID()}
 	// Not the claim's context: a write decided before the claim was
 	// revoked may still be on its way. The resource decides.
 	wctx, cancel := context.WithTimeout(r.call(context.WithoutCancel(r.ctx), held), r.w.cfg.WriteTimeout)
-	err := r.w.cfg.Resource.Append(wctx, rec)
+	err := r.w.cfg.Resource.Append(wctx, rec, st)
 	cancel()
 	if held {
 		r.w.held.Add(1)
@@ -382,7 +389,7 @@ func (r *claimRun) commitOnce(ctx context.Context) error {
 	if r.w.cfg.Attempts != nil {
 		r.w.cfg.Attempts.Log(Attempt{
 			Op: OpCommit, T0: t0, Worker: r.w.cfg.Name, Member: r.c.MemberID(),
-			Partition: epoch.Partition(r.c.Partition()), Token: r.c.Token(),
+			Partition: epoch.Partition(r.c.Partition()), Token: r.c.Token().Token,
 			Offset: r.next, Resource: Coordinator, Outcome: OutcomePending,
 		})
 	}
@@ -392,8 +399,17 @@ func (r *claimRun) commitOnce(ctx context.Context) error {
 }
 
 // rejected logs err and reports true if it is a stale-token rejection,
-// which ends the claim's work: its token is dead.
+// which ends the claim's work: its token is dead. A token refused as
+// unverified is not dead (the resource's keys may be behind a rotation):
+// the caller is told, and the write is retried.
 func (r *claimRun) rejected(err error, op string, seq int64, held bool) bool {
+	if errors.Is(err, epoch.ErrUnverified) {
+		r.w.unverified.Add(1)
+		if r.w.cfg.Unverified != nil {
+			r.w.cfg.Unverified(err)
+		}
+		return false
+	}
 	se, ok := errors.AsType[*epoch.StaleError](err)
 	if !ok {
 		return false
@@ -404,7 +420,7 @@ func (r *claimRun) rejected(err error, op string, seq int64, held bool) bool {
 		fields = append(fields, zap.Int64("seq", seq))
 	}
 	r.log.Warn("write rejected: stale token", fields...)
-	r.fenced = "token " + r.c.Token().String() + " fenced by the resource (current " + se.Current.String() + ")"
+	r.fenced = "token " + r.c.Token().Token.String() + " fenced by the resource (current " + se.Current.String() + ")"
 	r.fencedCause = causeResourceStale
 	return true
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -116,46 +115,11 @@ func (a *ACLs) LoadACLs(ctx context.Context) ([]acl.Binding, error) {
 	return out, nil
 }
 
-// aclWatchRetry spaces the restarts of a failed ACL watch.
-const aclWatchRetry = time.Second
-
 // WatchACLs implements store.ACLWatcher with an etcd watch of the acls/
-// directory: a change reaches every node as soon as etcd delivers its
-// event (milliseconds on a healthy cluster). A watch that fails (etcd
-// unreachable, its revision compacted) is started again after
-// aclWatchRetry from the current revision, with a signal, since changes
-// may have been missed meanwhile.
+// directory (watchSignals): a change reaches every node as soon as etcd
+// delivers its event.
 func (a *ACLs) WatchACLs(ctx context.Context) <-chan struct{} {
-	out := make(chan struct{}, 1)
-	signal := func() {
-		select {
-		case out <- struct{}{}:
-		default:
-		}
-	}
-	go func() {
-		defer close(out)
-		for first := true; ctx.Err() == nil; first = false {
-			if !first {
-				signal()
-			}
-			wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-			for wr := range a.cli.Watch(wctx, a.keys.prefix+aclsDir, clientv3.WithPrefix(), clientv3.WithKeysOnly()) {
-				if wr.Err() != nil {
-					break
-				}
-				if len(wr.Events) > 0 {
-					signal()
-				}
-			}
-			cancel()
-			select {
-			case <-ctx.Done():
-			case <-time.After(aclWatchRetry):
-			}
-		}
-	}()
-	return out
+	return watchSignals(ctx, a.cli, a.keys.prefix+aclsDir, clientv3.WithPrefix())
 }
 
 // CreateACLs implements store.ACLStore, as ACLs does, on the store's

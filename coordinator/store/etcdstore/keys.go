@@ -35,6 +35,7 @@ const (
 	formatKey  = metaDir + "format"
 	shardsKey  = metaDir + "shards"
 	fenceKey   = metaDir + "fence"
+	signingKey = metaDir + "keys"
 	fenceLeaf  = "fence"
 	topicsDir  = "topics/"
 	shardsDir  = "shards/"
@@ -81,6 +82,9 @@ func prefixKeys(prefix string) keys { return newKeys(prefix, 0, 1) }
 func (k keys) format() string     { return k.prefix + formatKey }
 func (k keys) shardCount() string { return k.prefix + shardsKey }
 func (k keys) fence() string      { return k.fenceK }
+
+// signing is the key of the grant-signing key ring (signing.go).
+func (k keys) signing() string { return k.prefix + signingKey }
 
 // ownsGroup reports whether a group key parsed as pk is one of k's shard.
 func (k keys) ownsGroup(pk parsedKey) bool { return pk.sharded == k.sharded && pk.shard == k.shard }

@@ -1,7 +1,6 @@
 package etcdstore
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -65,19 +64,8 @@ func (u *Users) decode(key, value []byte) (*store.Credential, error) {
 		return nil, fmt.Errorf("etcdstore: key %q: %w", key, err)
 	}
 	var v credentialValue
-	dec := json.NewDecoder(bytes.NewReader(value))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&v); err != nil {
-		var hdr struct {
-			V int `json:"v"`
-		}
-		if json.Unmarshal(value, &hdr) == nil && hdr.V > credentialVersion {
-			err = fmt.Errorf("%w (version %d, this tenure reads up to %d)", errNewerValue, hdr.V, credentialVersion)
-		}
-		return nil, fmt.Errorf("etcdstore: key %q: %w", key, err)
-	}
-	if v.V > credentialVersion {
-		return nil, fmt.Errorf("etcdstore: key %q: %w (version %d, this tenure reads up to %d)", key, errNewerValue, v.V, credentialVersion)
+	if err := decodeStrict(string(key), value, &v, &v.V, credentialVersion); err != nil {
+		return nil, err
 	}
 	return &store.Credential{User: pk.name, Mechanism: pk.mechanism, Salt: v.Salt, Iterations: v.Iterations,
 		StoredKey: v.StoredKey, ServerKey: v.ServerKey}, nil

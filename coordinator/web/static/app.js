@@ -113,11 +113,36 @@
       const r = await getJSON("/api/groups");
       if (!r.ok) return;
       if ($("groups-view").hidden) renderNode(r.body);
-      else renderGroups(r.body);
+      else {
+        renderGroups(r.body);
+        refreshKeys();
+      }
     } catch (_) {
       $("node").textContent = "cannot reach the server";
       $("node").className = "follower";
     }
+  }
+
+  // ---- the signing keys ----
+
+  // refreshKeys shows the grant-signing keys under the group list, or
+  // nothing when the node does not sign grants.
+  async function refreshKeys() {
+    try {
+      const r = await getJSON("/api/keys");
+      const view = $("keys-view");
+      view.hidden = !r.ok;
+      if (!r.ok) return;
+      const when = (t) => t ? clock(t) : "";
+      const rows = r.body.keys.map((k) => el("tr", { class: "key-" + k.state, "data-key": k.id },
+        el("td", { class: "key-id" }, k.id),
+        el("td", {}, k.state),
+        el("td", {}, when(k.created)),
+        el("td", {}, when(k.retired)),
+        el("td", {}, when(k.revoked)),
+        el("td", { class: "key-public" }, k.public_key)));
+      $("keys-table").tBodies[0].replaceChildren(...rows);
+    } catch (_) { /* the node line says the server is unreachable */ }
   }
 
   // ---- one group ----

@@ -75,6 +75,8 @@ func Check(in *Input, opts Options) (*Report, error) {
 	rep.Notes = append(rep.Notes, notes...)
 	vs = append(vs, h.checkOffsets()...)                       // 7
 	vs = append(vs, checkLiveness(run, h, c, st.Bound, st)...) // 8
+	vs = append(vs, checkForgeries(in.Rows, in.Attempts)...)   // 9
+	countForgeries(in.Attempts, st)
 	sortViolations(vs)
 	rep.Violations = vs
 	if n := rowsWithoutMember(in.Rows); n > 0 {

@@ -2,6 +2,7 @@ package check
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -544,5 +545,37 @@ func TestBadInput(t *testing.T) {
 				t.Error("no error")
 			}
 		})
+	}
+}
+
+// TestForgeries: check 9 finds a forgery a resource accepted (by its
+// attempt line, or by its row alone), and an honest write refused as
+// unverified; refused forgeries and honest writes are fine.
+func TestForgeries(t *testing.T) {
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	attempts := []Attempt{
+		{Op: OpForge, Cause: "invented", Worker: "w1", Partition: 3, Token: 1005, Seq: -1, Resource: ResourcePostgres, Outcome: OutcomeUnverified, T1: at},
+		{Op: OpForge, Cause: "tampered", Worker: "w1", Partition: 4, Token: 5, Seq: -2, Resource: ResourcePostgres, Outcome: OutcomeOK, T1: at},
+		{Op: OpAppend, Worker: "w2", Partition: 5, Token: 5, Seq: 1, Resource: ResourceEtcd, Outcome: OutcomeOK, T1: at},
+		{Op: OpAppend, Worker: "w2", Partition: 5, Token: 5, Seq: 2, Resource: ResourceEtcd, Outcome: OutcomeUnverified, Err: "unknown key", T1: at},
+	}
+	rows := []Row{
+		{Resource: ResourceEtcd, Partition: 5, Seq: 1, Token: 5, Worker: "w2"},
+		{Resource: ResourceEtcd, Partition: 6, Seq: -7, Token: 99, Worker: "w1"},
+	}
+	vs := checkForgeries(rows, attempts)
+	var kinds []string
+	for _, v := range vs {
+		kinds = append(kinds, fmt.Sprintf("%s p%d", v.Kind, v.Partition))
+	}
+	want := []string{"forged-accepted p4", "honest-refused p5", "forged-accepted p6"}
+	if !slices.Equal(kinds, want) {
+		t.Fatalf("violations %q, want %q", kinds, want)
+	}
+	var st Stats
+	countForgeries(attempts, &st)
+	if len(st.Forgeries) != 2 || st.Forgeries[0] != (ForgeryStats{Kind: "invented", Tried: 1, Unverified: 1}) ||
+		st.Forgeries[1] != (ForgeryStats{Kind: "tampered", Tried: 1, Accepted: 1}) {
+		t.Fatalf("forgery stats %+v", st.Forgeries)
 	}
 }

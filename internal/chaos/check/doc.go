@@ -23,8 +23,9 @@
 //	                {"t0":"...","t1":"...","op":"append","worker":"w3","member":"<id>",
 //	                "partition":5,"token":12,"seq":40,"resource":"postgres","outcome":"ok",
 //	                "err":"","held":false}; op is append (seq), admit, commit or fetch
-//	                (offset, resource "coordinator"), or claim (with "t" only);
-//	                outcome ok, stale or error (unknown), or pending: a commit's line
+//	                (offset, resource "coordinator"), claim (with "t" only), or
+//	                forge (seq, "cause": the kind of forgery);
+//	                outcome ok, stale, unverified or error (unknown), or pending: a commit's line
 //	                written before it is sent, ended by a line of the same
 //	                worker, member, partition, offset and t0 with its outcome;
 //	                left pending (a killed worker), it is of unknown outcome;
@@ -141,12 +142,23 @@
 //     owner until its session expires; the recovery times measure that
 //     expiry as well.
 //
+// The forging variant (signed grants, verifying resources, one client
+// forging tokens):
+//
+//  9. ForgedAccepted and HonestRefused. No forge attempt (op "forge",
+//     cause the kind of forgery) was answered ok, and no row has a
+//     negative sequence number (a forged record that landed, its attempt
+//     of unknown outcome or not); no honest append or admit was refused
+//     as unverified (outcome "unverified"). Without a forging client
+//     there is nothing to see.
+//
 // Stats: faults by kind; appends (accepted, stale, unknown, held by a
 // pause) and admits per resource; commits and fetches of the workers and
 // consumers; partition-time without an owner (from the group's first
 // record) before and after the group first had every partition owned; per fault, when the last partition
 // that lost its owner between the fault's start and its deadline (or the
-// next fault) had one again; porcupine's result per partition.
+// next fault) had one again; porcupine's result per partition; the
+// forgeries by kind and outcome.
 //
 // What no check can see: writes the resources accepted but lost (a row
 // missing without an acknowledged attempt); appends whose attempt-log line

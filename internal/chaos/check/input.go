@@ -140,6 +140,7 @@ const (
 	OpCommit = "commit" // an offset committed to the coordinator (Offset)
 	OpFetch  = "fetch"  // the committed offset read from the coordinator (Offset)
 	OpClaim  = "claim"  // a claim started (T only; informational)
+	OpForge  = "forge"  // a forged token's record appended to a resource (Seq, Cause)
 )
 
 // The outcomes of an Attempt.
@@ -147,6 +148,9 @@ const (
 	OutcomeOK    = "ok"    // the resource or the coordinator accepted it
 	OutcomeStale = "stale" // rejected for a stale token: nothing written
 	OutcomeError = "error" // unknown: it may or may not have taken effect
+	// OutcomeUnverified: refused by the resource's verifier as not issued
+	// for the partition; nothing written.
+	OutcomeUnverified = "unverified"
 	// OutcomePending is a commit's line written before it is sent (T0
 	// only), so that a writer killed before it logs the outcome leaves a
 	// trace: a pending commit with no line of the same (writer, offset,
@@ -182,6 +186,8 @@ type Attempt struct {
 	// Held is true if a pause held the operation between the claim check
 	// and the write: a zombie's write.
 	Held bool `json:"held,omitempty"`
+	// Cause is the kind of a forgery (OpForge).
+	Cause string `json:"cause,omitempty"`
 }
 
 // Row is a record as a resource holds it. Order is the order in which the

@@ -45,6 +45,12 @@ const (
 	// NoOwner (check 8): a partition had no owner for longer than the
 	// bound while no fault was active.
 	NoOwner
+	// ForgedAccepted (check 9): a resource accepted a record under a
+	// forged token.
+	ForgedAccepted
+	// HonestRefused (check 9): a resource's verifier refused an honest
+	// owner's token.
+	HonestRefused
 )
 
 var kindNames = [...]string{
@@ -58,6 +64,8 @@ var kindNames = [...]string{
 	EpochRegression:  "epoch-regression",
 	OffsetRegression: "offset-regression",
 	NoOwner:          "no-owner",
+	ForgedAccepted:   "forged-accepted",
+	HonestRefused:    "honest-refused",
 }
 
 func (k Kind) String() string {
@@ -149,6 +157,16 @@ type Stats struct {
 	// Linearizability is porcupine's result for each partition with
 	// offset operations, sorted by group and partition.
 	Linearizability []Linearizability
+	// Forgeries count the forging client's attempts by kind, sorted.
+	Forgeries []ForgeryStats
+}
+
+// ForgeryStats counts the forge attempts of one kind: how many were
+// tried, and how each ended, per resource tried (a fan-out tries the
+// next resource only after one accepted).
+type ForgeryStats struct {
+	Kind                                       string
+	Tried, Accepted, Unverified, Stale, Errors int
 }
 
 // FaultCount is how many faults of one kind the schedule had.
@@ -165,7 +183,9 @@ type ResourceStats struct {
 	// held (zombie writes), whatever their outcome, and HeldAccepted
 	// those of them the resource accepted.
 	Appends, Accepted, Stale, Errors int
-	Held, HeldAccepted               int
+	// Unverified counts honest appends refused as unverified.
+	Unverified         int
+	Held, HeldAccepted int
 	// Admits and AdmitsStale count admit attempts and those rejected.
 	Admits, AdmitsStale int
 	// Rows counts the records the resource holds.
@@ -260,8 +280,8 @@ func (r *Report) WriteText(w io.Writer) error {
 	}
 	b.WriteString("\n\nresources:\n")
 	for _, rs := range s.Resources {
-		fmt.Fprintf(&b, "  %-9s appends %d: accepted %d, stale %d, unknown %d; held by a pause %d (accepted %d); admits %d (stale %d); rows %d\n",
-			rs.Resource, rs.Appends, rs.Accepted, rs.Stale, rs.Errors, rs.Held, rs.HeldAccepted, rs.Admits, rs.AdmitsStale, rs.Rows)
+		fmt.Fprintf(&b, "  %-9s appends %d: accepted %d, stale %d, unverified %d, unknown %d; held by a pause %d (accepted %d); admits %d (stale %d); rows %d\n",
+			rs.Resource, rs.Appends, rs.Accepted, rs.Stale, rs.Unverified, rs.Errors, rs.Held, rs.HeldAccepted, rs.Admits, rs.AdmitsStale, rs.Rows)
 	}
 	b.WriteString("\ncommits:\n")
 	for _, c := range s.Commits {
@@ -302,6 +322,13 @@ func (r *Report) WriteText(w io.Writer) error {
 			}
 		}
 		fmt.Fprintf(&b, "  partitions: Ok %d, Illegal %d, Unknown %d\n", counts["Ok"], counts["Illegal"], counts["Unknown"])
+	}
+	if len(s.Forgeries) > 0 {
+		b.WriteString("\nforgeries (per resource tried):\n")
+		for _, f := range s.Forgeries {
+			fmt.Fprintf(&b, "  %-16s tried %d: accepted %d, refused unverified %d, stale %d, unknown %d\n",
+				f.Kind, f.Tried, f.Accepted, f.Unverified, f.Stale, f.Errors)
+		}
 	}
 	if len(r.Notes) > 0 {
 		b.WriteString("\nnotes:\n")

@@ -28,6 +28,8 @@ func countStats(in *Input, st *Stats) {
 				rs.Accepted++
 			case OutcomeStale:
 				rs.Stale++
+			case OutcomeUnverified:
+				rs.Unverified++
 			default:
 				rs.Errors++
 			}

@@ -1,0 +1,117 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tenure-dev/tenure/epoch"
+	"github.com/tenure-dev/tenure/internal/adminapi"
+	"github.com/tenure-dev/tenure/internal/testenv"
+)
+
+// runKeys runs `tenure keys args...` and returns its output.
+func runKeys(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	fs := flag.NewFlagSet("keys", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	var out bytes.Buffer
+	runIt := setupKeysOut(fs, &out)
+	if err := fs.Parse(args); err != nil {
+		return "", err
+	}
+	err := runIt(context.Background(), fs.Args())
+	return out.String(), err
+}
+
+// TestKeysCommand: list, rotate and revoke through a coordinator's admin
+// API, as a table and as the JSON a resource loads; and the mistakes a
+// user makes, each a usage error that says what is wrong.
+func TestKeysCommand(t *testing.T) {
+	cfg := testenv.TenureConfig(t, 3*time.Second, 300*time.Millisecond, 4)
+	cfg.SignGrants = true
+	srv, _ := testenv.StartTenureServer(t, cfg)
+	mux := http.NewServeMux()
+	adminapi.Register(mux, srv)
+	hs := httptest.NewServer(mux)
+	defer hs.Close()
+	admin := []string{"--admin", hs.URL}
+
+	var first string
+	pollUntil(t, 5*time.Second, "a key listed", func() string {
+		out, err := runKeys(t, append([]string{"list"}, admin...)...)
+		if err != nil {
+			return err.Error()
+		}
+		m := regexp.MustCompile(`(?m)^([0-9a-f]{16})\s+active\s`).FindStringSubmatch(out)
+		if m == nil {
+			return "no active key in:\n" + out
+		}
+		first = m[1]
+		return ""
+	})
+	out, err := runKeys(t, append([]string{"rotate"}, admin...)...)
+	if err != nil || !regexp.MustCompile(`(?m)^`+first+`\s+retired\s`).MatchString(out) {
+		t.Fatalf("rotate: %v\n%s", err, out)
+	}
+	out, err = runKeys(t, append([]string{"revoke", first, "-o", "json"}, admin...)...)
+	if err != nil {
+		t.Fatalf("revoke: %v\n%s", err, out)
+	}
+	ks, err := epoch.ParseKeySet([]byte(out))
+	if err != nil {
+		t.Fatalf("the JSON of revoke does not load as a key set: %v\n%s", err, out)
+	}
+	if k, _ := ks.Lookup(epoch.KeyID(first)); k.State != epoch.KeyRevoked || len(ks.Keys()) != 2 {
+		t.Fatalf("after revoke: %+v", ks.Keys())
+	}
+	if _, err := runKeys(t, append([]string{"revoke", first}, admin...)...); err != nil {
+		t.Fatalf("revoking a revoked key again: %v", err)
+	}
+	active, _ := ks.Active()
+	if _, err := runKeys(t, append([]string{"revoke", string(active.ID)}, admin...)...); err == nil || !strings.Contains(err.Error(), "rotate first") {
+		t.Fatalf("revoking the active key: %v", err)
+	}
+
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "missing subcommand"},
+		{[]string{"show"}, `unknown subcommand "show"`},
+		{[]string{"list", "x"}, "takes no argument"},
+		{[]string{"revoke"}, "takes one key ID"},
+		{[]string{"revoke", "KEY"}, "is not 16 lower-case hex"},
+		{[]string{"list", "--timeout", "0s"}, "--timeout must be positive"},
+	} {
+		_, err := runKeys(t, c.args...)
+		if _, ok := err.(usageError); !ok || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("keys %q: %v, want a usage error saying %q", c.args, err, c.want)
+		}
+	}
+	if _, err := runKeys(t, "list", "--admin", "http://127.0.0.1:1"); err == nil || !strings.Contains(err.Error(), "--http") {
+		t.Errorf("keys list of a node that is not there: %v, want an error naming --http", err)
+	}
+}
+
+func TestKeysHelp(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if code := run(context.Background(), []string{"keys", "--help"}, &stdout, &stderr); code != 0 {
+		t.Fatalf("keys --help: exit %d: %s", code, stderr.String())
+	}
+	for _, want := range []string{"list", "rotate", "revoke ID", "--sign-grants", "--admin", "--output"} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("keys --help lacks %q:\n%s", want, stdout.String())
+		}
+	}
+	if code := run(context.Background(), []string{"keys"}, io.Discard, &stderr); code != 2 {
+		t.Errorf("keys without a subcommand: exit %d, want 2", code)
+	}
+}

@@ -1,0 +1,396 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/tenure-dev/tenure/coordinator/store"
+	"github.com/tenure-dev/tenure/epoch"
+	"github.com/tenure-dev/tenure/epoch/grantwire"
+)
+
+// signingServer starts a server that signs grants, with one topic "jobs"
+// of 4 partitions, on st (a new memory store if nil).
+func signingServer(t *testing.T, st *store.Memory, mutate func(*Config)) *testServer {
+	t.Helper()
+	if st == nil {
+		st = store.NewMemory()
+	}
+	ts := startServer(t, func(c *Config) {
+		c.Store = st
+		c.SignGrants = true
+		c.Topics = []TopicSpec{{Name: "jobs", Partitions: 4}}
+		c.Core.InitialRebalanceDelay = 0
+		if mutate != nil {
+			mutate(c)
+		}
+	})
+	eventually(t, 5*time.Second, "the server's signing keys loaded", func() bool { return ts.signing.cur.Load() != nil })
+	return ts
+}
+
+// jobsID returns the ID of the topic "jobs".
+func jobsID(t *testing.T, c *rawClient) [16]byte {
+	t.Helper()
+	resp := c.roundTrip(metadataRequest(12, "jobs")).(*kmsg.MetadataResponse)
+	if len(resp.Topics) != 1 || resp.Topics[0].ErrorCode != 0 {
+		t.Fatalf("metadata of jobs: %+v", resp.Topics)
+	}
+	return resp.Topics[0].TopicID
+}
+
+// verifier returns a verifier of the server's published keys for group's
+// partitions of topic, requiring signatures.
+func (ts *testServer) verifier(t *testing.T, group string, topic [16]byte) *epoch.Verifier {
+	t.Helper()
+	ks, err := ts.SigningKeys(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return epoch.NewVerifier(epoch.VerifierConfig{Group: group, TopicID: topic, Keys: ks, RequireSigned: true})
+}
+
+// grantsOf returns the grants a response carries, failing t on a
+// malformed field.
+func grantsOf(t *testing.T, resp kmsg.Response) (grantwire.Grants, bool) {
+	t.Helper()
+	gs, ok, err := grantwire.From(grantwire.TagsOf(resp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return gs, ok
+}
+
+// beat848 sends a KIP-848 heartbeat for member: a join at epoch 0, else
+// reporting owned (nil: a keepalive that reports nothing).
+func beat848(c *rawClient, member string, memberEpoch int32, owned []int32, topic [16]byte) *kmsg.ConsumerGroupHeartbeatResponse {
+	req := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+	req.Version = 1
+	req.Group = "g"
+	req.MemberID = member
+	req.MemberEpoch = memberEpoch
+	if memberEpoch == 0 {
+		req.RebalanceTimeoutMillis = 30000
+		req.SubscribedTopicNames = []string{"jobs"}
+		req.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+	} else if owned != nil {
+		req.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{{TopicID: topic, Partitions: owned}}
+	}
+	return c.roundTrip(req).(*kmsg.ConsumerGroupHeartbeatResponse)
+}
+
+// TestSignedGrants848: a KIP-848 member's join answer carries a signed
+// grant of every partition it is given, at the member epoch it takes as
+// token, which a fence's verifier of the published keys accepts; the
+// steady state carries none; after a rotation the next answer grants
+// everything under the new key, and both keys verify until the old one is
+// revoked.
+func TestSignedGrants848(t *testing.T) {
+	ts := signingServer(t, nil, nil)
+	c := dial(t, ts.addr)
+	topic := jobsID(t, c)
+
+	resp := beat848(c, "m1", 0, nil, topic)
+	if resp.ErrorCode != 0 || resp.Assignment == nil {
+		t.Fatalf("join: %+v", resp)
+	}
+	gs, ok := grantsOf(t, resp)
+	if !ok || len(gs.Grants) != 4 {
+		t.Fatalf("the join's grants: %+v, %v; want 4", gs, ok)
+	}
+	v := ts.verifier(t, "g", topic)
+	first := gs.Key
+	for _, g := range gs.Grants {
+		st := gs.Signed(g, "m1")
+		if g.TopicID != topic || g.Token != epoch.Token(resp.MemberEpoch) {
+			t.Fatalf("grant %+v, want topic %v at token %d", g, topic, resp.MemberEpoch)
+		}
+		if err := v.Verify(epoch.Partition(g.Partition), st); err != nil {
+			t.Fatalf("verifying the grant of %d: %v", g.Partition, err)
+		}
+		// The grant is the member's and the partition's only.
+		if err := v.Verify(epoch.Partition(g.Partition)+1, st); !errors.Is(err, epoch.ErrBadSignature) {
+			t.Fatalf("the grant of %d for another partition: %v", g.Partition, err)
+		}
+		st.Member = "m2"
+		if err := v.Verify(epoch.Partition(g.Partition), st); !errors.Is(err, epoch.ErrBadSignature) {
+			t.Fatalf("the grant of %d for another member: %v", g.Partition, err)
+		}
+	}
+	owned := []int32{0, 1, 2, 3}
+	resp = beat848(c, "m1", resp.MemberEpoch, owned, topic)
+	if _, ok := grantsOf(t, resp); ok || resp.ErrorCode != 0 {
+		t.Fatalf("a heartbeat that changes nothing: %+v, grants %v", resp, ok)
+	}
+
+	rotated, err := ts.RotateKey(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	active, _ := rotated.Active()
+	if active.ID == first {
+		t.Fatal("RotateKey kept the active key")
+	}
+	if old, _ := rotated.Lookup(first); old.State != epoch.KeyRetired {
+		t.Fatalf("the old key after a rotation: %v", old.State)
+	}
+	resp = beat848(c, "m1", resp.MemberEpoch, nil, topic)
+	gs, ok = grantsOf(t, resp)
+	if !ok || gs.Key != active.ID || len(gs.Grants) != 4 {
+		t.Fatalf("the first answer after a rotation: %+v, %v; want 4 grants by %s", gs, ok, active.ID)
+	}
+	v.SetKeys(rotated)
+	for _, g := range gs.Grants {
+		if err := v.Verify(epoch.Partition(g.Partition), gs.Signed(g, "m1")); err != nil {
+			t.Fatalf("the re-granted %d: %v", g.Partition, err)
+		}
+	}
+	if _, ok := grantsOf(t, beat848(c, "m1", resp.MemberEpoch, nil, topic)); ok {
+		t.Fatal("the second answer after a rotation grants again")
+	}
+	revoked, err := ts.RevokeKey(context.Background(), first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ts.RevokeKey(context.Background(), active.ID); !errors.Is(err, store.ErrActiveKey) {
+		t.Fatalf("revoking the active key: %v", err)
+	}
+	if old, _ := revoked.Lookup(first); old.State != epoch.KeyRevoked {
+		t.Fatalf("the old key after its revocation: %v", old.State)
+	}
+	if n := ts.metric(t, "tenure_grants_signed_total"); n != 8 {
+		t.Errorf("tenure_grants_signed_total = %v, want 8", n)
+	}
+}
+
+// TestSignedGrantsClassic: a classic SyncGroup answer of a flexible
+// version (v4+) grants the member what it owns, at the generation; v3 has
+// no tags and carries none.
+func TestSignedGrantsClassic(t *testing.T) {
+	ts := signingServer(t, nil, nil)
+	c := dial(t, ts.addr)
+	topic := jobsID(t, c)
+	join := func(member string) *kmsg.JoinGroupResponse {
+		req := kmsg.NewPtrJoinGroupRequest()
+		req.Version = 9
+		req.Group, req.MemberID, req.ProtocolType = "cg", member, "consumer"
+		req.SessionTimeoutMillis, req.RebalanceTimeoutMillis = 10000, 10000
+		p := kmsg.NewJoinGroupRequestProtocol()
+		p.Name = "range"
+		req.Protocols = append(req.Protocols, p)
+		return c.roundTrip(req).(*kmsg.JoinGroupResponse)
+	}
+	j := join("")
+	j = join(j.MemberID)
+	if j.ErrorCode != 0 {
+		t.Fatalf("join: %+v", j)
+	}
+	var a kmsg.ConsumerMemberAssignment
+	at := kmsg.NewConsumerMemberAssignmentTopic()
+	at.Topic, at.Partitions = "jobs", []int32{1, 3}
+	a.Topics = append(a.Topics, at)
+	sync := func(version int16) *kmsg.SyncGroupResponse {
+		req := kmsg.NewPtrSyncGroupRequest()
+		req.Version = version
+		req.Group, req.MemberID, req.Generation = "cg", j.MemberID, j.Generation
+		if version >= 5 {
+			req.ProtocolType, req.Protocol = kmsg.StringPtr("consumer"), kmsg.StringPtr("range")
+		}
+		sa := kmsg.NewSyncGroupRequestGroupAssignment()
+		sa.MemberID, sa.MemberAssignment = j.MemberID, a.AppendTo(nil)
+		req.GroupAssignment = append(req.GroupAssignment, sa)
+		return c.roundTrip(req).(*kmsg.SyncGroupResponse)
+	}
+	resp := sync(5)
+	gs, ok := grantsOf(t, resp)
+	if resp.ErrorCode != 0 || !ok || len(gs.Grants) != 2 {
+		t.Fatalf("SyncGroup v5: %+v, grants %+v %v", resp, gs, ok)
+	}
+	v := ts.verifier(t, "cg", topic)
+	for _, g := range gs.Grants {
+		if g.Token != epoch.Token(j.Generation) {
+			t.Fatalf("grant %+v, want token %d", g, j.Generation)
+		}
+		if err := v.Verify(epoch.Partition(g.Partition), gs.Signed(g, j.MemberID)); err != nil {
+			t.Fatalf("the grant of %d: %v", g.Partition, err)
+		}
+	}
+	if resp := sync(3); resp.ErrorCode != 0 {
+		t.Fatalf("SyncGroup v3: %+v", resp)
+	} else if resp.UnknownTags.Len() != 0 {
+		t.Fatal("SyncGroup v3 carries tags")
+	}
+}
+
+// TestSigningKeysSurviveRestart: the keys are the store's. A server on a
+// store signs with the key a previous server on it made; a rotation made
+// through one node reaches another that shares the store at its next key
+// refresh, which then grants its members everything again under the new
+// key; and a retired key is revoked once its retention has passed.
+func TestSigningKeysSurviveRestart(t *testing.T) {
+	st := store.NewMemory()
+	a := signingServer(t, st, nil)
+	ka, err := a.SigningKeys(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	activeA, _ := ka.Active()
+	a.stop()
+
+	b := signingServer(t, st, func(c *Config) {
+		c.KeyRefresh = 50 * time.Millisecond
+		c.KeyRetention = time.Second
+	})
+	kb, err := b.SigningKeys(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if activeB, _ := kb.Active(); activeB.ID != activeA.ID || len(kb.Keys()) != 1 {
+		t.Fatalf("after a restart the ring is %v, want the one key %s", kb.Keys(), activeA.ID)
+	}
+	c := dial(t, b.addr)
+	topic := jobsID(t, c)
+	resp := beat848(c, "m1", 0, nil, topic)
+	resp = beat848(c, "m1", resp.MemberEpoch, []int32{0, 1, 2, 3}, topic)
+
+	// Another node of the set rotates, through the store.
+	other := &Server{cfg: Config{StoreTimeout: time.Second}, signing: &signing{on: true, store: st}, log: b.log}
+	other.signing.signed, other.signing.rotated = b.signing.signed, b.signing.rotated
+	rotated, err := other.RotateKey(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	next, _ := rotated.Active()
+	eventually(t, 5*time.Second, "the node signs with the key another rotated to", func() bool {
+		r := b.signing.cur.Load()
+		return r != nil && r.signer.ID() == next.ID
+	})
+	gs, ok := grantsOf(t, beat848(c, "m1", resp.MemberEpoch, nil, topic))
+	if !ok || gs.Key != next.ID || len(gs.Grants) != 4 {
+		t.Fatalf("after another node's rotation: %+v %v, want 4 grants by %s", gs, ok, next.ID)
+	}
+	eventually(t, 5*time.Second, "the retired key revoked after its retention", func() bool {
+		ks, err := b.SigningKeys(context.Background())
+		if err != nil {
+			return false
+		}
+		k, _ := ks.Lookup(activeA.ID)
+		return k.State == epoch.KeyRevoked
+	})
+}
+
+// TestSigningOff: a server that does not sign adds no tag, makes no key,
+// and refuses the key operations.
+func TestSigningOff(t *testing.T) {
+	st := store.NewMemory()
+	ts := startServer(t, func(c *Config) {
+		c.Store = st
+		c.Topics = []TopicSpec{{Name: "jobs", Partitions: 4}}
+	})
+	c := dial(t, ts.addr)
+	resp := beat848(c, "m1", 0, nil, jobsID(t, c))
+	if resp.ErrorCode != 0 || resp.UnknownTags.Len() != 0 {
+		t.Fatalf("join without signing: %+v, %d tags", resp, resp.UnknownTags.Len())
+	}
+	if ring, _ := st.LoadKeys(context.Background()); len(ring.Keys) != 0 {
+		t.Fatalf("a server that does not sign made keys: %+v", ring)
+	}
+	if _, err := ts.SigningKeys(context.Background()); !errors.Is(err, ErrSigningOff) {
+		t.Fatalf("SigningKeys: %v", err)
+	}
+	if _, err := ts.RotateKey(context.Background()); !errors.Is(err, ErrSigningOff) {
+		t.Fatalf("RotateKey: %v", err)
+	}
+}
+
+// TestInteropGroupSigning runs the stock kgo group scenario
+// (testInteropGroup: joins, commits, a leave, a kill, a late commit),
+// classic and KIP-848, against tenure signing every grant: the tagged
+// field the responses carry changes nothing for a stock client, which
+// judges the group by its own callbacks.
+func TestInteropGroupSigning(t *testing.T) {
+	for _, mode := range []interopMode{interopClassic, interop848} {
+		t.Run(mode.String(), func(t *testing.T) {
+			ts := startServerLogger(t, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)), func(c *Config) {
+				c.Core.MinSessionTimeout = 500 * time.Millisecond
+				c.Core.InitialRebalanceDelay = 0
+				c.Core.ConsumerSessionTimeout = interopSession
+				c.Core.ConsumerHeartbeatInterval = interopHeartbeat
+				c.SignGrants = true
+			})
+			testInteropGroup(t, &interopBackend{name: "tenure", addr: ts.addr, tenure: ts}, mode)
+			if n := ts.metric(t, "tenure_grants_signed_total"); n < interopPartitions {
+				t.Fatalf("%v grants signed, want at least %d: the stock clients were not sent any", n, interopPartitions)
+			}
+		})
+	}
+}
+
+// TestSigningFailoverMidRotation: a rotation made through the leader of an
+// HA set, which then loses its term before its members heartbeat again,
+// is finished by the next leader: it signs with the new key (the ring is
+// the shared store's) and grants the members everything they hold again
+// under it, as a group loaded while a retired key still verifies does.
+func TestSigningFailoverMidRotation(t *testing.T) {
+	set := &fakeSet{leader: -1, shared: store.NewMemory(), nodes: []Node{{ID: 0}, {ID: 1}}}
+	na, nb := set.node(0), set.node(1)
+	start := func(n *fakeNode) *testServer {
+		return startServer(t, func(c *Config) {
+			c.Store, c.TopicStore, c.KeyStore, c.Cluster = nil, set.shared, set.shared, n
+			c.TopicRefresh, c.KeyRefresh = 50*time.Millisecond, 50*time.Millisecond
+			c.SignGrants = true
+		})
+	}
+	a, b := start(na), start(nb)
+	set.advertise(a, b)
+	ta := newFakeTerm(set.shared)
+	set.setLeader(0)
+	na.terms <- ta
+	eventually(t, 5*time.Second, "a to lead", func() bool { return a.lead.Load() != nil && a.signing.cur.Load() != nil })
+
+	ca := dial(t, a.addr)
+	topic := jobsID(t, ca)
+	const m1 = "member-a-000000000000000"
+	r := beat848(ca, m1, 0, nil, topic)
+	gs, ok := grantsOf(t, r)
+	if r.ErrorCode != 0 || !ok || len(gs.Grants) != 64 {
+		t.Fatalf("join on a: %+v, %d grants", r, len(gs.Grants))
+	}
+	first := gs.Key
+	owned := make([]int32, 64)
+	for i := range owned {
+		owned[i] = int32(i)
+	}
+	r = beat848(ca, m1, r.MemberEpoch, owned, topic)
+
+	rotated, err := a.RotateKey(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	next, _ := rotated.Active()
+	ta.end()
+	set.setLeader(1)
+	nb.terms <- newFakeTerm(set.shared)
+	eventually(t, 5*time.Second, "b to lead and sign with the new key", func() bool {
+		cur := b.signing.cur.Load()
+		return b.lead.Load() != nil && cur != nil && cur.signer.ID() == next.ID
+	})
+	cb := dial(t, b.addr)
+	r = beat848(cb, m1, r.MemberEpoch, nil, topic)
+	gs, ok = grantsOf(t, r)
+	if r.ErrorCode != 0 || !ok || gs.Key != next.ID || len(gs.Grants) != 64 {
+		t.Fatalf("the member's first heartbeat on b: %+v, grants %d by %s, want 64 by %s (the old key was %s)", r, len(gs.Grants), gs.Key, next.ID, first)
+	}
+	v := b.verifier(t, "g", topic)
+	for _, g := range gs.Grants {
+		if err := v.Verify(epoch.Partition(g.Partition), gs.Signed(g, m1)); err != nil {
+			t.Fatalf("grant of %d after the fail-over: %v", g.Partition, err)
+		}
+	}
+}

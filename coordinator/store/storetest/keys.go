@@ -1,0 +1,136 @@
+package storetest
+
+import (
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tenure-dev/tenure/coordinator/store"
+	"github.com/tenure-dev/tenure/epoch"
+)
+
+// Keys checks a KeyStore that holds no signing key yet: an empty ring at
+// version 0, a first write, reads that return what was written (times
+// and seeds exactly), a write at a stale version refused with
+// store.ErrKeysChanged and changing nothing, rotations and revocations
+// through store.UpdateKeys, racing rotations that all land one after the
+// other, and that the store keeps its own copy of what it is given.
+func Keys(t *testing.T, ks store.KeyStore) {
+	ctx := context.Background()
+	at := time.Date(2026, 5, 1, 12, 0, 0, 123456789, time.UTC)
+	seed := func(b byte) []byte {
+		s := make([]byte, ed25519.SeedSize)
+		for i := range s {
+			s[i] = b
+		}
+		return s
+	}
+	key := func(b byte, now time.Time) store.SigningKey {
+		k, err := store.NewSigningKey(seed(b), now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	load := func() store.KeyRing {
+		t.Helper()
+		r, err := ks.LoadKeys(ctx)
+		if err != nil {
+			t.Fatalf("LoadKeys: %v", err)
+		}
+		return r
+	}
+	same := func(got, want []store.SigningKey) {
+		t.Helper()
+		if len(got) != len(want) {
+			t.Fatalf("ring of %d keys, want %d", len(got), len(want))
+		}
+		for i := range want {
+			g, w := got[i], want[i]
+			if !g.Public.Equal(w.Public) || string(g.Seed) != string(w.Seed) || g.State != w.State ||
+				!g.Created.Equal(w.Created) || !g.Retired.Equal(w.Retired) || !g.Revoked.Equal(w.Revoked) {
+				t.Fatalf("key %d = %+v, want %+v", i, g, w)
+			}
+		}
+	}
+
+	if r := load(); len(r.Keys) != 0 || r.Version != 0 {
+		t.Fatalf("a new store holds %+v", r)
+	}
+	first := []store.SigningKey{key(1, at)}
+	if err := ks.StoreKeys(ctx, first, 0); err != nil {
+		t.Fatalf("first StoreKeys: %v", err)
+	}
+	r := load()
+	same(r.Keys, first)
+	if r.Version == 0 {
+		t.Fatal("a stored ring is at version 0")
+	}
+	if err := ks.StoreKeys(ctx, []store.SigningKey{key(2, at)}, 0); !errors.Is(err, store.ErrKeysChanged) {
+		t.Fatalf("StoreKeys at a stale version: %v, want ErrKeysChanged", err)
+	}
+	same(load().Keys, first)
+
+	// The store keeps its own copy.
+	first[0].Seed[0] ^= 1
+	r.Keys[0].Seed[1] ^= 1
+	same(load().Keys, []store.SigningKey{key(1, at)})
+
+	// A rotation: the old key retires without its seed.
+	rotated, err := store.UpdateKeys(ctx, ks, func(keys []store.SigningKey) ([]store.SigningKey, bool, error) {
+		return store.Rotate(keys, key(2, at.Add(time.Hour)), at.Add(time.Hour)), true, nil
+	})
+	if err != nil {
+		t.Fatalf("rotate: %v", err)
+	}
+	same(load().Keys, rotated)
+	if k := load().Keys[0]; k.State != epoch.KeyRetired || k.Seed != nil || !k.Retired.Equal(at.Add(time.Hour)) {
+		t.Fatalf("the old key after a rotation: %+v", k)
+	}
+
+	// Racing rotations all land, one after the other.
+	var wg sync.WaitGroup
+	for i := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := store.UpdateKeys(ctx, ks, func(keys []store.SigningKey) ([]store.SigningKey, bool, error) {
+				now := at.Add(time.Duration(2+i) * time.Hour)
+				return store.Rotate(keys, key(byte(10+i), now), now), true, nil
+			})
+			if err != nil {
+				t.Errorf("racing rotation %d: %v", i, err)
+			}
+		}()
+	}
+	wg.Wait()
+	keys := load().Keys
+	if len(keys) != 6 {
+		t.Fatalf("%d keys after six rotations' worth, want 6", len(keys))
+	}
+	if err := store.CheckKeys(keys); err != nil {
+		t.Fatalf("after racing rotations: %v", err)
+	}
+
+	// A revocation; the active key cannot be revoked.
+	old := keys[0].ID()
+	if _, err := store.UpdateKeys(ctx, ks, func(keys []store.SigningKey) ([]store.SigningKey, bool, error) {
+		out, err := store.RevokeKey(keys, old, at.Add(9*time.Hour))
+		return out, err == nil, err
+	}); err != nil {
+		t.Fatalf("revoke: %v", err)
+	}
+	if k := load().Keys[0]; k.State != epoch.KeyRevoked || !k.Revoked.Equal(at.Add(9*time.Hour)) {
+		t.Fatalf("revoked key: %+v", k)
+	}
+	active, _ := store.Active(load().Keys)
+	if _, err := store.UpdateKeys(ctx, ks, func(keys []store.SigningKey) ([]store.SigningKey, bool, error) {
+		out, err := store.RevokeKey(keys, active.ID(), at)
+		return out, err == nil, err
+	}); !errors.Is(err, store.ErrActiveKey) {
+		t.Fatalf("revoking the active key: %v, want ErrActiveKey", err)
+	}
+}
