@@ -9,7 +9,7 @@ import (
 
 // restoreClassic rebuilds the classic half of a group from its records
 // (Restore).
-func (g *Group) restoreClassic(now time.Time, gr *GroupRecord, rg *recordGroup) error {
+func (g *Group) restoreClassic(gr *GroupRecord, rg *recordGroup) error {
 	c := &g.classic
 	if len(rg.members) == 0 {
 		return nil // Empty, as init left it
@@ -60,7 +60,6 @@ func (g *Group) restoreClassic(now time.Time, gr *GroupRecord, rg *recordGroup) 
 		}
 		c.members[id] = m
 		c.countProtocols(m, 1)
-		c.setDeadline(m, now.Add(m.session))
 	}
 	if !slices.ContainsFunc(slices.Collect(maps.Values(c.protocols)), func(n int) bool { return n == len(c.members) }) {
 		// selectProtocol relies on one protocol every member supports.
@@ -69,8 +68,8 @@ func (g *Group) restoreClassic(now time.Time, gr *GroupRecord, rg *recordGroup) 
 	if _, ok := c.members[gr.Leader]; ok {
 		c.leader = gr.Leader
 	}
-	// The phase comes back as it was, its deadline starting now, so a
-	// group that was rebalancing finishes that rebalance.
+	// The phase comes back as it was, its deadline starting at Resume,
+	// so a group that was rebalancing finishes that rebalance.
 	switch gr.State {
 	case classicStable.String():
 		c.phase = classicStable
@@ -80,12 +79,28 @@ func (g *Group) restoreClassic(now time.Time, gr *GroupRecord, rg *recordGroup) 
 			m.pendingSync = true
 		}
 		c.pendingSyncs = len(c.members)
-		c.syncDeadline = now.Add(c.maxRebalance())
 	default:
 		// PreparingRebalance, or a group whose members were recorded
 		// before its state was.
 		c.phase = classicPreparing
-		c.joinDeadline = now.Add(c.maxRebalance())
 	}
 	return nil
+}
+
+// resumeClassic starts the classic deadlines of a rebuilt group at now
+// (Resume): every member's session, and the phase's deadline.
+func (g *Group) resumeClassic(now time.Time) {
+	c := &g.classic
+	if len(c.members) == 0 {
+		return
+	}
+	for _, m := range c.members {
+		c.setDeadline(m, now.Add(m.session+restoredSpread(g.name, m.id, m.session)))
+	}
+	switch c.phase {
+	case classicCompleting:
+		c.syncDeadline = now.Add(c.maxRebalance())
+	case classicPreparing:
+		c.joinDeadline = now.Add(c.maxRebalance())
+	}
 }

@@ -12,14 +12,14 @@ import (
 // recomputed: members keep reconciling towards the target of the epoch
 // they know. Joins that waited for a coalesced epoch bump get it at the
 // first Tick.
-func (g *Group) restoreConsumer(now time.Time, gr *GroupRecord, rg *recordGroup) error {
+func (g *Group) restoreConsumer(gr *GroupRecord, rg *recordGroup) error {
 	c := &g.consumer
 	c.assignor = gr.Protocol
 	c.targetEpoch = g.epoch
 	switch gr.State {
 	case "":
 	case consumerAssigning:
-		c.joinDue = now
+		g.resume.assigning = true
 	default:
 		return fmt.Errorf("%w: consumer group %q has state %q", ErrCorruptRecords, g.name, gr.State)
 	}
@@ -42,7 +42,6 @@ func (g *Group) restoreConsumer(now time.Time, gr *GroupRecord, rg *recordGroup)
 			drained:           r.Drained,
 			removeWhenDrained: r.RemoveWhenDrained,
 			state:             memberStable,
-			deadline:          now.Add(g.cfg.ConsumerSessionTimeout),
 			// The member may not have heard its latest assignment
 			// before the restart: send it whole next time.
 			assignmentChanged: true,
@@ -64,24 +63,39 @@ func (g *Group) restoreConsumer(now time.Time, gr *GroupRecord, rg *recordGroup)
 			}
 		}
 		if a := rg.assignments[id]; a != nil {
-			g.restoreConsumerAssignment(now, mem, a, lost[id])
+			g.restoreConsumerAssignment(mem, a, lost[id])
 		}
 		g.insertMember(mem)
-		if !mem.revokeDeadline.IsZero() {
-			c.lowerDeadline(mem.revokeDeadline)
-		}
 	}
 	g.resolveTopics()
 	for _, m := range c.members {
 		c.recount(m)
 	}
-	c.stable = len(c.members) > 0 && c.reconciled == len(c.members) && !c.joinsWaiting()
+	c.stable = len(c.members) > 0 && c.reconciled == len(c.members) && !g.resume.assigning
 	return nil
+}
+
+// resumeConsumer starts the KIP-848 deadlines of a rebuilt group at now
+// (Resume): sessions, rebalance timeouts of revoking members, and the
+// coalesced epoch bump that joins were waiting for (assigning).
+func (g *Group) resumeConsumer(now time.Time, assigning bool) {
+	c := &g.consumer
+	if assigning {
+		c.joinDue = now
+	}
+	for _, mem := range c.members {
+		mem.deadline = now.Add(g.cfg.ConsumerSessionTimeout + restoredSpread(g.name, mem.id, g.cfg.ConsumerSessionTimeout))
+		c.lowerDeadline(mem.deadline)
+		if mem.state == memberUnrevoked {
+			mem.revokeDeadline = now.Add(mem.rebalanceTimeout)
+			c.lowerDeadline(mem.revokeDeadline)
+		}
+	}
 }
 
 // restoreConsumerAssignment gives mem what its AssignmentRecord says,
 // except the partitions in lost (resolveClaims).
-func (g *Group) restoreConsumerAssignment(now time.Time, mem *consumerMember, a *AssignmentRecord, lost []TopicPartition) {
+func (g *Group) restoreConsumerAssignment(mem *consumerMember, a *AssignmentRecord, lost []TopicPartition) {
 	mem.epoch, mem.prevEpoch = a.MemberEpoch, a.PrevEpoch
 	for _, p := range a.Owned {
 		tp := TopicPartition{p.Topic, p.Partition}
@@ -109,8 +123,7 @@ func (g *Group) restoreConsumerAssignment(now time.Time, mem *consumerMember, a 
 	}
 	switch {
 	case len(mem.revoking) > 0:
-		mem.state = memberUnrevoked
-		mem.revokeDeadline = now.Add(mem.rebalanceTimeout)
+		mem.state = memberUnrevoked // its rebalance timeout starts at Resume
 	case len(mem.pending) > 0:
 		mem.state = memberUnreleased
 	}

@@ -76,6 +76,9 @@ type Group struct {
 	// first offset (an admin commit needs no other record).
 	tombstone bool
 
+	// resume is set from Rebuild until Resume starts the group's clocks.
+	resume *resumeState
+
 	owners  ownership
 	offsets offsetTable
 	log     genLog

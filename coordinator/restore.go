@@ -7,6 +7,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/cespare/xxhash/v2"
+
 	"github.com/tenure-dev/tenure/epoch"
 )
 
@@ -43,6 +45,21 @@ var ErrCorruptRecords = errors.New("coordinator: records do not describe a group
 // Restore never panics on bad records: it returns an error wrapping
 // ErrCorruptRecords, and the caller keeps the group offline.
 func Restore(name string, cfg *Config, rng *rand.Rand, now time.Time, recs []Record) (*Group, error) {
+	g, err := Rebuild(name, cfg, rng, recs)
+	if err != nil {
+		return nil, err
+	}
+	g.Resume(now)
+	return g, nil
+}
+
+// Rebuild is Restore without the clock: the group as its records describe
+// it, with every deadline still to start. Resume(now) starts them, and
+// Restore(now) is exactly Rebuild then Resume(now); a warm standby
+// (package server) rebuilds the groups it may take over ahead of time,
+// so that taking them over costs a Resume each. The group must not be
+// stepped or ticked before Resume.
+func Rebuild(name string, cfg *Config, rng *rand.Rand, recs []Record) (*Group, error) {
 	set := NewRecordSet()
 	for _, r := range recs {
 		if gn, ok := GroupOf(r); !ok || gn != name {
@@ -72,8 +89,8 @@ func Restore(name string, cfg *Config, rng *rand.Rand, now time.Time, recs []Rec
 	}
 	g.typ = gr.Type
 	g.epoch = restoredEpoch(gr, rg)
-	g.log.restoredAt = now
 	g.tombstone = gr.Deleted
+	g.resume = &resumeState{}
 	for id, a := range rg.assignments {
 		if _, ok := rg.members[id]; !ok {
 			return nil, fmt.Errorf("%w: group %q has an assignment for %q, which is not a member", ErrCorruptRecords, name, id)
@@ -85,9 +102,9 @@ func Restore(name string, cfg *Config, rng *rand.Rand, now time.Time, recs []Rec
 	var err error
 	switch g.typ {
 	case Classic:
-		err = g.restoreClassic(now, gr, rg)
+		err = g.restoreClassic(gr, rg)
 	case Consumer:
-		err = g.restoreConsumer(now, gr, rg)
+		err = g.restoreConsumer(gr, rg)
 	}
 	if err != nil {
 		return nil, err
@@ -96,6 +113,53 @@ func Restore(name string, cfg *Config, rng *rand.Rand, now time.Time, recs []Rec
 		g.offsets.m[tp] = committed{offset: o.Offset, leaderEpoch: o.LeaderEpoch, metadata: o.Metadata, token: o.Token, member: o.MemberID}
 	}
 	return g, nil
+}
+
+// resumeState is what Resume needs of a rebuilt group beyond its members.
+type resumeState struct {
+	// assigning: joins waited for a coalesced epoch bump; they get it at
+	// the first Tick.
+	assigning bool
+}
+
+// Resume starts the clocks of a group that Rebuild returned: every
+// member's session, and a revoking member's rebalance timeout, start at
+// now, so that a fail-over expels nobody (Restore). A member's session
+// ends a little after the session timeout (restoredSpread), so that the
+// sessions of every group taken over at once do not all end in one
+// instant. Resume does nothing to a group that Rebuild made from no
+// records, or once it has run.
+func (g *Group) Resume(now time.Time) {
+	if g.resume == nil {
+		return
+	}
+	g.log.restoredAt = now
+	switch g.typ {
+	case Classic:
+		g.resumeClassic(now)
+	case Consumer:
+		g.resumeConsumer(now, g.resume.assigning)
+	}
+	g.resume = nil
+}
+
+// restoredSpreadFraction bounds restoredSpread: a tenth of the session.
+const restoredSpreadFraction = 10
+
+// restoredSpread is how much later than the session timeout a restored
+// member's session ends: a fraction of the session from a hash of its group and ID,
+// deterministic (a simulation replays it) and spread evenly, so that the
+// expiry checks of 160,000 sessions restored in one instant are spread
+// over a tenth of the session rather than land in one tick. Ending a
+// session later than the timeout is safe: a member trusts its ownership
+// no longer than its own session timeout (epoch.Window), and only its
+// expiry, later, hands its partitions on.
+func restoredSpread(group, id string, session time.Duration) time.Duration {
+	window := session / restoredSpreadFraction
+	if window <= 0 {
+		return 0
+	}
+	return time.Duration(xxhash.Sum64String(group+"\x00"+id) % uint64(window))
 }
 
 // restoredEpoch is the epoch a restored group continues from: its

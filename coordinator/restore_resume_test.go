@@ -1,0 +1,98 @@
+package coordinator_test
+
+import (
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/tenure-dev/tenure/coordinator"
+	"github.com/tenure-dev/tenure/internal/testgroups"
+)
+
+// TestRebuildResume checks that a group rebuilt ahead of time and resumed
+// later is the group Restore makes at the later time, and that Resume
+// runs once.
+func TestRebuildResume(t *testing.T) {
+	recs, _ := testgroups.Stable(t, "g")
+	cfg := stableConfig()
+	at := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	want, err := coordinator.Restore("g", &cfg, rand.New(rand.NewPCG(1, 2)), at, recs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := coordinator.Rebuild("g", &cfg, rand.New(rand.NewPCG(1, 2)), recs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got.Resume(at)
+	if got.String() != want.String() || nextTick(got) != nextTick(want) {
+		t.Fatalf("rebuilt and resumed:\n%s\nnext tick %v\nrestored:\n%s\nnext tick %v", got, nextTick(got), want, nextTick(want))
+	}
+	got.Resume(at.Add(time.Hour))
+	if got.String() != want.String() {
+		t.Fatalf("a second Resume changed the group:\n%s", got)
+	}
+}
+
+// TestRestoredSessionsSpread checks that the sessions of groups restored
+// in one instant end over a tenth of the session after the timeout, not
+// in one tick, and none before the timeout: the 16,000 members of 1,000
+// groups, none of whom comes back, are expelled spread out.
+func TestRestoredSessionsSpread(t *testing.T) {
+	recs, _ := testgroups.Stable(t, "template")
+	cfg := stableConfig()
+	session := cfg.ConsumerSessionTimeout
+	at := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	const groups, members = 1000, 16
+	tick := 50 * time.Millisecond
+	expired := map[time.Duration]int{} // by tick after the timeout
+	for i := range groups {
+		name := fmt.Sprintf("g-%04d", i)
+		g, err := coordinator.Restore(name, &cfg, rand.New(rand.NewPCG(1, 2)), at, testgroups.Renamed(recs, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if next := nextTick(g).Sub(at); next < session {
+			t.Fatalf("group %s: a session ends %v after the restore, before the timeout %v", name, next, session)
+		}
+		g.Tick(at.Add(session - time.Nanosecond))
+		if n := g.MemberCount(); n != members {
+			t.Fatalf("group %s: %d members left before the session timeout", name, n)
+		}
+		for now := nextTick(g); g.MemberCount() > 0; now = nextTick(g) {
+			if now.IsZero() || now.Sub(at) >= session+session/10 {
+				t.Fatalf("group %s: %d members outlive the spread (next tick %v)", name, g.MemberCount(), now)
+			}
+			n := g.MemberCount()
+			g.Tick(now)
+			expired[(now.Sub(at)-session)/tick] += n - g.MemberCount()
+		}
+	}
+	// Evenly spread over session/10 in ticks of 50 ms (90 ticks for a 45 s
+	// session, 2% of the members in each): none holds more than 5%.
+	ticks := slices.Sorted(maps.Keys(expired))
+	for _, k := range ticks {
+		if n := expired[k]; n > groups*members/20 {
+			t.Fatalf("%d of %d sessions end in one %v tick, %v after the timeout; over %d ticks", n, groups*members, tick, k*tick, len(ticks))
+		}
+	}
+}
+
+func stableConfig() coordinator.Config {
+	cfg := coordinator.DefaultConfig()
+	topics := coordinator.NewStaticTopics()
+	topics.Add(testgroups.Topic.Name, testgroups.Topic.ID, testgroups.Topic.Partitions)
+	cfg.Topics = topics
+	return cfg
+}
+
+// nextTick drains g's Ready and returns when g must be ticked next.
+func nextTick(g *coordinator.Group) time.Time {
+	for g.HasReady() {
+		g.Advance(g.Ready())
+	}
+	return g.Ready().NextTick
+}
