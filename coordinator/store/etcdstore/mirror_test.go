@@ -1,0 +1,178 @@
+package etcdstore_test
+
+import (
+	"fmt"
+	"reflect"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/tenure-dev/tenure/coordinator"
+	"github.com/tenure-dev/tenure/coordinator/store/etcdstore"
+	"github.com/tenure-dev/tenure/internal/testenv"
+	"github.com/tenure-dev/tenure/internal/testgroups"
+)
+
+func openMirror(t *testing.T, cli *clientv3.Client, prefix string) *etcdstore.Mirror {
+	t.Helper()
+	m, err := etcdstore.NewMirror(testenv.Context(t), cli, etcdstore.Prefix(prefix), etcdstore.Logger(testLogger(t)))
+	if err != nil {
+		t.Fatalf("NewMirror: %v", err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m
+}
+
+// mirrorWrites are writes of every kind a store makes: new groups, a
+// member's changes and removal, offsets committed and deleted, a group
+// deleted (its tombstone and the range deletions of its keys), a topic.
+func mirrorWrites(t *testing.T, s *etcdstore.Store, round int) {
+	t.Helper()
+	recs := stableGroup(t, "template")
+	for i := range 3 {
+		persist(t, s, testgroups.Renamed(recs, fmt.Sprintf("r%d-g%d", round, i))...)
+	}
+	g := fmt.Sprintf("r%d-g0", round)
+	m := testgroups.Renamed(recs, g)[1].(*coordinator.MemberRecord)
+	gone := *m
+	gone.Deleted = true
+	changed := *m
+	changed.MemberID = "a-new-member-0000000000"
+	persist(t, s,
+		&coordinator.OffsetRecord{Group: g, Topic: testgroups.Topic.Name, Partition: 1, Offset: int64(100 + round)},
+		&coordinator.OffsetRecord{Group: g, Topic: testgroups.Topic.Name, Partition: 2, Deleted: true},
+		&gone, &changed)
+	persist(t, s, &coordinator.GroupRecord{Group: fmt.Sprintf("r%d-g1", round), Type: coordinator.Consumer, Epoch: 99, Deleted: true})
+	persist(t, s, &coordinator.TopicRecord{Name: fmt.Sprintf("topic-%d", round), ID: coordinator.TopicID{1, byte(round)}, Partitions: 4})
+}
+
+// sameAsStore checks that the mirror, synced, holds what the store
+// loads: every record, and each group's as LoadGroup reads it.
+func sameAsStore(t *testing.T, m *etcdstore.Mirror, s *etcdstore.Store, shard int) {
+	t.Helper()
+	if _, err := m.Sync(testenv.Context(t)); err != nil {
+		t.Fatalf("Sync: %v", err)
+	}
+	want := load(t, s)
+	got, err := m.Records(shard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("the mirror holds %d records, the store %d:\nmirror %v\nstore  %v", len(got), len(want), got, want)
+	}
+	for name := range m.Versions(shard) {
+		recs, _, err := m.Group(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := s.LoadGroup(testenv.Context(t), name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(recs, want) {
+			t.Fatalf("group %s: the mirror holds %v, the store %v", name, recs, want)
+		}
+	}
+}
+
+// TestMirrorFollows: a mirror opened on a store's prefix holds what the
+// store loads, after writes of every kind, without reading everything
+// again; the versions of the groups written change, the others' do not.
+func TestMirrorFollows(t *testing.T) {
+	s, cli, prefix := open(t)
+	mirrorWrites(t, s, 0)
+	m := openMirror(t, cli, prefix)
+	sameAsStore(t, m, s, -1)
+	before := m.Versions(-1)
+	mirrorWrites(t, s, 1)
+	sameAsStore(t, m, s, -1)
+	after := m.Versions(-1)
+	for name, v := range before {
+		if after[name] != v {
+			t.Errorf("group %s untouched by round 1, its version went from %d to %d", name, v, after[name])
+		}
+	}
+	for _, name := range []string{"r1-g0", "r1-g1", "r1-g2"} {
+		if _, ok := before[name]; ok || after[name] == 0 {
+			t.Errorf("group %s: version %d before round 1 (present %t), %d after", name, before[name], ok, after[name])
+		}
+	}
+	if st := m.Stats(); st.Loads != 1 || st.Resumes != 0 {
+		t.Errorf("stats %+v, want one load and no resume", st)
+	}
+	// Sync with nothing written: etcd's progress notification says the
+	// watch has sent everything.
+	if _, err := m.Sync(testenv.Context(t)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestMirrorCatchesUp: a mirror whose watch broke while the store was
+// written catches up from the revision it had applied, not by reading
+// everything again.
+func TestMirrorCatchesUp(t *testing.T) {
+	s, cli, prefix := open(t)
+	mirrorWrites(t, s, 0)
+	m := openMirror(t, cli, prefix)
+	sameAsStore(t, m, s, -1)
+	resume := etcdstore.PauseMirror(m)
+	at := m.Revision()
+	mirrorWrites(t, s, 1)
+	time.Sleep(100 * time.Millisecond)
+	if m.Revision() != at {
+		t.Fatalf("a paused mirror went from revision %d to %d", at, m.Revision())
+	}
+	resume()
+	sameAsStore(t, m, s, -1)
+	if st := m.Stats(); st.Loads != 1 || st.Resumes != 1 {
+		t.Errorf("stats %+v, want one load and one resume", st)
+	}
+}
+
+// TestMirrorCompacted: a mirror that fell behind a compaction reads
+// everything again, once, and is then current.
+func TestMirrorCompacted(t *testing.T) {
+	s, cli, prefix := open(t)
+	mirrorWrites(t, s, 0)
+	m := openMirror(t, cli, prefix)
+	resume := etcdstore.PauseMirror(m)
+	mirrorWrites(t, s, 1)
+	resp, err := cli.Get(testenv.Context(t), prefix, clientv3.WithCountOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Compact(testenv.Context(t), resp.Header.Revision); err != nil {
+		t.Fatal(err)
+	}
+	resume()
+	sameAsStore(t, m, s, -1)
+	if st := m.Stats(); st.Loads != 2 {
+		t.Errorf("stats %+v, want two loads", st)
+	}
+}
+
+// TestMirrorShards: one mirror follows every shard of a prefix, and holds
+// for each what that shard's store loads.
+func TestMirrorShards(t *testing.T) {
+	cli := etcd.Client(t)
+	prefix := uniquePrefix(t)
+	const shards = 3
+	var stores []*etcdstore.Store
+	for i := range shards {
+		stores = append(stores, openShard(t, cli, prefix, i, shards))
+	}
+	m := openMirror(t, cli, prefix)
+	recs := stableGroup(t, "template")
+	for i := range 12 {
+		name := fmt.Sprintf("g%02d", i)
+		persist(t, stores[i%shards], testgroups.Renamed(recs, name)...)
+	}
+	for i, s := range stores {
+		sameAsStore(t, m, s, i)
+	}
+	if v := m.Versions(-1); len(v) != 0 {
+		t.Errorf("groups of the unsharded layout in a sharded prefix: %v", v)
+	}
+}
