@@ -79,6 +79,7 @@ func setupServe(fs *flag.FlagSet) func(ctx context.Context, args []string) error
 		keyRetention  = fs.Duration("key-retention", def.KeyRetention, "how long a key retired by a rotation goes on verifying before it is revoked")
 		storeFlags    = addStoreFlags(fs)
 		shards        = fs.Int("shards", 1, "with a shared etcd (an HA set): the number of coordinator shards the groups hash onto, each owned by one node at a time and spread evenly over the live nodes, like Kafka's __consumer_offsets partitions; 1 keeps one leader for every group. Fixed once the store's prefix is used: every node must give the same")
+		standby       = fs.Bool("standby", true, "with a shared etcd (an HA set): keep this node a warm standby, following the store of the groups other nodes coordinate and keeping them rebuilt in memory, so that a node that takes over serves them at once instead of loading the store; costs about the groups' memory on their coordinator (false: load the store at each takeover, for small machines)")
 		electionTTL   = fs.Duration("election-ttl", 5*time.Second, "with the etcd store: how long a leader that stops renewing its lease (crash, pause, partition) keeps the groups before another node may take over; whole seconds")
 		logLevel      = fs.String("log-level", "info", "log `level`: debug, info, warn or error")
 		topics        = declaredTopics(fs)
@@ -267,6 +268,15 @@ func setupServe(fs *flag.FlagSet) func(ctx context.Context, args []string) error
 			}
 			defer cluster.close()
 			cfg.Cluster = cluster
+			if *standby {
+				mirror, err := etcdstore.NewMirror(ctx, be.cli, etcdstore.Prefix(storeFlags.prefix), etcdstore.Logger(log))
+				if err != nil {
+					ln.Close()
+					return fmt.Errorf("starting the standby: %w", err)
+				}
+				defer mirror.Close()
+				cfg.Standby = mirror
+			}
 			cfg.TopicStore = etcdstore.NewTopics(be.cli, etcdstore.Prefix(storeFlags.prefix))
 			cfg.LogStore = etcdstore.NewLogs(be.cli, etcdstore.Prefix(storeFlags.prefix))
 			cfg.Credentials = etcdstore.NewUsers(be.cli, etcdstore.Prefix(storeFlags.prefix))

@@ -44,6 +44,14 @@ type Config struct {
 	// Advertise.
 	Cluster Cluster
 
+	// Standby, with Cluster, keeps this node a warm standby: it follows
+	// the store of the groups it does not coordinate (every group while
+	// it follows a leader; with shards, those of the shards others own)
+	// and keeps them rebuilt, so that a term it wins serves at once,
+	// without loading the store (etcdstore.Mirror). Nil: each term loads
+	// the store when it starts.
+	Standby Standby
+
 	// TopicRefresh is how often a node of an HA set reloads the topics,
 	// which any node may create. Default 1 s.
 	TopicRefresh time.Duration

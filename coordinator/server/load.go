@@ -25,6 +25,23 @@ func (s *Server) load(ctx context.Context, tm *term) error {
 	if _, err := s.refreshTopics(ctx); err != nil {
 		return err
 	}
+	log := s.log
+	if tm.shard >= 0 {
+		log = log.With(zap.Int("shard", tm.shard))
+	}
+	if s.standby != nil && tm.t != nil {
+		warm, cold, offline, err := s.standby.takeOver(ctx, tm)
+		if err == nil {
+			s.m.terms.Inc()
+			s.m.takeovers.WithLabelValues("standby").Add(float64(warm))
+			s.m.takeovers.WithLabelValues("mirror").Add(float64(cold))
+			log.Info("took the groups over from the standby",
+				zap.Int("rebuilt_ahead", warm), zap.Int("restored", cold), zap.Int("offline_groups", offline),
+				zap.Duration("took", time.Since(start)))
+			return nil
+		}
+		log.Warn("the standby cannot take the term over; loading the store", zap.Error(err))
+	}
 	// A term's load may take as long as the term lasts (runTerm ends ctx
 	// with it): a large store takes longer than one write's timeout, and
 	// a load cut short leaves the term serving nothing.
@@ -58,31 +75,44 @@ func (s *Server) load(ctx context.Context, tm *term) error {
 			continue
 		}
 		g, err := s.restoreGroup(name, now, grecs)
-		tm.groups.mu.Lock()
-		e := tm.groups.add(name, g)
-		tm.groups.mu.Unlock()
-		if err != nil {
+		if !s.installGroup(tm, name, now, g, err) {
 			offline++
-			e.offlineAt = now
-			s.m.groupLoads.WithLabelValues("error").Inc()
-			s.log.Error("group cannot be loaded from the store; it stays offline", zap.String("group", name), zap.Error(err))
 			continue
 		}
 		groups++
 		members += g.MemberCount()
-		e.mu.Lock()
-		s.performReady(e, nil)
-		e.mu.Unlock()
 	}
 	s.m.terms.Inc()
-	log := s.log
-	if tm.shard >= 0 {
-		log = log.With(zap.Int("shard", tm.shard))
+	if tm.t != nil {
+		s.m.takeovers.WithLabelValues("store").Add(float64(groups))
 	}
 	log.Info("loaded the store",
 		zap.Int("topics", s.topics.Len()), zap.Int("groups", groups), zap.Int("members", members),
 		zap.Int("offline_groups", offline), zap.Int("records", len(recs)), zap.Duration("took", time.Since(start)))
 	return nil
+}
+
+// installGroup adds a group restored at now to tm and performs what it
+// asks at once (its timers), or, if it could not be restored (err), adds
+// it offline: its requests are answered COORDINATOR_NOT_AVAILABLE. It
+// reports whether the group is online.
+func (s *Server) installGroup(tm *term, name string, now time.Time, g *coordinator.Group, err error) bool {
+	if err != nil {
+		g = nil
+	}
+	tm.groups.mu.Lock()
+	e := tm.groups.add(name, g)
+	tm.groups.mu.Unlock()
+	if err != nil {
+		e.offlineAt = now
+		s.m.groupLoads.WithLabelValues("error").Inc()
+		s.log.Error("group cannot be loaded from the store; it stays offline", zap.String("group", name), zap.Error(err))
+		return false
+	}
+	e.mu.Lock()
+	s.performReady(e, nil)
+	e.mu.Unlock()
+	return true
 }
 
 // refreshTopics makes this node's topics the topic store's (in an HA set,

@@ -30,6 +30,7 @@ type metrics struct {
 	batchWrites     prometheus.Histogram
 	groupsOffline   *prometheus.CounterVec
 	groupLoads      *prometheus.CounterVec
+	takeovers       *prometheus.CounterVec
 	corePanics      prometheus.Counter
 	leading         prometheus.Gauge
 	terms           prometheus.Counter
@@ -133,6 +134,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "tenure_group_reloads_total",
 			Help: "Groups rebuilt from the store after going offline (reloaded), or that failed to load (error).",
 		}, []string{"result"}),
+		takeovers: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tenure_takeover_groups_total",
+			Help: "Groups a term started with, by where they came from: standby (rebuilt ahead of the takeover, resumed at once), mirror (restored at the takeover from the standby's copy of the store, which had changed since the rebuild) or store (loaded from the store: no standby, or it could not catch up).",
+		}, []string{"from"}),
 		leading: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "tenure_coordinating",
 			Help: "1 while this node coordinates groups (the leader of its HA set, a single node, or with shards the owner of at least one), else 0.",
@@ -179,7 +184,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			m.requests, m.heartbeat, m.rebalances, m.handoff, m.generation, m.members, m.unowned,
 			m.commitsRejected, m.connections, m.connClosed, m.limits, m.groups, m.topics,
 			m.storeFailures, m.persistSeconds, m.batchRecords, m.batchWrites, m.groupsOffline,
-			m.groupLoads, m.corePanics, m.leading, m.terms, m.authentications,
+			m.groupLoads, m.takeovers, m.corePanics, m.leading, m.terms, m.authentications,
 			m.deniedVec, m.acls, m.throttled, m.throttleSeconds,
 		} {
 			reg.MustRegister(c)

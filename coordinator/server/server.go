@@ -32,6 +32,7 @@ type Server struct {
 	signing    *signing
 	quotas     *quotas
 	perIP      connsPerIP
+	standby    *standby // nil without Config.Standby
 
 	// lead is the term during which this node coordinates groups: for a
 	// single node, from the load at start-up to shutdown; in an HA set,
@@ -113,6 +114,9 @@ func New(cfg Config) (*Server, error) {
 	if sc, ok := cfg.Cluster.(ShardedCluster); ok && sc.Shards() > 1 {
 		s.sharded = sc
 		s.shards = make([]shardSlot, sc.Shards())
+	}
+	if cfg.Standby != nil && cfg.Cluster != nil {
+		s.standby = newStandby(s, cfg.Standby)
 	}
 	s.selfNode = Node{ID: cfg.NodeID}
 	s.topicStore = cfg.TopicStore
@@ -203,6 +207,11 @@ func (s *Server) Serve(ctx context.Context, lns ...net.Listener) error {
 		}
 		go func() {
 			defer close(termsDone)
+			var wg sync.WaitGroup
+			defer wg.Wait()
+			if s.standby != nil {
+				wg.Go(func() { s.standby.run(termCtx) })
+			}
 			s.runTerms(termCtx)
 		}()
 		go s.refreshTopicsLoop(termCtx)

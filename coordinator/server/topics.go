@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -37,6 +38,10 @@ type topicRegistry struct {
 	mu       sync.RWMutex
 	byName   map[string]*topic
 	byID     map[coordinator.TopicID]*topic
+	// gen counts the changes of byName, so that a group rebuilt ahead of
+	// time (standby.go) knows whether it resolved its topics against
+	// the topics of now.
+	gen atomic.Uint64
 }
 
 var _ coordinator.Topics = (*topicRegistry)(nil)
@@ -183,6 +188,7 @@ func (r *topicRegistry) create(name string, partitions int32, persist func(*topi
 	defer r.mu.Unlock()
 	if _, dup := r.byID[stored.id]; !dup {
 		r.byName[name] = stored
+		r.gen.Add(1)
 		r.byID[stored.id] = stored
 	}
 	if stored.id != t.id {
@@ -227,6 +233,7 @@ func (r *topicRegistry) restore(rec *coordinator.TopicRecord) (bool, error) {
 	}
 	t := &topic{name: rec.Name, id: rec.ID, partitions: rec.Partitions}
 	r.byName[t.name] = t
+	r.gen.Add(1)
 	r.byID[t.id] = t
 	return true, nil
 }
@@ -238,6 +245,7 @@ func (r *topicRegistry) hide(ts []*topic) {
 	for _, t := range ts {
 		if r.byName[t.name] == t {
 			delete(r.byName, t.name)
+			r.gen.Add(1)
 			delete(r.byID, t.id)
 		}
 	}
@@ -251,6 +259,7 @@ func (r *topicRegistry) unhide(ts []*topic) {
 	for _, t := range ts {
 		if r.byName[t.name] == nil && r.byID[t.id] == nil {
 			r.byName[t.name] = t
+			r.gen.Add(1)
 			r.byID[t.id] = t
 		}
 	}

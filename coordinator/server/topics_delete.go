@@ -214,12 +214,19 @@ func (s *Server) restoreGroup(name string, now time.Time, recs []coordinator.Rec
 	if err != nil {
 		return nil, err
 	}
+	s.restoredGroup(name, now, g)
+	return g, nil
+}
+
+// restoredGroup readies a group restored (or rebuilt and resumed) at now
+// for this node: it forgets the topics deleted meanwhile, and is granted
+// again what it holds if the signing key is retiring.
+func (s *Server) restoredGroup(name string, now time.Time, g *coordinator.Group) {
 	if gone := g.UnknownTopics(); len(gone) > 0 {
 		s.log.Info("restored group forgets deleted topics", zap.String("group", name), zap.Strings("topics", gone))
 		g.TopicsDeleted(now, gone)
 	}
 	s.restoredGrants(g)
-	return g, nil
 }
 
 func topicNames(ts []*topic) []string {

@@ -49,12 +49,22 @@ type Mirror struct {
 	mu       sync.Mutex
 	rev      int64 // every write up to it is applied
 	advanced chan struct{}
-	topics   map[string]*coordinator.TopicRecord
-	groups   map[string]*mirrorGroup
+	state
 	version  uint64 // of the last change applied to a group
 	loads    int    // full reads, the first included
 	resumes  int    // watches started again from rev+1
 	err      error  // why the mirror stopped, once it has
+}
+
+// state is what a mirror holds.
+type state struct {
+	topics  map[string]*coordinator.TopicRecord
+	groups  map[string]*mirrorGroup
+	byShard map[int]map[string]*mirrorGroup // groups by shard (-1: unsharded)
+}
+
+func newState() state {
+	return state{topics: map[string]*coordinator.TopicRecord{}, groups: map[string]*mirrorGroup{}, byShard: map[int]map[string]*mirrorGroup{}}
 }
 
 // mirrorGroup is one group's latest records.
@@ -111,13 +121,12 @@ func (m *Mirror) ranges() []keyRange {
 func (m *Mirror) reload(ctx context.Context, why string) error {
 	start := time.Now()
 	for attempt := 1; ; attempt++ {
-		topics := map[string]*coordinator.TopicRecord{}
-		groups := map[string]*mirrorGroup{}
+		st := newState()
 		var rev int64
 		var err error
 		for _, r := range m.ranges() {
 			rev, err = pages(ctx, m.cli, r.start, r.end, rev, m.cfg.pageSize, func(kv *mvccpb.KeyValue) {
-				applyKV(m.keys, topics, groups, kv, 0)
+				st.applyKV(m.keys, kv, 0)
 			})
 			if err != nil {
 				break
@@ -131,15 +140,15 @@ func (m *Mirror) reload(ctx context.Context, why string) error {
 		}
 		m.mu.Lock()
 		m.version++
-		for _, g := range groups {
+		for _, g := range st.groups {
 			g.version = m.version
 		}
-		m.topics, m.groups = topics, groups
+		m.state = st
 		m.loads++
 		m.setRevLocked(rev)
 		m.mu.Unlock()
 		m.cfg.log.Info("etcd store mirror: read everything", zap.String("prefix", m.keys.prefix), zap.String("why", why),
-			zap.Int("groups", len(groups)), zap.Int64("revision", rev), zap.Duration("took", time.Since(start)))
+			zap.Int("groups", len(st.groups)), zap.Int64("revision", rev), zap.Duration("took", time.Since(start)))
 		return nil
 	}
 }
@@ -232,9 +241,9 @@ func (m *Mirror) apply(wr clientv3.WatchResponse) {
 	m.version++
 	for _, ev := range wr.Events {
 		if ev.Type == clientv3.EventTypeDelete {
-			deleteKV(m.keys, m.topics, m.groups, string(ev.Kv.Key))
+			m.deleteKV(m.keys, string(ev.Kv.Key))
 		} else {
-			applyKV(m.keys, m.topics, m.groups, ev.Kv, m.version)
+			m.applyKV(m.keys, ev.Kv, m.version)
 		}
 		if pk, err := m.keys.parse(string(ev.Kv.Key)); err == nil && pk.group != "" {
 			if g := m.groups[pk.group]; g != nil {
@@ -248,7 +257,7 @@ func (m *Mirror) apply(wr clientv3.WatchResponse) {
 }
 
 // applyKV takes a key's new value into topics and groups.
-func applyKV(k keys, topics map[string]*coordinator.TopicRecord, groups map[string]*mirrorGroup, kv *mvccpb.KeyValue, version uint64) {
+func (st *state) applyKV(k keys, kv *mvccpb.KeyValue, version uint64) {
 	pk, err := k.parse(string(kv.Key))
 	if err != nil {
 		return // not a record: the loads skip it too (or fail on it)
@@ -261,11 +270,11 @@ func applyKV(k keys, topics map[string]*coordinator.TopicRecord, groups map[stri
 	r, err := decodeValue(pk, kv.Value)
 	if pk.kind == kindTopic {
 		if t, ok := r.(*coordinator.TopicRecord); ok && err == nil {
-			topics[t.Name] = t
+			st.topics[t.Name] = t
 		}
 		return
 	}
-	g := mirrorGroupOf(groups, pk)
+	g := st.groupOf(pk)
 	g.version = version
 	if err != nil {
 		g.bad = fmt.Errorf("etcdstore: key %q: %w", kv.Key, err)
@@ -284,16 +293,16 @@ func applyKV(k keys, topics map[string]*coordinator.TopicRecord, groups map[stri
 }
 
 // deleteKV takes a key's deletion into topics and groups.
-func deleteKV(k keys, topics map[string]*coordinator.TopicRecord, groups map[string]*mirrorGroup, key string) {
+func (st *state) deleteKV(k keys, key string) {
 	pk, err := k.parse(key)
 	if err != nil {
 		return
 	}
 	if pk.kind == kindTopic {
-		delete(topics, pk.name)
+		delete(st.topics, pk.name)
 		return
 	}
-	g := groups[pk.group]
+	g := st.groups[pk.group]
 	if g == nil {
 		return
 	}
@@ -308,12 +317,13 @@ func deleteKV(k keys, topics map[string]*coordinator.TopicRecord, groups map[str
 		delete(g.offsets, coordinator.TopicPartition{Topic: pk.name, Partition: pk.partition})
 	}
 	if g.empty() {
-		delete(groups, pk.group)
+		delete(st.groups, pk.group)
+		delete(st.byShard[g.shard], pk.group)
 	}
 }
 
-func mirrorGroupOf(groups map[string]*mirrorGroup, pk parsedKey) *mirrorGroup {
-	g := groups[pk.group]
+func (st *state) groupOf(pk parsedKey) *mirrorGroup {
+	g := st.groups[pk.group]
 	if g == nil {
 		shard := -1
 		if pk.sharded {
@@ -321,7 +331,11 @@ func mirrorGroupOf(groups map[string]*mirrorGroup, pk parsedKey) *mirrorGroup {
 		}
 		g = &mirrorGroup{shard: shard, members: map[string]*coordinator.MemberRecord{},
 			assignments: map[string]*coordinator.AssignmentRecord{}, offsets: map[coordinator.TopicPartition]*coordinator.OffsetRecord{}}
-		groups[pk.group] = g
+		st.groups[pk.group] = g
+		if st.byShard[shard] == nil {
+			st.byShard[shard] = map[string]*mirrorGroup{}
+		}
+		st.byShard[shard][pk.group] = g
 	}
 	return g
 }
@@ -377,11 +391,9 @@ func (m *Mirror) Revision() int64 {
 func (m *Mirror) Versions(shard int) map[string]uint64 {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	out := make(map[string]uint64)
-	for name, g := range m.groups {
-		if g.shard == shard {
-			out[name] = g.version
-		}
+	out := make(map[string]uint64, len(m.byShard[shard]))
+	for name, g := range m.byShard[shard] {
+		out[name] = g.version
 	}
 	return out
 }
@@ -411,11 +423,8 @@ func (m *Mirror) Records(shard int) ([]coordinator.Record, error) {
 	for _, name := range slices.Sorted(maps.Keys(m.topics)) {
 		out = append(out, m.topics[name])
 	}
-	for _, name := range slices.Sorted(maps.Keys(m.groups)) {
+	for _, name := range slices.Sorted(maps.Keys(m.byShard[shard])) {
 		g := m.groups[name]
-		if g.shard != shard {
-			continue
-		}
 		if g.bad != nil {
 			return nil, g.bad
 		}

@@ -1,0 +1,241 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/tenure-dev/tenure/coordinator"
+)
+
+// A Standby follows the group store of an HA set from a node that does
+// not write it (etcdstore.Mirror): the records of every group of every
+// shard, current to within the store's watch.
+type Standby interface {
+	// Sync waits until the standby holds every write the store
+	// acknowledged before the call, and returns its revision.
+	Sync(ctx context.Context) (int64, error)
+	// Versions returns the groups of shard (-1: one leader) with the
+	// version of their records, which changes whenever they do.
+	Versions(shard int) map[string]uint64
+	// Group returns a group's records in load order with their version.
+	Group(name string) ([]coordinator.Record, uint64, error)
+}
+
+// standbyInterval is how often the standby rebuilds the groups whose
+// records changed, and standbyBudget the most it rebuilds at a time: a
+// rebuild costs about as much as a restore (tens to hundreds of
+// microseconds for a group of 16), so a join storm on the leader costs a
+// standby a bounded share of a core.
+const (
+	standbyInterval = time.Second
+	standbyBudget   = 2000
+)
+
+// standby keeps, on a node of an HA set, every group this node may take
+// over rebuilt from its records (coordinator.Rebuild) ahead of the
+// takeover: when the node wins a term (a leadership, or a shard), it
+// checks that the store's mirror has every write up to now (Sync),
+// resumes the rebuilt groups at once (coordinator.Group.Resume: their
+// sessions start now) and serves; only a group whose records changed
+// since its rebuild, or that was not rebuilt yet, is restored from the
+// mirror's records then. Nothing is read from the store.
+//
+// It holds one rebuilt copy of each group of the shards this node does
+// not lead (with one leader: of every group while it follows): about as
+// much memory as the groups take on their coordinator (docs/DESIGN.md
+// gives the figure per member). A group is rebuilt once its records have
+// not changed for one interval, so a group that keeps changing (joins on
+// its leader) is rebuilt when it settles, not at every change.
+type standby struct {
+	s   *Server
+	src Standby
+
+	mu    sync.Mutex
+	built map[string]*builtGroup
+	seen  map[string]uint64 // the version each group had at the last pass
+}
+
+// builtGroup is one group rebuilt ahead of a takeover.
+type builtGroup struct {
+	version uint64
+	topics  uint64 // the topic registry's generation it resolved against
+	shard   int
+	g       *coordinator.Group // nil: a tombstone, nothing to serve
+}
+
+func newStandby(s *Server, src Standby) *standby {
+	return &standby{s: s, src: src, built: map[string]*builtGroup{}, seen: map[string]uint64{}}
+}
+
+// run rebuilds the changed groups every standbyInterval until ctx ends.
+func (sb *standby) run(ctx context.Context) {
+	t := time.NewTicker(standbyInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		sb.pass(time.Now())
+	}
+}
+
+// shards are the shards this node may take over: with one leader, -1;
+// with shards, every shard. led reports whether it leads one at now.
+func (sb *standby) shards() []int {
+	if sb.s.sharded == nil {
+		return []int{-1}
+	}
+	out := make([]int, len(sb.s.shards))
+	for i := range out {
+		out[i] = i
+	}
+	return out
+}
+
+func (sb *standby) led(shard int, now time.Time) bool {
+	if shard < 0 {
+		return sb.s.leading(now) != nil || sb.s.loadingLead.Load()
+	}
+	return sb.s.shardTerm(shard, now) != nil || sb.s.shards[shard].loading.Load()
+}
+
+// pass rebuilds, within standbyBudget, the groups of the shards this node
+// does not lead whose records have not changed since the last pass but
+// since their rebuild, and drops what it holds of the shards it leads
+// and of the groups gone from the store.
+func (sb *standby) pass(now time.Time) {
+	budget := standbyBudget
+	for _, shard := range sb.shards() {
+		if sb.led(shard, now) {
+			sb.mu.Lock()
+			for name, b := range sb.built {
+				if b.shard == shard {
+					delete(sb.built, name)
+				}
+			}
+			sb.mu.Unlock()
+			continue
+		}
+		versions := sb.src.Versions(shard)
+		gen := sb.s.topics.gen.Load()
+		sb.mu.Lock()
+		var due []string
+		for name, v := range versions {
+			b := sb.built[name]
+			quiet := sb.seen[name] == v
+			sb.seen[name] = v
+			if quiet && (b == nil || b.version != v || b.topics != gen) {
+				due = append(due, name)
+			}
+		}
+		for name, b := range sb.built {
+			if _, ok := versions[name]; !ok && b.shard == shard {
+				delete(sb.built, name)
+				delete(sb.seen, name)
+			}
+		}
+		sb.mu.Unlock()
+		slices.Sort(due)
+		for _, name := range due {
+			if budget == 0 {
+				return
+			}
+			budget--
+			b, err := sb.rebuild(name, shard, gen)
+			if err != nil {
+				// The takeover restores it from its records, and logs
+				// there what keeps it offline.
+				continue
+			}
+			sb.mu.Lock()
+			if sb.seen[name] == b.version {
+				sb.built[name] = b
+			}
+			sb.mu.Unlock()
+		}
+	}
+}
+
+// rebuild rebuilds one group from the mirror's records.
+func (sb *standby) rebuild(name string, shard int, gen uint64) (*builtGroup, error) {
+	recs, v, err := sb.src.Group(name)
+	if err != nil {
+		return nil, err
+	}
+	b := &builtGroup{version: v, topics: gen, shard: shard}
+	if tombstone(recs) {
+		return b, nil
+	}
+	b.g, err = coordinator.Rebuild(name, &sb.s.core, newGroupRand(), recs)
+	return b, err
+}
+
+// tombstone reports whether recs are a deleted group's: nothing to serve.
+func tombstone(recs []coordinator.Record) bool {
+	if len(recs) == 0 {
+		return true
+	}
+	gr, ok := recs[0].(*coordinator.GroupRecord)
+	return ok && gr.Deleted
+}
+
+// takeOver installs every group of tm's shard in tm, from the groups
+// rebuilt ahead and the mirror's records, once the mirror holds every
+// write up to now. It returns an error, having installed nothing, if the
+// mirror cannot say so; the caller then loads the store.
+func (sb *standby) takeOver(ctx context.Context, tm *term) (warm, cold, offline int, err error) {
+	sctx, cancel := context.WithTimeout(ctx, sb.s.cfg.StoreTimeout)
+	rev, err := sb.src.Sync(sctx)
+	cancel()
+	if err != nil {
+		return 0, 0, 0, fmt.Errorf("server: the standby cannot catch up: %w", err)
+	}
+	versions := sb.src.Versions(tm.shard)
+	gen := sb.s.topics.gen.Load()
+	sb.mu.Lock()
+	built := make(map[string]*builtGroup, len(versions))
+	for name := range versions {
+		if b := sb.built[name]; b != nil {
+			built[name] = b
+			delete(sb.built, name)
+		}
+	}
+	sb.mu.Unlock()
+	now := time.Now()
+	for _, name := range slices.Sorted(maps.Keys(versions)) {
+		var g *coordinator.Group
+		var err error
+		if b := built[name]; b != nil && b.version == versions[name] && b.topics == gen {
+			if b.g == nil {
+				continue // a tombstone
+			}
+			g = b.g
+			g.Resume(now)
+			sb.s.restoredGroup(name, now, g)
+			warm++
+		} else {
+			var recs []coordinator.Record
+			recs, _, err = sb.src.Group(name)
+			if err == nil && tombstone(recs) {
+				continue
+			}
+			if err == nil {
+				g, err = sb.s.restoreGroup(name, now, recs)
+			}
+			cold++
+		}
+		if !sb.s.installGroup(tm, name, now, g, err) {
+			offline++
+		}
+	}
+	sb.s.log.Debug("standby caught up", zap.Int64("revision", rev))
+	return warm, cold, offline, nil
+}
