@@ -3,6 +3,7 @@ package etcdstore_test
 import (
 	"fmt"
 	"reflect"
+	"runtime"
 	"testing"
 	"time"
 
@@ -175,4 +176,41 @@ func TestMirrorShards(t *testing.T) {
 	if v := m.Versions(-1); len(v) != 0 {
 		t.Errorf("groups of the unsharded layout in a sharded prefix: %v", v)
 	}
+}
+
+// BenchmarkMirrorMemory measures what a warm standby's mirror holds per
+// group: the heap retained by a mirror of 1,000 real groups (16 members,
+// 64 offsets each), per group and per member, and how long reading them
+// takes.
+func BenchmarkMirrorMemory(b *testing.B) {
+	s, cli, prefix := open(b)
+	recs := stableGroup(b, "template")
+	var batch []coordinator.Record
+	for i := range 1000 {
+		batch = append(batch, testgroups.Renamed(recs, fmt.Sprintf("group-%04d", i))...)
+		if len(batch) > 20000 || i == 999 {
+			persist(b, s, batch...)
+			batch = batch[:0]
+		}
+	}
+	var perGroup float64
+	for b.Loop() {
+		before := heapInUse()
+		m, err := etcdstore.NewMirror(testenv.Context(b), cli, etcdstore.Prefix(prefix), etcdstore.Logger(testLogger(b)))
+		if err != nil {
+			b.Fatal(err)
+		}
+		perGroup = float64(heapInUse()-before) / 1000
+		m.Close()
+	}
+	b.ReportMetric(perGroup, "bytes/group")
+	b.ReportMetric(perGroup/16, "bytes/member")
+}
+
+// heapInUse is the live heap after a collection.
+func heapInUse() int64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return int64(ms.HeapAlloc)
 }
