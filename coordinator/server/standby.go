@@ -47,9 +47,10 @@ const (
 // mirror's records then. Nothing is read from the store.
 //
 // It holds one rebuilt copy of each group of the shards this node does
-// not lead (with one leader: of every group while it follows): about as
-// much memory as the groups take on their coordinator (docs/DESIGN.md
-// gives the figure per member). A group is rebuilt once its records have
+// not lead (with one leader: of every group while it follows), MaxGroups
+// at most: about as much memory as the groups take on their coordinator,
+// on top of the mirror's records (docs/DESIGN.md gives the figures per
+// member). A group is rebuilt once its records have
 // not changed for one interval, so a group that keeps changing (joins on
 // its leader) is rebuilt when it settles, not at every change.
 type standby struct {
@@ -147,6 +148,12 @@ func (sb *standby) pass(now time.Time) {
 		for _, name := range due {
 			if budget == 0 {
 				return
+			}
+			sb.mu.Lock()
+			full := len(sb.built) >= sb.s.cfg.MaxGroups
+			sb.mu.Unlock()
+			if full {
+				return // no term holds more groups than this
 			}
 			budget--
 			b, err := sb.rebuild(name, shard, gen)
