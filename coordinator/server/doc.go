@@ -95,6 +95,11 @@
 // its groups, settles their writes and calls Release, after which the
 // cluster lets the shard's next owner take it.
 //
+// With Config.Standby (an etcdstore.Mirror) a node is a warm standby: it
+// keeps every group it may take over rebuilt from the mirror
+// (coordinator.Rebuild), and a term it wins syncs the mirror, resumes
+// those groups and serves, without loading the store (standby.go).
+//
 // Responses on one connection always leave in request order, even when an
 // earlier request is parked (a JoinGroup waiting for its rebalance, a
 // Fetch held for MaxWait); requests on other connections never wait for

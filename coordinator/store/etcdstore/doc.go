@@ -15,6 +15,10 @@
 // topics, users, ACLs and the generation logs stay shared. The shard count
 // is fixed once a prefix is used (ErrShardCount).
 //
+// Mirror follows a prefix's group records of every shard from a node that
+// does not write them, through one watch, so that a warm standby takes a
+// term over without a load (mirror.go).
+//
 // Persist writes a batch of records as a few transactions, in order, each
 // guarded (Guard, for fail-over) and fenced, so that a write that fails
 // with an unknown outcome cannot land after Persist returned (fence.go).
