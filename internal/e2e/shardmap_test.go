@@ -95,6 +95,13 @@ func (h *haSet) nodeIDs(ctx context.Context) ([]int32, error) {
 
 // shardsLed reads tenure_shards_led from node i's /metrics.
 func (h *haSet) shardsLed(ctx context.Context, i int) (int, error) {
+	f, err := h.metric(ctx, i, "tenure_shards_led")
+	return int(f), err
+}
+
+// metric reads the series named (with its labels, as /metrics writes
+// them: `name{label="value"}`) from node i's /metrics.
+func (h *haSet) metric(ctx context.Context, i int, series string) (float64, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+h.http[i]+"/metrics", nil)
 	if err != nil {
 		return 0, err
@@ -107,15 +114,14 @@ func (h *haSet) shardsLed(ctx context.Context, i int) (int, error) {
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "tenure_shards_led "); ok {
-			f, err := strconv.ParseFloat(v, 64)
-			return int(f), err
+		if v, ok := strings.CutPrefix(sc.Text(), series+" "); ok {
+			return strconv.ParseFloat(v, 64)
 		}
 	}
 	if err := sc.Err(); err != nil {
 		return 0, err
 	}
-	return 0, fmt.Errorf("node %d: no tenure_shards_led in /metrics", i)
+	return 0, fmt.Errorf("node %d: no %s in /metrics", i, series)
 }
 
 // coordinatorsAt asks node addr alone for the coordinator of every group

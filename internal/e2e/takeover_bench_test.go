@@ -32,6 +32,11 @@ import (
 //	               lives that long, so no group can be served sooner;
 //	               the goal is served-max-s <= ttl-s + 1
 //
+// and logs where the survivors' terms took their groups from
+// (tenure_takeover_groups_total: rebuilt ahead by a warm standby, restored
+// from its mirror, or loaded from the store; -e2e.args=--standby=false
+// measures the load).
+//
 // and fails as BenchmarkShards does if a group the dead node did not
 // coordinate moves, or a member is expelled or its epoch goes backwards.
 //
@@ -56,7 +61,20 @@ func BenchmarkTakeover(b *testing.B) {
 			sc.f.check(b)
 			to := sc.killBusiest(b, ctx, "BenchmarkTakeover/"+c.name)
 			sc.f.check(b)
-			b.Logf("joined in %v; %s", join.Round(time.Millisecond), to)
+			// Where the survivors' terms took their groups from.
+			from := map[string]float64{}
+			for i, p := range sc.h.nodes {
+				if p.Exited() {
+					continue
+				}
+				for _, src := range []string{"standby", "mirror", "store"} {
+					if v, err := sc.h.metric(ctx, i, `tenure_takeover_groups_total{from="`+src+`"}`); err == nil {
+						from[src] += v
+					}
+				}
+			}
+			b.Logf("joined in %v; %s; the survivors' terms took %v groups from the standby, %v from the mirror, %v from the store",
+				join.Round(time.Millisecond), to, from["standby"], from["mirror"], from["store"])
 			b.ReportMetric(to.back[len(to.back)-1].Seconds(), "served-max-s")
 			b.ReportMetric(to.back[len(to.back)/2].Seconds(), "served-med-s")
 			b.ReportMetric(benchTTL.Seconds(), "ttl-s")
