@@ -288,7 +288,7 @@ func setupServe(fs *flag.FlagSet) func(ctx context.Context, args []string) error
 			return err
 		}
 		defer stopHTTP()
-		if cluster != nil && *shards > 1 {
+		if cluster != nil {
 			ctx = handOffFirst(ctx, cluster, *electionTTL, handOffGrace(*cHeartbeat), log)
 		}
 		return srv.Serve(ctx, lns...)
