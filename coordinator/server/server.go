@@ -66,6 +66,10 @@ type Server struct {
 	tls   *tls.Config
 	creds *credentials
 
+	// view is what this node tells clients of its HA set (view.go); nil
+	// without a Cluster.
+	view *clusterView
+
 	// stopTerms ends the terms goroutine of an HA node at shutdown.
 	stopTerms func()
 	// unknown remembers the clients told of a missing topic.
@@ -113,6 +117,9 @@ func New(cfg Config) (*Server, error) {
 	if sc, ok := cfg.Cluster.(ShardedCluster); ok && sc.Shards() > 1 {
 		s.sharded = sc
 		s.shards = make([]shardSlot, sc.Shards())
+	}
+	if cfg.Cluster != nil {
+		s.view = newClusterView(s)
 	}
 	s.selfNode = Node{ID: cfg.NodeID}
 	s.topicStore = cfg.TopicStore
@@ -206,6 +213,12 @@ func (s *Server) Serve(ctx context.Context, lns ...net.Listener) error {
 			s.runTerms(termCtx)
 		}()
 		go s.refreshTopicsLoop(termCtx)
+		viewDone := make(chan struct{})
+		go func() {
+			defer close(viewDone)
+			s.view.run(termCtx)
+		}()
+		defer func() { <-viewDone }()
 	}
 	s.stopTerms = func() {
 		stopTerms()
