@@ -372,6 +372,7 @@ func (g *Group) updateMember(now time.Time, req Request, m *kmsg.ConsumerGroupHe
 	c := &g.consumer
 	mem.deadline = now.Add(g.cfg.ConsumerSessionTimeout)
 	c.lowerDeadline(mem.deadline) // a restored member's grace ends (restore_grace.go)
+	mem.graced = false
 	changed := false
 	if req.ClientID != mem.clientID || req.ClientHost != mem.clientHost {
 		mem.clientID, mem.clientHost = req.ClientID, req.ClientHost

@@ -43,6 +43,7 @@ func (g *Group) restoreConsumer(now time.Time, gr *GroupRecord, rg *recordGroup)
 			removeWhenDrained: r.RemoveWhenDrained,
 			state:             memberStable,
 			deadline:          g.cfg.restoredDeadline(now, id, g.cfg.ConsumerSessionTimeout),
+			graced:            g.cfg.TakeoverGrace > 0,
 			// The member may not have heard its latest assignment
 			// before the restart: send it whole next time.
 			assignmentChanged: true,
