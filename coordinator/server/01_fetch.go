@@ -5,9 +5,15 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tenure-dev/tenure/coordinator"
 )
 
-// Fetch: v0-12.
+// Fetch: v0-16.
+//
+// From v13 topics are named by ID (@platformatic/kafka fetches only by ID:
+// its v12 request carries the ID where the name belongs); an unknown ID is
+// UNKNOWN_TOPIC_ID.
 //
 // Topics hold no records, so a Fetch is answered empty and error-free
 // (high watermark, last stable offset and log start offset 0) after being
@@ -29,12 +35,11 @@ import (
 // (view.go), the Fetches parked then, and each connection's next Fetch,
 // are answered NOT_LEADER_OR_FOLLOWER for every partition, once: stock
 // clients then reload metadata, which moves them off a dead node, and
-// look their coordinator up again. RecordBatches is empty, never null:
-// kafka-python fails on a null one.
+// look their coordinator up again.
 
 func init() {
 	register(api{
-		key: 1, min: 0, max: 12,
+		key: 1, min: 0, max: 16,
 		aliasFree: true,
 		handle: func(s *Server, c *conn, sl *slot, _ time.Time) {
 			s.handleFetch(c, sl, sl.req.(*kmsg.FetchRequest))
@@ -86,7 +91,17 @@ func emptyFetch(req *kmsg.FetchRequest, topics *topicRegistry) *kmsg.FetchRespon
 		st.Topic = rt.Topic
 		st.TopicID = rt.TopicID
 		var t *topic
-		if topics != nil {
+		unknown := kerr.UnknownTopicOrPartition.Code
+		switch {
+		case topics == nil:
+		case req.Version >= 13:
+			if t = topics.getID(coordinator.TopicID(rt.TopicID)); t != nil {
+				// Named for authorization and the logs; v13+ encodes
+				// only the ID.
+				st.Topic = t.name
+			}
+			unknown = kerr.UnknownTopicID.Code
+		default:
 			t = topics.get(rt.Topic)
 		}
 		for _, rp := range rt.Partitions {
@@ -95,9 +110,12 @@ func emptyFetch(req *kmsg.FetchRequest, topics *topicRegistry) *kmsg.FetchRespon
 			sp.HighWatermark = 0
 			sp.LastStableOffset = 0
 			sp.LogStartOffset = 0
+			// An empty record set, not a null one: librdkafka (which
+			// fetches v0 from a broker without Produce) and kafka-python
+			// fail to parse a null set, and kafka-python's poll raises.
 			sp.RecordBatches = []byte{}
 			if topics != nil && (t == nil || rp.Partition < 0 || rp.Partition >= t.partitions) {
-				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				sp.ErrorCode = unknown
 				sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = -1, -1, -1
 			}
 			st.Partitions = append(st.Partitions, sp)
