@@ -60,6 +60,7 @@ func (g *Group) restoreClassic(gr *GroupRecord, rg *recordGroup) error {
 		}
 		c.members[id] = m
 		c.countProtocols(m, 1)
+		m.graced = g.cfg.TakeoverGrace > 0
 	}
 	if !slices.ContainsFunc(slices.Collect(maps.Values(c.protocols)), func(n int) bool { return n == len(c.members) }) {
 		// selectProtocol relies on one protocol every member supports.
@@ -95,7 +96,7 @@ func (g *Group) resumeClassic(now time.Time) {
 		return
 	}
 	for _, m := range c.members {
-		c.setDeadline(m, now.Add(m.session+restoredSpread(g.name, m.id, m.session)))
+		c.setDeadline(m, g.cfg.restoredDeadline(now, g.name, m.id, m.session))
 	}
 	switch c.phase {
 	case classicCompleting:

@@ -371,9 +371,8 @@ func (g *Group) replaceStatic(now time.Time, req Request, m *kmsg.ConsumerGroupH
 func (g *Group) updateMember(now time.Time, req Request, m *kmsg.ConsumerGroupHeartbeatRequest, mem *consumerMember, sub subscriptionUpdate) (subChanged bool) {
 	c := &g.consumer
 	mem.deadline = now.Add(g.cfg.ConsumerSessionTimeout)
-	// A restored member's session may have ended later than this one
-	// does (restoredSpread): the cached next deadline must not be late.
-	c.lowerDeadline(mem.deadline)
+	c.lowerDeadline(mem.deadline) // a restored member's grace ends (restore_grace.go)
+	mem.graced = false
 	changed := false
 	if req.ClientID != mem.clientID || req.ClientHost != mem.clientHost {
 		mem.clientID, mem.clientHost = req.ClientID, req.ClientHost

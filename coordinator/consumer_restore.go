@@ -42,6 +42,7 @@ func (g *Group) restoreConsumer(gr *GroupRecord, rg *recordGroup) error {
 			drained:           r.Drained,
 			removeWhenDrained: r.RemoveWhenDrained,
 			state:             memberStable,
+			graced:            g.cfg.TakeoverGrace > 0,
 			// The member may not have heard its latest assignment
 			// before the restart: send it whole next time.
 			assignmentChanged: true,
@@ -84,7 +85,7 @@ func (g *Group) resumeConsumer(now time.Time, assigning bool) {
 		c.joinDue = now
 	}
 	for _, mem := range c.members {
-		mem.deadline = now.Add(g.cfg.ConsumerSessionTimeout + restoredSpread(g.name, mem.id, g.cfg.ConsumerSessionTimeout))
+		mem.deadline = g.cfg.restoredDeadline(now, g.name, mem.id, g.cfg.ConsumerSessionTimeout)
 		c.lowerDeadline(mem.deadline)
 		if mem.state == memberUnrevoked {
 			mem.revokeDeadline = now.Add(mem.rebalanceTimeout)

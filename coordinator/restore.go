@@ -7,8 +7,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/cespare/xxhash/v2"
-
 	"github.com/tenure-dev/tenure/epoch"
 )
 
@@ -123,12 +121,10 @@ type resumeState struct {
 }
 
 // Resume starts the clocks of a group that Rebuild returned: every
-// member's session, and a revoking member's rebalance timeout, start at
-// now, so that a fail-over expels nobody (Restore). A member's session
-// ends a little after the session timeout (restoredSpread), so that the
-// sessions of every group taken over at once do not all end in one
-// instant. Resume does nothing to a group that Rebuild made from no
-// records, or once it has run.
+// member's session (with the takeover grace, and spread:
+// restoredDeadline), and a revoking member's rebalance timeout, start at
+// now, so that a fail-over expels nobody (Restore). Resume does nothing
+// to a group that Rebuild made from no records, or once it has run.
 func (g *Group) Resume(now time.Time) {
 	if g.resume == nil {
 		return
@@ -141,25 +137,6 @@ func (g *Group) Resume(now time.Time) {
 		g.resumeConsumer(now, g.resume.assigning)
 	}
 	g.resume = nil
-}
-
-// restoredSpreadFraction bounds restoredSpread: a tenth of the session.
-const restoredSpreadFraction = 10
-
-// restoredSpread is how much later than the session timeout a restored
-// member's session ends: a fraction of the session from a hash of its group and ID,
-// deterministic (a simulation replays it) and spread evenly, so that the
-// expiry checks of 160,000 sessions restored in one instant are spread
-// over a tenth of the session rather than land in one tick. Ending a
-// session later than the timeout is safe: a member trusts its ownership
-// no longer than its own session timeout (epoch.Window), and only its
-// expiry, later, hands its partitions on.
-func restoredSpread(group, id string, session time.Duration) time.Duration {
-	window := session / restoredSpreadFraction
-	if window <= 0 {
-		return 0
-	}
-	return time.Duration(xxhash.Sum64String(group+"\x00"+id) % uint64(window))
 }
 
 // restoredEpoch is the epoch a restored group continues from: its

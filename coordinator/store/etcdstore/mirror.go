@@ -50,10 +50,10 @@ type Mirror struct {
 	rev      int64 // every write up to it is applied
 	advanced chan struct{}
 	state
-	version  uint64 // of the last change applied to a group
-	loads    int    // full reads, the first included
-	resumes  int    // watches started again from rev+1
-	err      error  // why the mirror stopped, once it has
+	version uint64 // of the last change applied to a group
+	loads   int    // full reads, the first included
+	resumes int    // watches started again from rev+1
+	err     error  // why the mirror stopped, once it has
 }
 
 // state is what a mirror holds.
