@@ -415,7 +415,7 @@ func runLoss(t *testing.T, tenure, etcdAddr string, proxies *toxiproxy.ApiServer
 		}
 	}()
 	testenv.Eventually(t, 30*time.Second, "a survivor to serve both groups", func() bool {
-		d, err := describeFresh(time.Second)
+		d, err := describeFresh(500 * time.Millisecond)
 		if lastErr = err; err != nil || len(d) != len(before) {
 			return false
 		}
