@@ -105,8 +105,8 @@ type Config struct {
 // The connection-loss grace is 3 s. A live client whose connection to the
 // coordinator closes under it (a proxy's idle close, a server-side close)
 // reconnects on its next request: a KIP-848 member heartbeats every
-// second here, and when the write on the dead connection fails kgo
-// retries at once on a new one, so it is heard again within about one
+// second here, and kgo retries a request that failed on a dead
+// connection on a new one, so it is heard again within about one
 // interval; three intervals also absorb a dial that fails once and a slow
 // TLS or SASL handshake. A classic member sends its heartbeats at its own
 // interval (3 s in kgo and the Java client), so one whose idle connection
