@@ -197,6 +197,7 @@
 //	tenure_group_members{group}               gauge
 //	tenure_group_unowned_partitions{group}    gauge
 //	tenure_commits_rejected_total             counter
+//	tenure_members_expired_total{reason}      counter (session-timeout, connection-closed)
 //	tenure_connections                        gauge
 //	tenure_connections_closed_total{reason}   counter
 //	tenure_limit_rejections_total{limit}      counter
