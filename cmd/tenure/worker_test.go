@@ -41,6 +41,8 @@ func TestWorkerHelp(t *testing.T) {
 		// The demo and the approximation of the pause are explained.
 		"write rejected: stale token", "higher", "SIGSTOP", "consumer-session-timeout",
 		"postgres,etcd", "internal/workload", "status 0",
+		// One meaning per variable: the worker's topic is its own.
+		"[TENURE_WORKER_TOPIC]", "TENURE_TOPIC is tenure serve's",
 	} {
 		if !strings.Contains(help, want) {
 			t.Errorf("help lacks %q", want)
