@@ -93,6 +93,14 @@ func (s Space) Candidates() (valid []Candidate, pruned []Pruned) {
 					for _, margin := range s.Margin {
 						for _, grace := range s.grace() {
 							for _, static := range s.Static {
+								if grace > 0 && (static || grace >= session) {
+									// The grace would never act: the
+									// coordinator exempts static
+									// members, and the session expires
+									// first. The candidate without it
+									// covers the point.
+									continue
+								}
 								c := Candidate{Static: static, Timing: sim.Timing{
 									HeartbeatInterval:     hb,
 									SessionTimeout:        session,
@@ -133,15 +141,6 @@ func (s Space) grace() []time.Duration {
 func (c Candidate) check() error {
 	if err := c.Timing.Validate(); err != nil {
 		return err
-	}
-	if g := c.Timing.ConnLossGrace; g > 0 && g >= c.Timing.SessionTimeout {
-		// The session expires first: the grace could never act.
-		return fmt.Errorf("connection-loss grace %v is not below the session timeout %v", g, c.Timing.SessionTimeout)
-	}
-	if g := c.Timing.ConnLossGrace; g > 0 && c.Static {
-		// The coordinator exempts static members: the grace never acts
-		// and would only duplicate the candidate without it.
-		return fmt.Errorf("connection-loss grace %v does not apply to static members", g)
 	}
 	mc := c.machineConfig()
 	if err := mc.Validate(); err != nil {
