@@ -215,7 +215,7 @@ func TestReportRenders(t *testing.T) {
 		t.Errorf("timeline CSV: %v\n%s", err, tl.String())
 	}
 	if rep.Availability.Crashes != 1 || rep.Availability.ReassignMax < 9 || rep.Availability.ReassignMax > 12 {
-		t.Errorf("host crash of m4 with a 10 s session: %d crashes, reassigned in %.1fs; want 1 in about 10 s",
+		t.Errorf("host crash of m2 with a 10 s session: %d crashes, reassigned in %.1fs; want 1 in about 10 s",
 			rep.Availability.Crashes, rep.Availability.ReassignMax)
 	}
 }
