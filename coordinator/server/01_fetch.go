@@ -30,6 +30,12 @@ import (
 // its partitions (before their existence is checked, as in Kafka), which
 // answers the Fetch at once. A connection holding MaxParkedPerConnection
 // requests already gets its Fetch answered at once (parked.go).
+//
+// In an HA set, after each change of the set that clients must hear of
+// (view.go), the Fetches parked then, and each connection's next Fetch,
+// are answered NOT_LEADER_OR_FOLLOWER for every partition, once: stock
+// clients then reload metadata, which moves them off a dead node, and
+// look their coordinator up again.
 
 func init() {
 	register(api{
@@ -44,6 +50,12 @@ func init() {
 }
 
 func (s *Server) handleFetch(c *conn, sl *slot, req *kmsg.FetchRequest) {
+	if s.view != nil {
+		if g := s.view.gen.Load(); c.viewGen.Swap(g) != g {
+			c.respond(sl, movedFetch(req))
+			return
+		}
+	}
 	resp := emptyFetch(req, s.topics)
 	if s.authz.on {
 		for i := range resp.Topics {
@@ -111,6 +123,44 @@ func emptyFetch(req *kmsg.FetchRequest, topics *topicRegistry) *kmsg.FetchRespon
 		resp.Topics = append(resp.Topics, st)
 	}
 	return resp
+}
+
+// movedFetch answers every partition of req NOT_LEADER_OR_FOLLOWER.
+func movedFetch(req *kmsg.FetchRequest) *kmsg.FetchResponse {
+	resp := emptyFetch(req, nil)
+	for i := range resp.Topics {
+		for j := range resp.Topics[i].Partitions {
+			p := &resp.Topics[i].Partitions[j]
+			p.ErrorCode = kerr.NotLeaderForPartition.Code
+			p.HighWatermark, p.LastStableOffset, p.LogStartOffset = -1, -1, -1
+		}
+	}
+	return resp
+}
+
+// moved answers c's parked Fetches NOT_LEADER_OR_FOLLOWER for the view
+// change gen, which then counts as told.
+func (c *conn) moved(gen uint64) {
+	type parked struct {
+		sl  *slot
+		seq uint64
+		req *kmsg.FetchRequest
+	}
+	var ps []parked
+	c.mu.Lock()
+	for _, sl := range c.q[c.head:] {
+		if req, ok := sl.req.(*kmsg.FetchRequest); ok && sl.state == slotWaiting && sl.timer != nil {
+			ps = append(ps, parked{sl, sl.seq, req})
+		}
+	}
+	c.mu.Unlock()
+	if len(ps) == 0 {
+		return
+	}
+	c.viewGen.Store(gen)
+	for _, p := range ps {
+		c.deliver(p.sl, movedFetch(p.req), p.seq, true)
+	}
 }
 
 // park holds sl until d has passed, then completes it with resp.
