@@ -214,7 +214,7 @@ func renderTable(rows []row) string {
 		if !r.offsetsKept {
 			kept = "LOST"
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %d | %d | %d | %.0f/%.0f | %.0f | %s | %s |\n", r.client, r.topology, r.fault, served,
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %d | %d | %d | %.1f/%.1f | %.1f | %s | %s |\n", r.client, r.topology, r.fault, served,
 			r.expelled, r.lost, r.revoked, r.unowned.Seconds(), r.coordUnowned.Seconds(), (r.double + r.coordDouble).Seconds(), kept, res)
 	}
 	return b.String()
