@@ -18,6 +18,7 @@ import (
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/client/pkg/v3/fileutil"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.etcd.io/etcd/server/v3/etcdserver/api/membership"
@@ -418,6 +419,8 @@ type Embedded struct {
 	log      *zap.Logger
 	// closing quiets the shutdown noise of etcd's listeners and peers.
 	closing *atomic.Bool
+	// lock is held on the data dir until the server has stopped.
+	lock *fileutil.LockedFile
 
 	stopSync  context.CancelFunc
 	syncDone  chan struct{}
@@ -453,8 +456,24 @@ func StartEmbedded(ctx context.Context, dir string, log *zap.Logger, opts ...Emb
 	// WAL leaves a member directory behind, and bootstraps again.
 	wals, _ := filepath.Glob(filepath.Join(abs, "member", "wal", "*.wal"))
 	existing := len(wals) > 0
+	if err := checkDataDirEntries(abs); err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(abs, 0o700); err != nil {
 		return nil, fmt.Errorf("etcdstore: data dir: %w", err)
+	}
+	lock, err := lockDataDir(abs)
+	if err != nil {
+		return nil, err
+	}
+	started := false
+	defer func() {
+		if !started {
+			lock.Close()
+		}
+	}()
+	if err := checkDatabase(abs); err != nil {
+		return nil, err
 	}
 
 	closing := new(atomic.Bool)
@@ -477,7 +496,7 @@ func StartEmbedded(ctx context.Context, dir string, log *zap.Logger, opts ...Emb
 		}
 		return nil, l.startError(abs, err)
 	}
-	m := &Embedded{e: e, dir: abs, name: l.name, cluster: l.peers != nil, log: log, closing: closing}
+	m := &Embedded{e: e, dir: abs, name: l.name, cluster: l.peers != nil, log: log, closing: closing, lock: lock}
 	m.endpoint = localEndpoint(e.Clients[0].Addr())
 	if existing {
 		if err := m.checkDataDir(l); err != nil {
@@ -522,6 +541,7 @@ func StartEmbedded(ctx context.Context, dir string, log *zap.Logger, opts ...Emb
 		go m.syncLoop(syncCtx)
 	}
 	log.Info("embedded etcd started", fields...)
+	started = true
 	return m, nil
 }
 
@@ -813,6 +833,7 @@ func (m *Embedded) Close() error {
 			}
 		}
 		m.stop()
+		m.lock.Close()
 		m.log.Info("embedded etcd stopped", zap.String("data_dir", m.dir))
 	})
 	return err
