@@ -114,4 +114,3 @@ func TestDataDirCorrupt(t *testing.T) {
 		t.Fatalf("start on a damaged database: %v; want ErrCorruptDataDir naming %s and what to do", err, db)
 	}
 }
-
