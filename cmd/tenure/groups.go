@@ -192,7 +192,10 @@ func (c *groupsCLI) run(ctx context.Context, args []string) error {
 	r, err := c.runs[i](ctx, groupsClient{adm: adm, timeout: *c.admin.timeout, clientOpts: clientOpts,
 		api: &adminapi.Client{Base: *c.adminURL}, remove: c.remove}, args)
 	if err != nil {
-		return err
+		if sub.name == "explain" || sub.name == "drain" {
+			return err // the admin API's errors name --admin
+		}
+		return c.admin.explain(err)
 	}
 	return writeResult(c.out, *c.output, r)
 }

@@ -84,11 +84,13 @@ func setupTopics(fs *flag.FlagSet) func(ctx context.Context, args []string) erro
 		defer done()
 		switch sub {
 		case "list":
-			return listTopics(ctx, adm, os.Stdout)
+			err = listTopics(ctx, adm, os.Stdout)
 		case "delete":
-			return deleteTopics(ctx, adm, os.Stdout, args)
+			err = deleteTopics(ctx, adm, os.Stdout, args)
+		default:
+			err = createTopics(ctx, adm, os.Stdout, specs)
 		}
-		return createTopics(ctx, adm, os.Stdout, specs)
+		return admin.explain(err)
 	}
 }
 
