@@ -200,7 +200,7 @@ func TestTuneRejectsBadFlags(t *testing.T) {
 		if code := run(context.Background(), tt.args, &stdout, &stderr); code != 2 || !strings.Contains(stderr.String(), tt.want) {
 			t.Errorf("%v: exit %d, stderr %q; want 2 and %q", tt.args, code, stderr.String(), tt.want)
 		}
-		if strings.Count(stderr.String(), "sim:") != 1 {
+		if strings.Count(stderr.String(), "tune:") != 1 {
 			t.Errorf("%v: the prefix is repeated: %q", tt.args, stderr.String())
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -64,6 +65,12 @@ func checkDataDirEntries(dir string) error {
 		ErrNotDataDir, dir, strings.Join(shown, ", "), strings.Join(dataDirEntries[:2], " and "))
 }
 
+// heldLocks keeps each locked data dir's lock file reachable until Close
+// releases it: an Embedded dropped without Close still runs its etcd
+// server, which must keep the data dir, and a collected *os.File would
+// close, and release, the lock.
+var heldLocks sync.Map // *fileutil.LockedFile -> struct{}
+
 // lockDataDir takes the data dir's lock, without waiting, and writes this
 // process's PID into the lock file. The lock is released when the
 // returned file is closed, or when the process exits, however it exits.
@@ -92,7 +99,14 @@ func lockDataDir(dir string) (*fileutil.LockedFile, error) {
 		f.Close()
 		return nil, fmt.Errorf("etcdstore: locking data dir %s: %w", dir, err)
 	}
+	heldLocks.Store(f, struct{}{})
 	return f, nil
+}
+
+// unlockDataDir releases a lock of lockDataDir.
+func unlockDataDir(f *fileutil.LockedFile) {
+	heldLocks.Delete(f)
+	f.Close()
 }
 
 // checkDatabase opens the data dir's database, if it has one, as etcd is

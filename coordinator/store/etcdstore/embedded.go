@@ -472,7 +472,7 @@ func StartEmbedded(ctx context.Context, dir string, log *zap.Logger, opts ...Emb
 	started := false
 	defer func() {
 		if !started {
-			lock.Close()
+			unlockDataDir(lock)
 		}
 	}()
 	if err := checkDatabase(abs); err != nil {
@@ -839,7 +839,7 @@ func (m *Embedded) Close() error {
 			}
 		}
 		m.stop()
-		m.lock.Close()
+		unlockDataDir(m.lock)
 		m.log.Info("embedded etcd stopped", zap.String("data_dir", m.dir))
 	})
 	return err
