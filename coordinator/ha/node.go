@@ -55,8 +55,8 @@ type Node struct {
 	self atomic.Pointer[NodeInfo]
 	// loggedLeader is the ID of the leader logLeader last named.
 	loggedLeader atomic.Int64
-	cur  atomic.Pointer[lease] // the lease held now
-	view view
+	cur          atomic.Pointer[lease] // the lease held now
+	view         view
 
 	closeOnce sync.Once
 	closeErr  error // the final revocation's; written by run before it exits
