@@ -143,7 +143,9 @@ type consumerMember struct {
 	// deadline is when the session expires; revokeDeadline, when not
 	// zero, when the member is evicted if it still holds revoked
 	// partitions.
-	deadline       time.Time
+	deadline time.Time
+	// graced: restored with the takeover grace, not heard from since.
+	graced         bool
 	revokeDeadline time.Time
 
 	// assignmentChanged is set when assigned changed since it was last
@@ -329,10 +331,11 @@ func (c *consumerState) lowerDeadline(t time.Time) {
 
 func (g *Group) consumerNext() time.Time {
 	c := &g.consumer
-	if c.joinsWaiting() && (c.nextDeadline.IsZero() || c.joinDue.Before(c.nextDeadline)) {
-		return c.joinDue
+	next := earliest(c.nextDeadline, g.conn.next)
+	if c.joinsWaiting() {
+		next = earliest(next, c.joinDue)
 	}
-	return c.nextDeadline
+	return next
 }
 
 // consumerString renders the KIP-848 state for Group.String.

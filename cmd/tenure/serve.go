@@ -57,6 +57,7 @@ func setupServe(fs *flag.FlagSet) func(ctx context.Context, args []string) error
 		cSession      = fs.Duration("consumer-session-timeout", def.Core.ConsumerSessionTimeout, "session timeout of KIP-848 members (Kafka group.consumer.session.timeout.ms)")
 		cHeartbeat    = fs.Duration("consumer-heartbeat-interval", def.Core.ConsumerHeartbeatInterval, "heartbeat interval told to KIP-848 members (Kafka group.consumer.heartbeat.interval.ms)")
 		joinCoalesce  = fs.Duration("consumer-join-coalesce", def.Core.ConsumerJoinCoalesce, "KIP-848 joins within this long of a join's epoch bump share one bump at the end of the window (0: one bump per join)")
+		connLossGrace = fs.Duration("conn-loss-grace", def.Core.ConnLossGrace, "expel a member this long after the connection of its latest request closed, unless it is heard from meanwhile, instead of at its session timeout (a dead process's kernel closes its connections; a paused one's stay open); static members are exempt; 0 turns it off")
 		initialDelay  = fs.Duration("initial-rebalance-delay", def.Core.InitialRebalanceDelay, "how long a new or empty classic group waits for more members before its first rebalance (Kafka group.initial.rebalance.delay.ms)")
 		assignors     = fs.String("assignors", strings.Join(assignor.Names(), ","), "comma-separated `list` of server-side assignors KIP-848 members may name, default first")
 		maxGroupSize  = fs.Int("max-group-size", def.Core.MaxGroupSize, "most members of one group; a join beyond it is GROUP_MAX_SIZE_REACHED")
@@ -80,6 +81,9 @@ func setupServe(fs *flag.FlagSet) func(ctx context.Context, args []string) error
 		storeFlags    = addStoreFlags(fs)
 		shards        = fs.Int("shards", 1, "with a shared etcd (an HA set): the number of coordinator shards the groups hash onto, each owned by one node at a time and spread evenly over the live nodes, like Kafka's __consumer_offsets partitions; 1 keeps one leader for every group. Fixed once the store's prefix is used: every node must give the same")
 		electionTTL   = fs.Duration("election-ttl", 5*time.Second, "with the etcd store: how long a leader that stops renewing its lease (crash, pause, partition) keeps the groups before another node may take over; whole seconds")
+		peerProbe     = fs.Duration("peer-probe", def.PeerProbe, "in an HA set: how often each node probes the other nodes' Kafka listeners; a node whose listener refuses (or accepts and closes at once) leaves Metadata at once, its broker ID pointing at its successor, instead of up to an election TTL later (0: no probe)")
+		coordWait     = fs.Duration("coordinator-wait", 0, "in an HA set: how long FindCoordinator is held while no live node coordinates the group (a fail-over under way), answered as soon as one does, before COORDINATOR_NOT_AVAILABLE (default: the election TTL and a second, at most 8s)")
+		takeoverGrace = fs.Duration("takeover-grace", 30*time.Second, "in an HA set: the least session a member gets from the node that takes its group over (a fail-over), plus up to an eighth more spread by member; its first heartbeat ends it. Stock clients need that long to find the new coordinator; a member that died with the old one keeps its partitions as long (0: the member's own session)")
 		logLevel      = fs.String("log-level", "info", "log `level`: debug, info, warn or error")
 		topics        = declaredTopics(fs)
 		unsafeTiming  = fs.Bool("allow-unsafe-timing", false, "start with a KIP-848 heartbeat and session that epoch.Timing calls unsafe (a warning instead of a refusal)")
@@ -140,11 +144,18 @@ func setupServe(fs *flag.FlagSet) func(ctx context.Context, args []string) error
 		cfg.MaxParkedPerConnection = *parkedConn
 		cfg.MaxParkedPerGroup = *parkedGroup
 		cfg.SignGrants, cfg.KeyRetention = *signGrants, *keyRetention
+		cfg.PeerProbe = *peerProbe
+		cfg.Core.TakeoverGrace = *takeoverGrace
+		cfg.CoordinatorWait = min(*electionTTL+time.Second, 8*time.Second)
+		if given["coordinator-wait"] {
+			cfg.CoordinatorWait = *coordWait
+		}
 		cfg.Core.MinSessionTimeout = *minSession
 		cfg.Core.MaxSessionTimeout = *maxSession
 		cfg.Core.ConsumerSessionTimeout = *cSession
 		cfg.Core.ConsumerHeartbeatInterval = *cHeartbeat
 		cfg.Core.ConsumerJoinCoalesce = *joinCoalesce
+		cfg.Core.ConnLossGrace = *connLossGrace
 		cfg.Core.InitialRebalanceDelay = *initialDelay
 		cfg.Core.MaxGroupSize = *maxGroupSize
 		cfg.Core.Assignors = nil
@@ -288,7 +299,7 @@ func setupServe(fs *flag.FlagSet) func(ctx context.Context, args []string) error
 			return err
 		}
 		defer stopHTTP()
-		if cluster != nil && *shards > 1 {
+		if cluster != nil {
 			ctx = handOffFirst(ctx, cluster, *electionTTL, handOffGrace(*cHeartbeat), log)
 		}
 		return srv.Serve(ctx, lns...)

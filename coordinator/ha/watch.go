@@ -134,6 +134,10 @@ func (n *Node) publish() {
 	case n.changed <- struct{}{}:
 	default:
 	}
+	n.bcastMu.Lock()
+	close(n.bcast)
+	n.bcast = make(chan struct{})
+	n.bcastMu.Unlock()
 }
 
 // logLeader says, once per change, which node leads a one-leader set:

@@ -19,6 +19,7 @@ type metrics struct {
 	members         *prometheus.GaugeVec
 	unowned         *prometheus.GaugeVec
 	commitsRejected prometheus.Counter
+	expiredVec      *prometheus.CounterVec
 	connections     prometheus.Gauge
 	connClosed      *prometheus.CounterVec
 	limits          *prometheus.CounterVec
@@ -38,6 +39,9 @@ type metrics struct {
 	acls            prometheus.Gauge
 	throttled       *prometheus.CounterVec
 	throttleSeconds prometheus.Counter
+	peersDown       prometheus.Gauge
+	viewChanges     prometheus.Counter
+	findHeld        prometheus.Counter
 
 	// okRequests caches the error="NONE" child of every served key, so
 	// the common path is one atomic add.
@@ -86,6 +90,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "tenure_commits_rejected_total",
 			Help: "Offset commits rejected because the committer did not own the partition at a current token.",
 		}),
+		expiredVec: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tenure_members_expired_total",
+			Help: "Members expelled without leaving, by reason: session-timeout (silent for a session), connection-closed (the connection of their latest request closed and they were not heard from within the connection-loss grace).",
+		}, []string{"reason"}),
 		connections: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "tenure_connections",
 			Help: "Open client connections.",
@@ -165,6 +173,18 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "tenure_throttle_seconds_total",
 			Help: "Throttle time given to clients over a request-rate quota, summed: how long their connections were not read.",
 		}),
+		peersDown: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "tenure_peers_down",
+			Help: "Registered nodes of the HA set whose Kafka listener this node's probe finds down (refused, or closed at once): left out of Metadata and aliased before their registration expires.",
+		}),
+		viewChanges: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tenure_view_changes_total",
+			Help: "Changes of the HA set that this node tells clients of (live nodes, departed nodes' aliases): each answers parked Fetches, and each connection's next Fetch, NOT_LEADER_OR_FOLLOWER once, so that clients reload metadata.",
+		}),
+		findHeld: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tenure_find_coordinator_held_total",
+			Help: "FindCoordinator requests held because no live node coordinated their group (up to Config.CoordinatorWait), rather than answered COORDINATOR_NOT_AVAILABLE at once.",
+		}),
 	}
 	for a := range served {
 		m.okRequests[a.key] = m.requests.WithLabelValues(kmsg.NameForKey(a.key), "NONE")
@@ -177,15 +197,25 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	if reg != nil {
 		for _, c := range []prometheus.Collector{
 			m.requests, m.heartbeat, m.rebalances, m.handoff, m.generation, m.members, m.unowned,
-			m.commitsRejected, m.connections, m.connClosed, m.limits, m.groups, m.topics,
+			m.commitsRejected, m.expiredVec, m.connections, m.connClosed, m.limits, m.groups, m.topics,
 			m.storeFailures, m.persistSeconds, m.batchRecords, m.batchWrites, m.groupsOffline,
 			m.groupLoads, m.corePanics, m.leading, m.terms, m.authentications,
 			m.deniedVec, m.acls, m.throttled, m.throttleSeconds,
+			m.peersDown, m.viewChanges, m.findHeld,
 		} {
 			reg.MustRegister(c)
 		}
 	}
 	return m
+}
+
+// expired returns the expiry counter of reason (a classic session expiry
+// has none).
+func (m *metrics) expired(reason string) prometheus.Counter {
+	if reason == "" {
+		reason = "session-timeout"
+	}
+	return m.expiredVec.WithLabelValues(reason)
 }
 
 // denied returns the authorization refusal counter of the API of key.
