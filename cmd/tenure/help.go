@@ -54,8 +54,10 @@ func printUsage(w io.Writer, cmds []*command) {
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, `Run "tenure <command> --help" for a command's flags, "tenure <command>`)
 	fmt.Fprintln(w, `<subcommand> --help" for a subcommand's, "tenure --version" for the version.`)
-	fmt.Fprintln(w, "Every flag can also be set by an environment variable: --session-timeout")
-	fmt.Fprintln(w, "is TENURE_SESSION_TIMEOUT.")
+	fmt.Fprintln(w, "Every flag can also be set by an environment variable: --session-timeout is")
+	fmt.Fprintln(w, "TENURE_SESSION_TIMEOUT, but a flag that another command uses in another sense")
+	fmt.Fprintln(w, "has a variable of its own: tenure worker --topic is TENURE_WORKER_TOPIC. Each")
+	fmt.Fprintln(w, "command's --help names them.")
 }
 
 func printCommandUsage(w io.Writer, c *command, fs *flag.FlagSet) {
@@ -126,7 +128,7 @@ func printFlags(w io.Writer, fs *flag.FlagSet) {
 		if name != "" {
 			fmt.Fprintf(w, " %s", name)
 		}
-		fmt.Fprintf(w, "  [%s]\n    \t%s", envName(f.Name), usage)
+		fmt.Fprintf(w, "  [%s]\n    \t%s", flagEnv(fs, f.Name), usage)
 		if f.DefValue != "" && f.DefValue != "0" && f.DefValue != "0s" && f.DefValue != "false" {
 			fmt.Fprintf(w, " (default %s)", f.DefValue)
 		}
