@@ -12,7 +12,7 @@ CHAOS_RUNS  ?= 20
 CHAOS_FLAGS ?=
 TENURE_TEST_POSTGRES ?= postgres://tenure@127.0.0.1:55432/tenure_test?sslmode=disable
 
-.PHONY: all build run test bench lint fuzz chaos clean
+.PHONY: all build run test bench lint fuzz chaos interop clean
 
 all: build
 
@@ -53,6 +53,16 @@ chaos: build
 	$(GO) build -o bin/etcd go.etcd.io/etcd/server/v3
 	./bin/tenure chaos --seed $(CHAOS_SEED) --runs $(CHAOS_RUNS) --etcd-bin bin/etcd \
 		--postgres-dsn "$(TENURE_TEST_POSTGRES)" --quiet $(CHAOS_FLAGS)
+
+# The fail-over matrix (docs/FAILOVER.md): stock clients of every language
+# we support against a coordinator lost for good. Needs Debian's
+# python3-confluent-kafka and python3-kafka, and Node.js with npm (the Node
+# drivers' packages come from their lock file). INTEROP_FLAGS narrows it:
+# INTEROP_FLAGS='-interop.clients kgo-848 -interop.faults kill9'.
+INTEROP_FLAGS ?=
+interop:
+	cd internal/interop/drivers/node && npm ci --no-audit --no-fund --loglevel=error
+	$(GO) test -count=1 -timeout 80m -run '^TestFailoverMatrix$$' ./internal/interop -interop $(INTEROP_FLAGS)
 
 clean:
 	rm -rf bin chaos-runs

@@ -154,6 +154,7 @@ type classicMember struct {
 	assignedAt int32
 
 	deadline    time.Time
+	graced      bool // restored with the takeover grace, not heard from since
 	join        *classicParked
 	sync        *classicParked
 	pendingSync bool
@@ -206,7 +207,7 @@ func (m *classicMember) parked() bool { return m.join != nil || m.sync != nil }
 
 // setDeadline sets m's session deadline and keeps sessNext at or before it.
 func (c *classicState) setDeadline(m *classicMember, d time.Time) {
-	m.deadline = d
+	m.deadline, m.graced = d, false
 	if c.sessNext.IsZero() || d.Before(c.sessNext) {
 		c.sessNext = d
 	}

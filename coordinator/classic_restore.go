@@ -60,7 +60,8 @@ func (g *Group) restoreClassic(now time.Time, gr *GroupRecord, rg *recordGroup) 
 		}
 		c.members[id] = m
 		c.countProtocols(m, 1)
-		c.setDeadline(m, now.Add(m.session))
+		c.setDeadline(m, g.cfg.restoredDeadline(now, id, m.session))
+		m.graced = g.cfg.TakeoverGrace > 0
 	}
 	if !slices.ContainsFunc(slices.Collect(maps.Values(c.protocols)), func(n int) bool { return n == len(c.members) }) {
 		// selectProtocol relies on one protocol every member supports.

@@ -70,6 +70,19 @@ type Config struct {
 	// keeps (genlog.go); zero means DefaultGenerationLogRetention.
 	GenerationLogRetention int
 
+	// TakeoverGrace lengthens the sessions of the members a Restore
+	// brings back (a fail-over, a restart) to at least this, plus a
+	// spread of up to an eighth of it by member (restore_grace.go); a
+	// member's first heartbeat (JoinGroup or SyncGroup, for a classic
+	// one) ends its grace. Clients need that long to find the new
+	// coordinator after theirs died: kgo's request to a node that
+	// stopped answering waits out its 10 s request timeout, and its next
+	// heartbeat queues behind a new connection to the old address for
+	// about as long again. The price: a member that died with the old
+	// coordinator keeps its partitions up to the grace, not its session.
+	// 0 (the default here; tenure serve uses 30 s) keeps the sessions.
+	TakeoverGrace time.Duration
+
 	// IssueGrants makes replies name the ownerships they grant
 	// (Reply.Grants), for the caller to sign (grants.go). Off by default:
 	// the core then tracks nothing of it.
@@ -123,6 +136,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxGroupSize <= 0 {
 		bad("max group size %d must be positive", c.MaxGroupSize)
+	}
+	if c.TakeoverGrace < 0 {
+		bad("takeover grace %v is negative", c.TakeoverGrace)
 	}
 	if c.ConsumerSessionTimeout <= 0 {
 		bad("consumer session timeout %v must be positive", c.ConsumerSessionTimeout)

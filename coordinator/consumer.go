@@ -143,7 +143,9 @@ type consumerMember struct {
 	// deadline is when the session expires; revokeDeadline, when not
 	// zero, when the member is evicted if it still holds revoked
 	// partitions.
-	deadline       time.Time
+	deadline time.Time
+	// graced: restored with the takeover grace, not heard from since.
+	graced         bool
 	revokeDeadline time.Time
 
 	// assignmentChanged is set when assigned changed since it was last

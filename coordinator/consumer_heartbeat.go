@@ -371,6 +371,8 @@ func (g *Group) replaceStatic(now time.Time, req Request, m *kmsg.ConsumerGroupH
 func (g *Group) updateMember(now time.Time, req Request, m *kmsg.ConsumerGroupHeartbeatRequest, mem *consumerMember, sub subscriptionUpdate) (subChanged bool) {
 	c := &g.consumer
 	mem.deadline = now.Add(g.cfg.ConsumerSessionTimeout)
+	c.lowerDeadline(mem.deadline) // a restored member's grace ends (restore_grace.go)
+	mem.graced = false
 	changed := false
 	if req.ClientID != mem.clientID || req.ClientHost != mem.clientHost {
 		mem.clientID, mem.clientHost = req.ClientID, req.ClientHost
@@ -542,6 +544,7 @@ func (g *Group) staticLeave(now time.Time, mem *consumerMember) {
 	mem.prevEpoch, mem.epoch = mem.epoch, staticLeftEpoch
 	mem.state = memberStable
 	mem.deadline = now.Add(g.cfg.ConsumerSessionTimeout)
+	c.lowerDeadline(mem.deadline)
 	c.recount(mem)
 	g.persistAssignment(mem)
 	g.event(Event{Kind: EventMemberLeft, MemberID: mem.id, Reason: "static-leave", Members: len(c.members)})

@@ -42,7 +42,8 @@ func (g *Group) restoreConsumer(now time.Time, gr *GroupRecord, rg *recordGroup)
 			drained:           r.Drained,
 			removeWhenDrained: r.RemoveWhenDrained,
 			state:             memberStable,
-			deadline:          now.Add(g.cfg.ConsumerSessionTimeout),
+			deadline:          g.cfg.restoredDeadline(now, id, g.cfg.ConsumerSessionTimeout),
+			graced:            g.cfg.TakeoverGrace > 0,
 			// The member may not have heard its latest assignment
 			// before the restart: send it whole next time.
 			assignmentChanged: true,

@@ -23,7 +23,8 @@ import (
 //
 //	new-group [name=g] [initial-delay=3s] [min-session=6s] [max-session=30m]
 //	          [max-size=N] [session=10s] [heartbeat=2s] [assignor=uniform]
-//	          [join-coalesce=0s] [grants] [topic=NAME:PARTITIONS ...]
+//	          [join-coalesce=0s] [takeover-grace=0s] [grants]
+//	          [topic=NAME:PARTITIONS ...]
 //	    Starts a fresh group at t=0 (resets the test clock); grants turns
 //	    on Config.IssueGrants, and each reply's grants print as a
 //	    "grants to <member>:" line after it.
@@ -83,6 +84,7 @@ var testCommands = map[string]func(e *testEnv, a *testArgs) string{
 		cfg.ConsumerSessionTimeout = a.dur("session", 10*time.Second)
 		cfg.ConsumerHeartbeatInterval = a.dur("heartbeat", 2*time.Second)
 		cfg.ConsumerJoinCoalesce = a.dur("join-coalesce", 0)
+		cfg.TakeoverGrace = a.dur("takeover-grace", 0)
 		cfg.IssueGrants = a.has("grants")
 		if n := a.str("assignor", ""); n != "" {
 			i := slices.IndexFunc(cfg.Assignors, func(x assignor.Assignor) bool { return x.Name() == n })

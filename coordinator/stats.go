@@ -16,11 +16,16 @@ type Stats struct {
 	// owner to release it. Classic groups of a protocol type other than
 	// "consumer" report 0: their subscriptions are opaque.
 	Unowned int
+	// Awaited counts the members restored with a takeover grace
+	// (Config.TakeoverGrace) that have not been heard from since: the
+	// clients still finding their new coordinator after a fail-over.
+	Awaited int
 }
 
 // Stats returns a snapshot of the group. It costs O(subscribed topics) for
 // consumer groups and O(members) for classic ones (their subscriptions are
-// decoded from the join metadata), so call it when metrics are scraped,
+// decoded from the join metadata), plus O(members) with a takeover grace,
+// so call it when metrics are scraped,
 // not per request.
 func (g *Group) Stats() Stats {
 	s := Stats{Type: g.typ, State: g.State(), Epoch: g.epoch, Owned: g.owners.owned()}
@@ -28,6 +33,13 @@ func (g *Group) Stats() Stats {
 	switch g.typ {
 	case Classic:
 		s.Members = len(g.classic.members)
+		if g.cfg.TakeoverGrace > 0 {
+			for _, m := range g.classic.members {
+				if m.graced {
+					s.Awaited++
+				}
+			}
+		}
 		if g.classic.protocolType == consumerProtocolType {
 			for topic := range g.offsetDeleteClassicTopics() {
 				if _, parts, ok := g.cfg.Topics.Lookup(topic); ok {
@@ -37,6 +49,13 @@ func (g *Group) Stats() Stats {
 		}
 	case Consumer:
 		s.Members = len(g.consumer.members)
+		if g.cfg.TakeoverGrace > 0 {
+			for _, m := range g.consumer.members {
+				if m.graced {
+					s.Awaited++
+				}
+			}
+		}
 		for _, t := range g.consumer.topics {
 			subscribed += int(t.partitions)
 		}

@@ -53,4 +53,24 @@ func TestStatsConsumer(t *testing.T) {
 	if l := g.Listing(); l.Group != "g" || l.GroupType != "consumer" || l.ProtocolType != "consumer" {
 		t.Fatalf("listing = %+v", l)
 	}
+
+	// Restored with a takeover grace, both members are awaited until
+	// they heartbeat.
+	var recs []Record
+	for _, r := range g.Snapshot() {
+		recs = append(recs, r)
+	}
+	cfg.TakeoverGrace = 30 * time.Second
+	r, err := Restore("g", &cfg, rand.New(rand.NewPCG(1, 1)), now, recs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := r.Stats(); s.Awaited != 2 {
+		t.Fatalf("restored with a grace: awaited %d, want 2", s.Awaited)
+	}
+	g = r
+	hb("m1", 1, []int32{0, 1, 2, 3})
+	if s := g.Stats(); s.Awaited != 1 {
+		t.Fatalf("after m1's heartbeat: awaited %d, want 1", s.Awaited)
+	}
 }

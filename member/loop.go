@@ -279,6 +279,15 @@ func (s *Session) onHeartbeat(now time.Time, r heartbeatResult) {
 		} else {
 			s.log.Debug("heartbeat failed", zap.Error(r.err))
 		}
+		if s.loopCtx.Err() == nil {
+			// A transport error (the coordinator's node died, or is cut
+			// off): kgo keeps the broker's address until its metadata
+			// changes, and the survivors' Metadata points the dead
+			// node's ID at a live one. Reload it now, not at the next
+			// periodic refresh, and find the coordinator again.
+			s.cl.ForceMetadataRefresh()
+			s.refreshCoordinator()
+		}
 		s.m.Step(now, HeartbeatFailed{Err: r.err, Req: r.req})
 		return
 	}

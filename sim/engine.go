@@ -97,6 +97,7 @@ type world struct {
 
 	clock clock
 	heap  eventHeap
+	fifo  eventFIFO // periodic writes, in time order (see eventFIFO)
 	seq   uint64
 	tr    *tracer
 
@@ -192,13 +193,34 @@ func (w *world) schedule(e event) {
 	}
 	w.seq++
 	e.seq = w.seq
+	if w.fifo.fits(&e) {
+		w.fifo.push(&e)
+		return
+	}
 	w.heap.push(e)
+}
+
+// pending reports whether any event is scheduled.
+func (w *world) pending() bool { return w.heap.len() > 0 || w.fifo.len() > 0 }
+
+// next removes and returns the earliest event of the heap and the FIFO.
+func (w *world) next() event {
+	if w.fifo.len() == 0 {
+		return w.heap.pop()
+	}
+	if w.heap.len() == 0 {
+		return w.fifo.pop()
+	}
+	if f := w.fifo.peek(); f.before(w.heap.peek()) {
+		return w.fifo.pop()
+	}
+	return w.heap.pop()
 }
 
 // run fires events in order until the end of the scenario.
 func (w *world) run() {
-	for w.heap.len() > 0 && w.err == nil {
-		e := w.heap.pop()
+	for w.pending() && w.err == nil {
+		e := w.next()
 		w.clock.advance(e.at)
 		w.events++
 		w.tr.record(uint8(e.kind), e.at, e.node, e.arg, e.arg2)

@@ -60,6 +60,55 @@ func TestHeapTiesFireInSchedulingOrder(t *testing.T) {
 	}
 }
 
+// TestFIFOAndHeapMergeInOrder schedules a mix of periodic writes (which
+// the engine keeps in its FIFO when they fit) and other events, with many
+// ties, and checks that the engine pops them exactly in (time, sequence)
+// order, as a single heap would.
+func TestFIFOAndHeapMergeInOrder(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	w := &world{}
+	var pushed int
+	sent := map[uint64]event{} // by sequence number
+	sched := func(at vtime) {
+		kind := evTimer
+		if r.IntN(3) > 0 {
+			kind = evWork
+		}
+		e := event{at: at, kind: kind, node: int32(r.IntN(5)), inc: uint32(r.IntN(3))}
+		w.schedule(e)
+		pushed++
+		sent[w.seq] = e
+	}
+	for range 200 {
+		sched(vtime(r.IntN(20)))
+	}
+	var last event
+	popped := 0
+	for w.pending() {
+		e := w.next()
+		w.clock.advance(e.at)
+		popped++
+		if popped > 1 && (e.at < last.at || (e.at == last.at && e.seq < last.seq)) {
+			t.Fatalf("pop %d: (%d, seq %d) after (%d, seq %d)", popped, e.at, e.seq, last.at, last.seq)
+		}
+		last = e
+		if want := sent[e.seq]; want.at != e.at || want.kind != e.kind || want.node != e.node || want.inc != e.inc {
+			t.Fatalf("pop %d: seq %d came back as %+v, scheduled as %+v", popped, e.seq, e, want)
+		}
+		if pushed < 5000 {
+			for range r.IntN(3) {
+				sched(e.at + vtime(r.IntN(15)))
+			}
+		}
+	}
+	if popped != pushed {
+		t.Fatalf("popped %d events, scheduled %d", popped, pushed)
+	}
+	if w.fifo.ring == nil {
+		t.Fatal("no write went through the FIFO: the test does not test it")
+	}
+}
+
 func TestClockPanicsWhenGoingBack(t *testing.T) {
 	var c clock
 	c.advance(10)
@@ -132,8 +181,8 @@ func heartbeat(memberID string) *kmsg.ConsumerGroupHeartbeatRequest {
 // arrive, in order.
 func deliveries(w *world) []uint64 {
 	var ids []uint64
-	for w.heap.len() > 0 {
-		e := w.heap.pop()
+	for w.pending() {
+		e := w.next()
 		w.clock.advance(e.at)
 		if e.kind == evDeliver && w.net.arrives(w, e.msg) {
 			ids = append(ids, e.msg.id)

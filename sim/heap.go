@@ -190,3 +190,62 @@ func (h *eventHeap) pop() event {
 	h.free = append(h.free, top.slot)
 	return e
 }
+
+// eventFIFO holds the members' periodic writes (evWork), which are
+// scheduled in time order: a write is always rescheduled Work.Every after
+// now, and now never goes back, so they arrive sorted and need no heap.
+// They are most of a run's events (16 members writing every 100 ms against
+// one heartbeat a second each); keeping them out of the heap makes both
+// cheaper. The engine pops whichever of the heap and the FIFO holds the
+// earlier (time, sequence) pair, so events fire in exactly the order one
+// heap would give. The FIFO is a ring of pointer-free items (an evWork has
+// only a node and an incarnation), which the collector need not scan.
+type eventFIFO struct {
+	ring       []workItem // len is a power of two
+	head, size int
+}
+
+type workItem struct {
+	at   vtime
+	seq  uint64
+	node int32
+	inc  uint32
+}
+
+func (q *eventFIFO) len() int { return q.size }
+
+// fits reports whether e can join the FIFO without breaking its order (its
+// sequence number is larger than any already in it).
+func (q *eventFIFO) fits(e *event) bool {
+	return e.kind == evWork && e.msg == nil && e.arg == 0 && e.arg2 == 0 &&
+		(q.size == 0 || q.ring[(q.head+q.size-1)&(len(q.ring)-1)].at <= e.at)
+}
+
+func (q *eventFIFO) push(e *event) {
+	if q.size == len(q.ring) {
+		ring := make([]workItem, max(64, 2*len(q.ring)))
+		for i := range q.size {
+			ring[i] = q.ring[(q.head+i)&(len(q.ring)-1)]
+		}
+		q.ring, q.head = ring, 0
+	}
+	q.ring[(q.head+q.size)&(len(q.ring)-1)] = workItem{at: e.at, seq: e.seq, node: e.node, inc: e.inc}
+	q.size++
+}
+
+// peek returns the earliest event's (time, sequence); the FIFO must not be
+// empty.
+func (q *eventFIFO) peek() heapItem {
+	it := &q.ring[q.head]
+	return heapItem{at: it.at, seq: it.seq}
+}
+
+func (q *eventFIFO) pop() event {
+	it := q.ring[q.head]
+	q.head = (q.head + 1) & (len(q.ring) - 1)
+	q.size--
+	return event{at: it.at, seq: it.seq, node: it.node, inc: it.inc, kind: evWork}
+}
+
+// peek returns the earliest item; the heap must not be empty.
+func (h *eventHeap) peek() *heapItem { return &h.items[0] }

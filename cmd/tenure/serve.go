@@ -80,6 +80,9 @@ func setupServe(fs *flag.FlagSet) func(ctx context.Context, args []string) error
 		storeFlags    = addStoreFlags(fs)
 		shards        = fs.Int("shards", 1, "with a shared etcd (an HA set): the number of coordinator shards the groups hash onto, each owned by one node at a time and spread evenly over the live nodes, like Kafka's __consumer_offsets partitions; 1 keeps one leader for every group. Fixed once the store's prefix is used: every node must give the same")
 		electionTTL   = fs.Duration("election-ttl", 5*time.Second, "with the etcd store: how long a leader that stops renewing its lease (crash, pause, partition) keeps the groups before another node may take over; whole seconds")
+		peerProbe     = fs.Duration("peer-probe", def.PeerProbe, "in an HA set: how often each node probes the other nodes' Kafka listeners; a node whose listener refuses (or accepts and closes at once) leaves Metadata at once, its broker ID pointing at its successor, instead of up to an election TTL later (0: no probe)")
+		coordWait     = fs.Duration("coordinator-wait", 0, "in an HA set: how long FindCoordinator is held while no live node coordinates the group (a fail-over under way), answered as soon as one does, before COORDINATOR_NOT_AVAILABLE (default: the election TTL and a second, at most 8s)")
+		takeoverGrace = fs.Duration("takeover-grace", 30*time.Second, "in an HA set: the least session a member gets from the node that takes its group over (a fail-over), plus up to an eighth more spread by member; its first heartbeat ends it. Stock clients need that long to find the new coordinator; a member that died with the old one keeps its partitions as long (0: the member's own session)")
 		logLevel      = fs.String("log-level", "info", "log `level`: debug, info, warn or error")
 		topics        = declaredTopics(fs)
 		unsafeTiming  = fs.Bool("allow-unsafe-timing", false, "start with a KIP-848 heartbeat and session that epoch.Timing calls unsafe (a warning instead of a refusal)")
@@ -146,6 +149,12 @@ func setupServe(fs *flag.FlagSet) func(ctx context.Context, args []string) error
 		cfg.MaxParkedPerConnection = *parkedConn
 		cfg.MaxParkedPerGroup = *parkedGroup
 		cfg.SignGrants, cfg.KeyRetention = *signGrants, *keyRetention
+		cfg.PeerProbe = *peerProbe
+		cfg.Core.TakeoverGrace = *takeoverGrace
+		cfg.CoordinatorWait = min(*electionTTL+time.Second, 8*time.Second)
+		if given["coordinator-wait"] {
+			cfg.CoordinatorWait = *coordWait
+		}
 		cfg.Core.MinSessionTimeout = *minSession
 		cfg.Core.MaxSessionTimeout = *maxSession
 		cfg.Core.ConsumerSessionTimeout = *cSession
@@ -294,7 +303,7 @@ func setupServe(fs *flag.FlagSet) func(ctx context.Context, args []string) error
 			return err
 		}
 		defer stopHTTP()
-		if cluster != nil && *shards > 1 {
+		if cluster != nil {
 			ctx = handOffFirst(ctx, cluster, *electionTTL, handOffGrace(*cHeartbeat), log)
 		}
 		return srv.Serve(ctx, lns...)

@@ -176,8 +176,8 @@ func (c *haCluster) close() error {
 }
 
 // handOffFirst returns the context to serve under: on a stop (ctx ends),
-// the node first hands its shards to the other nodes (Leave, within
-// ttl), then goes on answering for grace, so that every member sends a
+// the node first hands its shards, or its leadership, to the other nodes
+// (Leave, within ttl), then goes on answering for grace, so that every member sends a
 // request, is answered NOT_COORDINATOR and finds its group's new owner,
 // and only then ends the returned context, which closes the connections.
 // Stock clients whose coordinator's port just closes redial it rather
@@ -192,13 +192,13 @@ func handOffFirst(ctx context.Context, c *haCluster, ttl, grace time.Duration, l
 		start := time.Now()
 		held, err := c.node.Leave(lctx)
 		if err != nil {
-			log.Warn("stopping before every shard was handed off; the rest move when the lease is revoked", zap.Error(err))
+			log.Warn("stopping before the hand-off finished; the rest moves when the lease is revoked", zap.Error(err))
 			return
 		}
 		if held == 0 {
 			return
 		}
-		log.Info("shards handed off; sending clients to their new owners before stopping",
+		log.Info("groups handed off; sending clients to their new coordinators before stopping",
 			zap.Duration("took", time.Since(start)), zap.Duration("grace", grace))
 		time.Sleep(grace)
 	}()
@@ -222,6 +222,8 @@ func (c *haCluster) ShardOwner(s int) (server.Node, bool) {
 }
 
 func (c *haCluster) Self() server.Node { return serverNode(c.node.Self()) }
+
+func (c *haCluster) Changed() <-chan struct{} { return c.node.Changed() }
 
 func (c *haCluster) Nodes() []server.Node {
 	ns := c.node.Nodes()

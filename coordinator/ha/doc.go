@@ -8,7 +8,12 @@
 // wins. A Term says whether the node may still act as leader (Term.Valid,
 // a clock check cheap enough for every request), when it stops (Term.Done),
 // and gives the comparison that makes a store write land only during the
-// term (Term.Guard, for etcdstore.Guard).
+// term (Term.Guard, for etcdstore.Guard). Node.Changed announces every
+// change of the node's view (registrations, candidacies, shard owners) to
+// any number of watchers, such as the server's view of live nodes. A
+// leader stopped on purpose calls Node.Leave: it deregisters, resigns and
+// waits for another node to lead, so the set changes hands at once rather
+// than after an election TTL (with Shards, Leave hands each shard on).
 //
 // # Keys
 //

@@ -50,7 +50,12 @@ type Node struct {
 
 	shardTerms chan *Term
 	changed    chan struct{} // signalled when the view changes (Shards > 1)
-	leaving    atomic.Bool   // Leave was called: place nothing here
+	leaving    atomic.Bool   // Leave was called: place nothing here, win no term
+
+	// bcast is closed and replaced at every change of the view
+	// (Changed).
+	bcastMu sync.Mutex
+	bcast   chan struct{}
 
 	self atomic.Pointer[NodeInfo]
 	cur  atomic.Pointer[lease] // the lease held now
@@ -91,6 +96,7 @@ func Join(ctx context.Context, cli *clientv3.Client, advertise string, opts ...O
 		// placement loop never waits for the server to take a term.
 		shardTerms: make(chan *Term, 2*c.shards),
 		changed:    make(chan struct{}, 1),
+		bcast:      make(chan struct{}),
 	}
 	n.view.init(n.keys)
 	n.logp.Store(c.log)
@@ -168,6 +174,18 @@ func (n *Node) Nodes() []NodeInfo { return n.view.nodes() }
 // (that is Term.Valid).
 func (n *Node) Leader() (NodeInfo, bool) { return n.view.leader() }
 
+// Changed returns a channel closed at the next change of the node's view
+// of the set: a node registering or leaving, a candidacy won or ended, a
+// shard changing owner. Call it again after each close. Any number of
+// goroutines may wait on it; a burst of changes may close one channel
+// only, so read the view (Nodes, Leader, ShardOwner) after the close,
+// never count closes.
+func (n *Node) Changed() <-chan struct{} {
+	n.bcastMu.Lock()
+	defer n.bcastMu.Unlock()
+	return n.bcast
+}
+
 // Terms returns the channel of the terms this node wins, in order. A won
 // term waits on the channel until it is received or ends, and the node
 // wins no other meanwhile; so receive promptly. A term received may have
@@ -221,6 +239,10 @@ func (n *Node) run(l *lease) {
 func (n *Node) lead(l *lease) {
 	b := n.newBackoff()
 	for {
+		if n.leaving.Load() {
+			<-l.over // Leave: no more terms here
+			return
+		}
 		t, err := n.campaign(l)
 		if err != nil {
 			if l.ctx.Err() != nil {
@@ -234,6 +256,13 @@ func (n *Node) lead(l *lease) {
 			continue
 		}
 		b.reset()
+		if n.leaving.Load() {
+			// Won while leaving: give it straight to the next candidate.
+			t.end(reasonResigned)
+			l.release(t)
+			n.retire(l, t)
+			continue
+		}
 		n.logger().Info("leadership term started", zap.Int64("revision", t.rev), l.field(),
 			zap.Duration("valid_for", time.Until(l.deadlineTime())))
 		if t.Valid(time.Now()) {

@@ -193,11 +193,17 @@ func (n *Node) moveAway(l *lease, terms []*Term) {
 // returns once the node holds none and the watch shows every shard owned
 // by another node, or when ctx ends. The node keeps its lease and its
 // watch until Close, which must follow; it takes no shard meanwhile.
-// It returns how many shards it held when it began. Without shards, or
-// without another node to take them, it does nothing.
+// It returns how many shards it held when it began. Without another node
+// to take them, it does nothing.
+//
+// Without shards (one leader), the leader leaves the same way: it deletes
+// its registration, resigns its term (it answers NOT_COORDINATOR from
+// then on), and returns 1 once the watch shows another node leading, or
+// when ctx ends. A node that does not lead returns 0 and wins no term
+// until Close.
 func (n *Node) Leave(ctx context.Context) (int, error) {
 	if n.cfg.shards <= 1 {
-		return 0, nil
+		return n.leaveLeader(ctx)
 	}
 	self := n.Self().ID
 	if !slices.ContainsFunc(n.Nodes(), func(o NodeInfo) bool { return o.ID != self }) {

@@ -133,6 +133,10 @@ func (n *Node) publish() {
 	case n.changed <- struct{}{}:
 	default:
 	}
+	n.bcastMu.Lock()
+	close(n.bcast)
+	n.bcast = make(chan struct{})
+	n.bcastMu.Unlock()
 }
 
 // shardRev returns the create revision of shard s's owner key, 0 if

@@ -5,9 +5,15 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tenure-dev/tenure/coordinator"
 )
 
-// Fetch: v0-12.
+// Fetch: v0-16.
+//
+// From v13 topics are named by ID (@platformatic/kafka fetches only by ID:
+// its v12 request carries the ID where the name belongs); an unknown ID is
+// UNKNOWN_TOPIC_ID.
 //
 // Topics hold no records, so a Fetch is answered empty and error-free
 // (high watermark, last stable offset and log start offset 0) after being
@@ -24,10 +30,16 @@ import (
 // its partitions (before their existence is checked, as in Kafka), which
 // answers the Fetch at once. A connection holding MaxParkedPerConnection
 // requests already gets its Fetch answered at once (parked.go).
+//
+// In an HA set, after each change of the set that clients must hear of
+// (view.go), the Fetches parked then, and each connection's next Fetch,
+// are answered NOT_LEADER_OR_FOLLOWER for every partition, once: stock
+// clients then reload metadata, which moves them off a dead node, and
+// look their coordinator up again.
 
 func init() {
 	register(api{
-		key: 1, min: 0, max: 12,
+		key: 1, min: 0, max: 16,
 		aliasFree: true,
 		handle: func(s *Server, c *conn, sl *slot, _ time.Time) {
 			s.handleFetch(c, sl, sl.req.(*kmsg.FetchRequest))
@@ -38,6 +50,12 @@ func init() {
 }
 
 func (s *Server) handleFetch(c *conn, sl *slot, req *kmsg.FetchRequest) {
+	if s.view != nil {
+		if g := s.view.gen.Load(); c.viewGen.Swap(g) != g {
+			c.respond(sl, movedFetch(req))
+			return
+		}
+	}
 	resp := emptyFetch(req, s.topics)
 	if s.authz.on {
 		for i := range resp.Topics {
@@ -73,7 +91,17 @@ func emptyFetch(req *kmsg.FetchRequest, topics *topicRegistry) *kmsg.FetchRespon
 		st.Topic = rt.Topic
 		st.TopicID = rt.TopicID
 		var t *topic
-		if topics != nil {
+		unknown := kerr.UnknownTopicOrPartition.Code
+		switch {
+		case topics == nil:
+		case req.Version >= 13:
+			if t = topics.getID(coordinator.TopicID(rt.TopicID)); t != nil {
+				// Named for authorization and the logs; v13+ encodes
+				// only the ID.
+				st.Topic = t.name
+			}
+			unknown = kerr.UnknownTopicID.Code
+		default:
 			t = topics.get(rt.Topic)
 		}
 		for _, rp := range rt.Partitions {
@@ -82,8 +110,12 @@ func emptyFetch(req *kmsg.FetchRequest, topics *topicRegistry) *kmsg.FetchRespon
 			sp.HighWatermark = 0
 			sp.LastStableOffset = 0
 			sp.LogStartOffset = 0
+			// An empty record set, not a null one: librdkafka (which
+			// fetches v0 from a broker without Produce) and kafka-python
+			// fail to parse a null set, and kafka-python's poll raises.
+			sp.RecordBatches = []byte{}
 			if topics != nil && (t == nil || rp.Partition < 0 || rp.Partition >= t.partitions) {
-				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				sp.ErrorCode = unknown
 				sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = -1, -1, -1
 			}
 			st.Partitions = append(st.Partitions, sp)
@@ -91,6 +123,44 @@ func emptyFetch(req *kmsg.FetchRequest, topics *topicRegistry) *kmsg.FetchRespon
 		resp.Topics = append(resp.Topics, st)
 	}
 	return resp
+}
+
+// movedFetch answers every partition of req NOT_LEADER_OR_FOLLOWER.
+func movedFetch(req *kmsg.FetchRequest) *kmsg.FetchResponse {
+	resp := emptyFetch(req, nil)
+	for i := range resp.Topics {
+		for j := range resp.Topics[i].Partitions {
+			p := &resp.Topics[i].Partitions[j]
+			p.ErrorCode = kerr.NotLeaderForPartition.Code
+			p.HighWatermark, p.LastStableOffset, p.LogStartOffset = -1, -1, -1
+		}
+	}
+	return resp
+}
+
+// moved answers c's parked Fetches NOT_LEADER_OR_FOLLOWER for the view
+// change gen, which then counts as told.
+func (c *conn) moved(gen uint64) {
+	type parked struct {
+		sl  *slot
+		seq uint64
+		req *kmsg.FetchRequest
+	}
+	var ps []parked
+	c.mu.Lock()
+	for _, sl := range c.q[c.head:] {
+		if req, ok := sl.req.(*kmsg.FetchRequest); ok && sl.state == slotWaiting && sl.timer != nil {
+			ps = append(ps, parked{sl, sl.seq, req})
+		}
+	}
+	c.mu.Unlock()
+	if len(ps) == 0 {
+		return
+	}
+	c.viewGen.Store(gen)
+	for _, p := range ps {
+		c.deliver(p.sl, movedFetch(p.req), p.seq, true)
+	}
 }
 
 // park holds sl until d has passed, then completes it with resp.

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -15,8 +16,10 @@ import (
 // Metadata: v0-12.
 //
 // One broker, this node, at the address advertised on the client's
-// listener (in an HA set, every live node that has it); it leads every
-// partition and is the controller. Topics are listed with their stable IDs
+// listener; it leads every partition and is the controller. In an HA set
+// (view.go): every live node that has the client's listener, each
+// departed node's broker ID at its successor's address, and partition
+// leadership spread over the live nodes. Topics are listed with their stable IDs
 // (v10+) and partitions 0..N-1. A null topic list (v1+; an empty one at
 // v0) lists every topic, sorted by name. An unknown topic is created with
 // DefaultPartitions when the request allows auto-creation (implicit before
@@ -63,15 +66,23 @@ func init() {
 
 func (s *Server) handleMetadata(c *conn, req *kmsg.MetadataRequest, now time.Time) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
-	for _, n := range s.nodes() {
+	brokers, live := s.metadataBrokers(now)
+	var leaders []int32 // the live nodes the client can reach
+	for _, n := range brokers {
 		b := kmsg.NewMetadataResponseBroker()
 		b.NodeID = n.ID
 		var ok bool
 		if b.Host, b.Port, ok = n.hostPortOn(c.ln.Name); ok { // the client's listener only, as Kafka
 			resp.Brokers = append(resp.Brokers, b)
+			if slices.Contains(live, n.ID) {
+				leaders = append(leaders, n.ID)
+			}
 		}
 	}
 	self := s.self().ID
+	if len(leaders) == 0 {
+		leaders = []int32{self}
+	}
 	resp.ClusterID = &s.cfg.ClusterID
 	resp.ControllerID = self
 	if c, ok := s.controllerNode(now); ok {
@@ -83,7 +94,7 @@ func (s *Server) handleMetadata(c *conn, req *kmsg.MetadataRequest, now time.Tim
 		name := t.name
 		rt.Topic = &name
 		rt.TopicID = t.id
-		rt.Partitions = t.metadataPartitions(self)
+		rt.Partitions = t.metadataPartitions(leaders)
 		if req.IncludeTopicAuthorizedOperations {
 			rt.AuthorizedOperations = s.authorizedOps(c, resTopic, name, topicOps)
 		}

@@ -18,13 +18,31 @@ import (
 //
 // Authorization: DESCRIBE on the group, else GROUP_AUTHORIZATION_FAILED
 // for its key, before anything else is said of it.
+//
+// In an HA set, while no live node coordinates a key asked for (the
+// coordinator just died, or is probed down, and no other node has taken
+// its groups yet), the request is held, up to Config.CoordinatorWait, and
+// answered as soon as every key has a live coordinator: clients back off
+// after COORDINATOR_NOT_AVAILABLE, some for long, and some give up after
+// a few. Past the wait it is answered as it stands then.
 
 func init() {
 	register(api{
 		key: 10, min: 0, max: 4,
 		aliasFree: true,
 		handle: func(s *Server, c *conn, sl *slot, now time.Time) {
-			c.respond(sl, s.handleFindCoordinator(c, sl.req.(*kmsg.FindCoordinatorRequest), now))
+			req := sl.req.(*kmsg.FindCoordinatorRequest)
+			resp := s.handleFindCoordinator(c, req, now)
+			if s.view == nil || s.cfg.CoordinatorWait <= 0 || !s.awaitingCoordinator(req, resp, now) || !s.parkAllowed(c) {
+				c.respond(sl, resp)
+				return
+			}
+			s.m.findHeld.Inc()
+			c.holdFind(sl, resp, func() (kmsg.Response, bool) {
+				now := time.Now()
+				r := s.handleFindCoordinator(c, req, now)
+				return r, !s.awaitingCoordinator(req, r, now)
+			}, s.cfg.CoordinatorWait, s.view.changes)
 		},
 		errorResponse: func(req kmsg.Request, code int16) kmsg.Response {
 			r := req.(*kmsg.FindCoordinatorRequest)
@@ -100,4 +118,74 @@ func (s *Server) handleFindCoordinator(cn *conn, req *kmsg.FindCoordinatorReques
 		resp.Coordinators = nil
 	}
 	return resp
+}
+
+// awaitingCoordinator reports whether resp, the answer to req, says that
+// a key has no live coordinator yet (rather than one the client cannot
+// reach on its listener, which waiting does not change).
+func (s *Server) awaitingCoordinator(req *kmsg.FindCoordinatorRequest, r kmsg.Response, now time.Time) bool {
+	resp := r.(*kmsg.FindCoordinatorResponse)
+	if req.Version <= 3 {
+		if resp.ErrorCode != kerr.CoordinatorNotAvailable.Code {
+			return false
+		}
+		_, known := s.coordinatorNode(req.CoordinatorKey, now)
+		return !known
+	}
+	for _, c := range resp.Coordinators {
+		if c.ErrorCode != kerr.CoordinatorNotAvailable.Code {
+			continue
+		}
+		if _, known := s.coordinatorNode(c.Key, now); !known {
+			return true
+		}
+	}
+	return false
+}
+
+// holdFindRecheck is how often a held FindCoordinator looks again without
+// a change of the view: a term of this node that starts loading.
+const holdFindRecheck = 100 * time.Millisecond
+
+// holdFind parks sl, answered with resp, for at most wait: each time the
+// view changes (changes) or every holdFindRecheck, answer recomputes the
+// response and says whether it is ready; once it is, or at the end of the
+// wait, sl is answered with it. At shutdown sl is answered with resp.
+func (c *conn) holdFind(sl *slot, resp kmsg.Response, answer func() (kmsg.Response, bool), wait time.Duration, changes func() <-chan struct{}) {
+	c.mu.Lock()
+	if c.closed || sl.state != slotWaiting {
+		c.mu.Unlock()
+		return
+	}
+	seq := sl.seq
+	sl.held = resp
+	// The timer marks the slot parked (conn.parked) and bounds the wait.
+	sl.timer = time.AfterFunc(wait, func() {
+		r, _ := answer()
+		c.deliver(sl, r, seq, true)
+	})
+	c.mu.Unlock()
+	go func() {
+		tick := time.NewTicker(holdFindRecheck)
+		defer tick.Stop()
+		for {
+			ch := changes()
+			if r, ok := answer(); ok {
+				c.deliver(sl, r, seq, true)
+				return
+			}
+			select {
+			case <-ch:
+			case <-tick.C:
+			case <-c.done:
+				return
+			}
+			c.mu.Lock()
+			over := c.closed || sl.seq != seq || sl.state != slotWaiting
+			c.mu.Unlock()
+			if over {
+				return
+			}
+		}
+	}()
 }

@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"time"
 
@@ -89,6 +90,10 @@ func (c *conn) startAuth() (reason string, err error) {
 		return closeShutdown, nil
 	case c.authTimedOut(), errors.As(err, &ne) && ne.Timeout():
 		return closeAuthTimeout, errAuthTimeout
+	case errors.Is(err, io.EOF):
+		// Closed before a byte: a peer's probe (view.go) or a port
+		// scan, not a client that failed its handshake.
+		return closeEOF, nil
 	case err != nil:
 		return closeTLS, err
 	}

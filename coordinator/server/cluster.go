@@ -160,7 +160,7 @@ func (s *Server) shardOwner(sh int, now time.Time) (Node, bool) {
 	if ok && o.ID == s.self().ID {
 		return Node{}, false // etcd still names this node, but its term is over
 	}
-	return o, ok
+	return s.liveNode(o, ok)
 }
 
 func (s *Server) leaderNode(now time.Time) (Node, bool) {
@@ -176,7 +176,7 @@ func (s *Server) leaderNode(now time.Time) (Node, bool) {
 		// doubt: there is no coordinator to send anyone to yet.
 		return Node{}, false
 	}
-	return l, ok
+	return s.liveNode(l, ok)
 }
 
 // notLeadingCode is the answer to a request for group that this node

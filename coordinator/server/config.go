@@ -44,6 +44,22 @@ type Config struct {
 	// Advertise.
 	Cluster Cluster
 
+	// PeerProbe is how often a node of an HA set probes the Kafka
+	// listener of every other registered node (view.go): a refused
+	// connection, or one closed within probeClosedWithin, marks the node
+	// down at once, without waiting up to an election TTL for its
+	// registration to expire. Default 250 ms; 0 turns probing off.
+	PeerProbe time.Duration
+
+	// CoordinatorWait is how long a node of an HA set holds a
+	// FindCoordinator while no live node coordinates the group (an
+	// election or a shard's move is under way), answering as soon as one
+	// does, before it answers COORDINATOR_NOT_AVAILABLE: some clients back
+	// off for long after that answer, or give up. Default 6 s (tenure
+	// serve: the election TTL and a second, at most 8 s); 0 answers at
+	// once.
+	CoordinatorWait time.Duration
+
 	// TopicRefresh is how often a node of an HA set reloads the topics,
 	// which any node may create. Default 1 s.
 	TopicRefresh time.Duration
@@ -290,6 +306,8 @@ func DefaultConfig() Config {
 		ShutdownTimeout:   5 * time.Second,
 		StoreTimeout:      10 * time.Second,
 		TopicRefresh:      time.Second,
+		PeerProbe:         250 * time.Millisecond,
+		CoordinatorWait:   6 * time.Second,
 		SASLMechanisms:    []string{ScramSHA256, ScramSHA512},
 		AuthTimeout:       10 * time.Second,
 		AuthFailureDelay:  100 * time.Millisecond,
@@ -320,6 +338,12 @@ func (c *Config) Validate() error {
 		if _, ok := c.Store.(store.TopicStore); !ok {
 			bad("no topic store: Store does not keep topics")
 		}
+	}
+	if c.PeerProbe < 0 {
+		bad("peer probe interval %v is negative", c.PeerProbe)
+	}
+	if c.CoordinatorWait < 0 {
+		bad("coordinator wait %v is negative", c.CoordinatorWait)
 	}
 	if c.Cluster != nil && c.TopicRefresh <= 0 {
 		bad("topic refresh %v must be positive", c.TopicRefresh)

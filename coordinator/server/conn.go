@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -51,6 +52,9 @@ type conn struct {
 	clientID     string
 	readDeadline time.Time
 	lastGroup    *groupEntry
+	// viewGen is the last change of the HA set's view this connection
+	// was told of by a Fetch answered NOT_LEADER_OR_FOLLOWER (view.go).
+	viewGen atomic.Uint64
 	// principal is who the connection acts as, in Kafka's form
 	// ("User:alice"): AnonymousPrincipal until a TLS client certificate
 	// or SASL authentication names someone. Authorization reads it.
@@ -88,6 +92,9 @@ func newConn(s *Server, nc, raw net.Conn, ln *listener) *conn {
 		done:  make(chan struct{}),
 
 		principal: AnonymousPrincipal,
+	}
+	if s.view != nil {
+		c.viewGen.Store(s.view.gen.Load())
 	}
 	c.host = c.addr
 	if h, _, err := net.SplitHostPort(c.addr); err == nil {

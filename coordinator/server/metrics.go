@@ -38,6 +38,9 @@ type metrics struct {
 	acls            prometheus.Gauge
 	throttled       *prometheus.CounterVec
 	throttleSeconds prometheus.Counter
+	peersDown       prometheus.Gauge
+	viewChanges     prometheus.Counter
+	findHeld        prometheus.Counter
 
 	// okRequests caches the error="NONE" child of every served key, so
 	// the common path is one atomic add.
@@ -165,6 +168,18 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "tenure_throttle_seconds_total",
 			Help: "Throttle time given to clients over a request-rate quota, summed: how long their connections were not read.",
 		}),
+		peersDown: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "tenure_peers_down",
+			Help: "Registered nodes of the HA set whose Kafka listener this node's probe finds down (refused, or closed at once): left out of Metadata and aliased before their registration expires.",
+		}),
+		viewChanges: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tenure_view_changes_total",
+			Help: "Changes of the HA set that this node tells clients of (live nodes, departed nodes' aliases): each answers parked Fetches, and each connection's next Fetch, NOT_LEADER_OR_FOLLOWER once, so that clients reload metadata.",
+		}),
+		findHeld: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tenure_find_coordinator_held_total",
+			Help: "FindCoordinator requests held because no live node coordinated their group (up to Config.CoordinatorWait), rather than answered COORDINATOR_NOT_AVAILABLE at once.",
+		}),
 	}
 	for a := range served {
 		m.okRequests[a.key] = m.requests.WithLabelValues(kmsg.NameForKey(a.key), "NONE")
@@ -181,6 +196,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			m.storeFailures, m.persistSeconds, m.batchRecords, m.batchWrites, m.groupsOffline,
 			m.groupLoads, m.corePanics, m.leading, m.terms, m.authentications,
 			m.deniedVec, m.acls, m.throttled, m.throttleSeconds,
+			m.peersDown, m.viewChanges, m.findHeld,
 		} {
 			reg.MustRegister(c)
 		}

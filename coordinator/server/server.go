@@ -66,6 +66,10 @@ type Server struct {
 	tls   *tls.Config
 	creds *credentials
 
+	// view is what this node tells clients of its HA set (view.go); nil
+	// without a Cluster.
+	view *clusterView
+
 	// stopTerms ends the terms goroutine of an HA node at shutdown.
 	stopTerms func()
 	// unknown remembers the clients told of a missing topic.
@@ -114,6 +118,9 @@ func New(cfg Config) (*Server, error) {
 		s.sharded = sc
 		s.shards = make([]shardSlot, sc.Shards())
 	}
+	if cfg.Cluster != nil {
+		s.view = newClusterView(s)
+	}
 	s.selfNode = Node{ID: cfg.NodeID}
 	s.topicStore = cfg.TopicStore
 	s.logStore = cfg.LogStore
@@ -128,8 +135,28 @@ func New(cfg Config) (*Server, error) {
 			Name: "tenure_unowned_partitions",
 			Help: "Partitions of the groups this node coordinates that their members subscribe to and nobody owns, summed over the groups, read at scrape time: during hand-offs, and after a crash until the session expires.",
 		}, s.unownedPartitions))
+		cfg.Registerer.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "tenure_takeover_awaited_members",
+			Help: "Members of the groups this node coordinates that it restored at a takeover, under the takeover grace, and has not heard from since, read at scrape time: clients still finding their new coordinator after a fail-over.",
+		}, s.awaitedMembers))
 	}
 	return s, nil
+}
+
+// awaitedMembers sums the members restored under the takeover grace and
+// not heard from since, over every loaded group.
+func (s *Server) awaitedMembers() float64 {
+	n := 0
+	for _, tm := range s.ledTerms(time.Now()) {
+		for _, e := range tm.groups.snapshot() {
+			e.mu.Lock()
+			if e.g != nil && !e.gone {
+				n += e.g.Stats().Awaited
+			}
+			e.mu.Unlock()
+		}
+	}
+	return float64(n)
 }
 
 // unownedPartitions sums the unowned partitions of every loaded group.
@@ -206,6 +233,12 @@ func (s *Server) Serve(ctx context.Context, lns ...net.Listener) error {
 			s.runTerms(termCtx)
 		}()
 		go s.refreshTopicsLoop(termCtx)
+		viewDone := make(chan struct{})
+		go func() {
+			defer close(viewDone)
+			s.view.run(termCtx)
+		}()
+		defer func() { <-viewDone }()
 	}
 	s.stopTerms = func() {
 		stopTerms()

@@ -281,20 +281,24 @@ func (t *topic) record() *coordinator.TopicRecord {
 	return &coordinator.TopicRecord{Name: t.name, ID: t.id, Partitions: t.partitions}
 }
 
-// metadataPartitions lists the topic's partitions for Metadata, all led by
-// node. It is built per request rather than kept, so that a topic costs
-// the same few bytes whatever its partition count.
-func (t *topic) metadataPartitions(node int32) []kmsg.MetadataResponseTopicPartition {
-	replicas := []int32{node}
+// metadataPartitions lists the topic's partitions for Metadata, led by
+// the nodes of live, spread by partitionLeader. It is built per request
+// rather than kept, so that a topic costs the same few bytes whatever its
+// partition count.
+func (t *topic) metadataPartitions(live []int32) []kmsg.MetadataResponseTopicPartition {
+	replicas := make(map[int32][]int32, len(live))
+	for _, id := range live {
+		replicas[id] = []int32{id}
+	}
 	ps := make([]kmsg.MetadataResponseTopicPartition, t.partitions)
 	for i := range ps {
 		p := &ps[i]
 		p.Default()
 		p.Partition = int32(i)
-		p.Leader = node
+		p.Leader = partitionLeader(t.name, int32(i), live)
 		p.LeaderEpoch = 0
-		p.Replicas = replicas
-		p.ISR = replicas
+		p.Replicas = replicas[p.Leader]
+		p.ISR = p.Replicas
 	}
 	return ps
 }

@@ -5,16 +5,11 @@ import (
 	"flag"
 	"fmt"
 	"math"
-	"os"
 	"runtime/debug"
-	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/tenure-dev/tenure/internal/testenv"
 )
 
 var (
@@ -72,53 +67,10 @@ func BenchmarkShards(b *testing.B) {
 	// The generator allocates for every answer: collect less often, so
 	// that it leaves the cores to the nodes.
 	defer debug.SetGCPercent(debug.SetGCPercent(400))
-	args := []string{"--consumer-heartbeat-interval", benchHeartbeat.String(), "--consumer-session-timeout", benchSession.String(),
-		"--election-ttl", benchTTL.String(), "--log-level", "warn"}
-	if *benchShards > 0 {
-		args = append(args, "--shards", strconv.Itoa(*benchShards))
-	}
-	args = append(args, strings.Fields(*benchArgs)...)
-	h := startHASetWith(b, haOpts{etcdMembers: 1, http: true, args: args})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
 	defer cancel()
-	sc := &shardCheck{h: h, cli: h.etcdClient(), shards: *benchShards}
-	if *benchShards > 0 {
-		testenv.Eventually(b, time.Minute, "the shards to be spread over the nodes", func() bool {
-			_, err := sc.coordination(ctx)
-			return err == nil
-		})
-	} else {
-		h.leader(ctx)
-	}
-	topicID := createTopicOn(b, h.nodes[0].Addr, "bench", partitions)
-	f := newFleet(b, fleetConfig{addrs: h.addrs(), topic: "bench", topicID: topicID, partitions: partitions,
-		groups: *benchGroups, prefix: "bench", members: func(int) int { return *benchSize },
-		perLane: *benchLane, inFlight: *benchFlight, timeout: 10 * time.Second})
-	sc.f = f
-
-	// Join.
-	start := time.Now()
-	f.start()
-	defer f.stop()
-	var join time.Duration
-	for last := start; ; {
-		time.Sleep(time.Second)
-		n, first := f.unsettled()
-		if n == 0 {
-			join = time.Since(start)
-			break
-		}
-		if testing.Verbose() && time.Since(last) >= 10*time.Second {
-			// Not b.Logf: a benchmark's log is cut at ten lines.
-			last = time.Now()
-			fmt.Fprintf(os.Stderr, "BenchmarkShards: joining, %v: %d groups unsettled, %d heartbeats answered, errors %v; the first unsettled: %.300s\n",
-				time.Since(start).Round(time.Second), n, f.served(), f.errorCodes(), first)
-		}
-		if time.Since(start) > 20*time.Minute {
-			b.Fatalf("%d groups still unsettled after %v, the first %s", n, time.Since(start).Round(time.Second), first)
-		}
-		f.check(b)
-	}
+	sc, join := startBenchFleet(b, ctx, "BenchmarkShards", *benchShards)
+	h, f := sc.h, sc.f
 	// The members that reported their assignment last are due again an
 	// interval later: let that pass before measuring.
 	time.Sleep(benchHeartbeat + time.Second)
@@ -165,84 +117,9 @@ func BenchmarkShards(b *testing.B) {
 	b.Log(report.String())
 	report.Reset()
 
-	// Kill -9 the node that serves the most groups (with one leader, the
-	// leader); its groups move to the others.
-	before := sc.histories()
-	byNode := make([][]*fleetGroup, len(h.nodes))
-	for _, g := range f.groups {
-		hist := before[g.name]
-		n := hist[len(hist)-1].node
-		byNode[n] = append(byNode[n], g)
-	}
-	victim := 0
-	for i := range byNode {
-		if len(byNode[i]) > len(byNode[victim]) {
-			victim = i
-		}
-	}
-	affected := byNode[victim]
-	// Its shards, to time their take-over in etcd apart from the loads
-	// that follow.
-	ids, err := h.nodeIDs(ctx)
-	if err != nil {
-		b.Fatal(err)
-	}
-	owners, _, err := shardOwners(ctx, sc.cli)
-	if err != nil {
-		b.Fatal(err)
-	}
-	var lost []int
-	for s, id := range owners {
-		if id == ids[victim] {
-			lost = append(lost, s)
-		}
-	}
-	h.nodes[victim].Kill()
-	killed := time.Now()
-	var back []time.Duration // by affected group, sorted
-	var taken time.Duration  // when every shard of the victim had another owner
-	waited := time.Now()
-	testenv.Eventually(b, *benchTTL+5*time.Minute, "every group of the killed node to be served again", func() bool {
-		if taken == 0 && len(lost) > 0 {
-			if owners, _, err := shardOwners(ctx, sc.cli); err == nil && !slices.ContainsFunc(lost, func(s int) bool {
-				id, ok := owners[s]
-				return !ok || id == ids[victim]
-			}) {
-				taken = time.Since(killed)
-			}
-		}
-		back = back[:0]
-		for _, g := range affected {
-			hist := g.history()
-			if last := hist[len(hist)-1]; last.node != victim {
-				back = append(back, last.at.Sub(killed))
-			}
-		}
-		if testing.Verbose() && time.Since(waited) >= 10*time.Second {
-			waited = time.Now()
-			fmt.Fprintf(os.Stderr, "BenchmarkShards: %v after the kill, %d of %d groups served again; errors %v, %d requests without an answer\n",
-				time.Since(killed).Round(time.Second), len(back), len(affected), f.errorCodes(), f.transport.Load())
-		}
-		return len(back) == len(affected)
-	})
-	slices.Sort(back)
-	failover := back[len(back)-1]
-	moved := 0
-	for _, g := range f.groups {
-		if was := before[g.name]; was[len(was)-1].node != victim && !slices.Equal(g.history(), was) {
-			moved++
-		}
-	}
-	if moved > 0 {
-		b.Errorf("the kill moved %d groups whose node lived", moved)
-	}
-	retaken := ""
-	if len(lost) > 0 {
-		retaken = fmt.Sprintf("its %d shards all owned by the others in etcd %v later; ", len(lost), taken.Round(time.Millisecond))
-	}
-	b.Logf("kill -9 tenure-%d: %sits %d groups served again from %v to %v later (median %v); heartbeat errors seen: %v, and %d without an answer",
-		victim, retaken, len(affected), back[0].Round(time.Millisecond), failover.Round(time.Millisecond),
-		back[len(back)/2].Round(time.Millisecond), f.errorCodes(), f.transport.Load())
+	to := sc.killBusiest(b, ctx, "BenchmarkShards")
+	failover := to.back[len(to.back)-1]
+	b.Logf("%s", to)
 	f.check(b)
 
 	b.ReportMetric(join.Seconds(), "join-s")

@@ -65,6 +65,10 @@ type Worker struct {
 	log                                 *zap.Logger
 	written, rejected, unverified, held atomic.Int64
 
+	// The failures of each kind of operation, over all claims: see
+	// failureLog.
+	admitFails, fetchFails, writeFails, commitFails *failureLog
+
 	mu sync.Mutex
 	// suspect holds the token of each partition whose last claim stopped
 	// Suspect: a claim that starts with that token resumes it.
@@ -93,7 +97,13 @@ func New(cfg Config) (*Worker, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
 	}
-	return &Worker{cfg: cfg, log: cfg.Logger, suspect: make(map[claimKey]epoch.Token)}, nil
+	return &Worker{
+		cfg: cfg, log: cfg.Logger, suspect: make(map[claimKey]epoch.Token),
+		admitFails:  newFailureLog("admitting the token", nil),
+		fetchFails:  newFailureLog("reading the committed offset", nil),
+		writeFails:  newFailureLog("write", nil),
+		commitFails: newFailureLog("commit", nil),
+	}, nil
 }
 
 // Stats returns the worker's counts so far.
@@ -274,13 +284,14 @@ func (r *claimRun) start() bool {
 		err := r.w.cfg.Resource.Admit(actx, epoch.Partition(r.c.Partition()), r.c.Token())
 		cancel()
 		if err == nil {
+			r.w.admitFails.succeeded(r.log)
 			break
 		}
 		if r.rejected(err, "admit", -1, false) {
 			return false
 		}
 		if r.ctx.Err() == nil {
-			r.log.Warn("admitting the token failed; retrying", zap.Error(err))
+			r.w.admitFails.failed(r.log, err)
 		}
 		r.sleep(retryDelay)
 	}
@@ -291,11 +302,12 @@ func (r *claimRun) start() bool {
 		cancel()
 		r.coordinator(OpFetch, t0, next, err)
 		if err == nil {
+			r.w.fetchFails.succeeded(r.log)
 			r.next = max(next, 0)
 			return true
 		}
 		if r.ctx.Err() == nil {
-			r.log.Warn("reading the committed offset failed; retrying", zap.Error(err))
+			r.w.fetchFails.failed(r.log, err)
 		}
 		r.sleep(retryDelay)
 	}
@@ -348,9 +360,10 @@ func (r *claimRun) append(held bool) bool {
 		if r.rejected(err, "append", rec.Seq, held) {
 			return false
 		}
-		r.log.Warn("write failed; retrying", zap.Int64("seq", rec.Seq), zap.Error(err))
+		r.w.writeFails.failed(r.log, err, zap.Int64("seq", rec.Seq))
 		return true
 	}
+	r.w.writeFails.succeeded(r.log)
 	r.w.written.Add(1)
 	r.next++
 	r.written++
@@ -367,6 +380,7 @@ func (r *claimRun) commit() bool {
 	err := r.commitOnce(cctx)
 	cancel()
 	if err == nil {
+		r.w.commitFails.succeeded(r.log)
 		r.sinceCommit = 0
 		return true
 	}
@@ -379,7 +393,7 @@ func (r *claimRun) commit() bool {
 	if r.ctx.Err() != nil {
 		return false
 	}
-	r.log.Warn("commit failed; retrying after the next record", zap.Int64("offset", r.next), zap.Error(err))
+	r.w.commitFails.failed(r.log, err, zap.Int64("offset", r.next))
 	return true
 }
 

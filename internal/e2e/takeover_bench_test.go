@@ -1,0 +1,211 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"runtime/debug"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tenure-dev/tenure/internal/testenv"
+)
+
+// BenchmarkTakeover measures what a kill -9 of a coordinating node costs
+// the groups it served: 10,000 groups of 16 raw KIP-848 members (the
+// -e2e flags of BenchmarkShards shape it alike) join three nodes over one
+// etcd process, and once every group is settled the node that serves the
+// most groups is killed. Two sub-benchmarks:
+//
+//	one-leader   one leader serves every group; the leader is killed
+//	sharded      --shards 48; the node with the most groups is killed
+//
+// Each runs once, whatever b.N, and reports
+//
+//	served-max-s   from the kill to the first heartbeat answered by the new
+//	               coordinator for the last of the dead node's groups
+//	served-med-s   the same, for the median group
+//	ttl-s          the election TTL (-e2e.ttl): the dead node's lease
+//	               lives that long, so no group can be served sooner;
+//	               the goal is served-max-s <= ttl-s + 1
+//
+// and fails as BenchmarkShards does if a group the dead node did not
+// coordinate moves, or a member is expelled or its epoch goes backwards.
+//
+//	go test -run '^$' -bench 'BenchmarkTakeover' -benchtime 1x ./internal/e2e/
+func BenchmarkTakeover(b *testing.B) {
+	if testing.Short() {
+		b.Skip("runs real processes under heavy load")
+	}
+	defer debug.SetGCPercent(debug.SetGCPercent(400))
+	for _, c := range []struct {
+		name   string
+		shards int
+	}{{"one-leader", 0}, {"sharded", *benchShards}} {
+		b.Run(c.name, func(b *testing.B) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+			defer cancel()
+			sc, join := startBenchFleet(b, ctx, "BenchmarkTakeover/"+c.name, c.shards)
+			// The members that reported their assignment last are due
+			// again an interval later: let that pass, so that the kill
+			// finds every member heartbeating on its interval.
+			time.Sleep(benchHeartbeat + time.Second)
+			sc.f.check(b)
+			to := sc.killBusiest(b, ctx, "BenchmarkTakeover/"+c.name)
+			sc.f.check(b)
+			b.Logf("joined in %v; %s", join.Round(time.Millisecond), to)
+			b.ReportMetric(to.back[len(to.back)-1].Seconds(), "served-max-s")
+			b.ReportMetric(to.back[len(to.back)/2].Seconds(), "served-med-s")
+			b.ReportMetric(benchTTL.Seconds(), "ttl-s")
+		})
+	}
+}
+
+// startBenchFleet starts three nodes over one etcd process with the
+// benchmarks' flags (shards > 0: --shards), waits for them to agree on who
+// coordinates what, and has a fleet of the -e2e flags' shape join them;
+// it returns once every group is settled, with the time that took. name
+// prefixes the progress lines of -test.v.
+func startBenchFleet(b *testing.B, ctx context.Context, name string, shards int) (*shardCheck, time.Duration) {
+	args := []string{"--consumer-heartbeat-interval", benchHeartbeat.String(), "--consumer-session-timeout", benchSession.String(),
+		"--election-ttl", benchTTL.String(), "--log-level", "warn"}
+	if shards > 0 {
+		args = append(args, "--shards", strconv.Itoa(shards))
+	}
+	args = append(args, strings.Fields(*benchArgs)...)
+	h := startHASetWith(b, haOpts{etcdMembers: 1, http: true, args: args})
+	sc := &shardCheck{h: h, cli: h.etcdClient(), shards: shards}
+	if shards > 0 {
+		testenv.Eventually(b, time.Minute, "the shards to be spread over the nodes", func() bool {
+			_, err := sc.coordination(ctx)
+			return err == nil
+		})
+	} else {
+		h.leader(ctx)
+	}
+	topicID := createTopicOn(b, h.nodes[0].Addr, "bench", partitions)
+	f := newFleet(b, fleetConfig{addrs: h.addrs(), topic: "bench", topicID: topicID, partitions: partitions,
+		groups: *benchGroups, prefix: "bench", members: func(int) int { return *benchSize },
+		perLane: *benchLane, inFlight: *benchFlight, timeout: 10 * time.Second})
+	sc.f = f
+
+	start := time.Now()
+	f.start()
+	b.Cleanup(f.stop)
+	for last := start; ; {
+		time.Sleep(time.Second)
+		n, first := f.unsettled()
+		if n == 0 {
+			return sc, time.Since(start)
+		}
+		if testing.Verbose() && time.Since(last) >= 10*time.Second {
+			// Not b.Logf: a benchmark's log is cut at ten lines.
+			last = time.Now()
+			fmt.Fprintf(os.Stderr, "%s: joining, %v: %d groups unsettled, %d heartbeats answered, errors %v; the first unsettled: %.300s\n",
+				name, time.Since(start).Round(time.Second), n, f.served(), f.errorCodes(), first)
+		}
+		if time.Since(start) > 20*time.Minute {
+			b.Fatalf("%d groups still unsettled after %v, the first %s", n, time.Since(start).Round(time.Second), first)
+		}
+		f.check(b)
+	}
+}
+
+// takeover is what killBusiest saw.
+type takeover struct {
+	victim   int
+	shards   int             // the victim's shards (0: one leader)
+	taken    time.Duration   // from the kill until etcd showed each of them owned by another node
+	back     []time.Duration // by the victim's group, sorted: from the kill to its first heartbeat answered elsewhere
+	codes    map[string]int64
+	unanswer int64
+}
+
+func (to takeover) String() string {
+	retaken := ""
+	if to.shards > 0 {
+		retaken = fmt.Sprintf("its %d shards all owned by the others in etcd %v later; ", to.shards, to.taken.Round(time.Millisecond))
+	}
+	return fmt.Sprintf("kill -9 tenure-%d: %sits %d groups served again from %v to %v later (median %v); heartbeat errors seen: %v, and %d without an answer",
+		to.victim, retaken, len(to.back), to.back[0].Round(time.Millisecond), to.back[len(to.back)-1].Round(time.Millisecond),
+		to.back[len(to.back)/2].Round(time.Millisecond), to.codes, to.unanswer)
+}
+
+// killBusiest kills -9 the node that serves the most groups (with one
+// leader, the leader) and waits until each of its groups is served by
+// another node; it fails the benchmark if a group of another node moves.
+func (sc *shardCheck) killBusiest(b *testing.B, ctx context.Context, name string) takeover {
+	h, f := sc.h, sc.f
+	before := sc.histories()
+	byNode := make([][]*fleetGroup, len(h.nodes))
+	for _, g := range f.groups {
+		hist := before[g.name]
+		n := hist[len(hist)-1].node
+		byNode[n] = append(byNode[n], g)
+	}
+	victim := 0
+	for i := range byNode {
+		if len(byNode[i]) > len(byNode[victim]) {
+			victim = i
+		}
+	}
+	affected := byNode[victim]
+	// Its shards, to time their take-over in etcd apart from what
+	// follows.
+	ids, err := h.nodeIDs(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	owners, _, err := shardOwners(ctx, sc.cli)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var lost []int
+	for s, id := range owners {
+		if id == ids[victim] {
+			lost = append(lost, s)
+		}
+	}
+	h.nodes[victim].Kill()
+	killed := time.Now()
+	to := takeover{victim: victim, shards: len(lost)}
+	waited := time.Now()
+	testenv.Eventually(b, *benchTTL+5*time.Minute, "every group of the killed node to be served again", func() bool {
+		if to.taken == 0 && len(lost) > 0 {
+			if owners, _, err := shardOwners(ctx, sc.cli); err == nil && !slices.ContainsFunc(lost, func(s int) bool {
+				id, ok := owners[s]
+				return !ok || id == ids[victim]
+			}) {
+				to.taken = time.Since(killed)
+			}
+		}
+		to.back = to.back[:0]
+		for _, g := range affected {
+			hist := g.history()
+			if last := hist[len(hist)-1]; last.node != victim {
+				to.back = append(to.back, last.at.Sub(killed))
+			}
+		}
+		if testing.Verbose() && time.Since(waited) >= 10*time.Second {
+			waited = time.Now()
+			fmt.Fprintf(os.Stderr, "%s: %v after the kill, %d of %d groups served again; errors %v, %d requests without an answer\n",
+				name, time.Since(killed).Round(time.Second), len(to.back), len(affected), f.errorCodes(), f.transport.Load())
+		}
+		return len(to.back) == len(affected)
+	})
+	slices.Sort(to.back)
+	moved := 0
+	for _, g := range f.groups {
+		if was := before[g.name]; was[len(was)-1].node != victim && !slices.Equal(g.history(), was) {
+			moved++
+		}
+	}
+	if moved > 0 {
+		b.Errorf("the kill moved %d groups whose node lived", moved)
+	}
+	to.codes, to.unanswer = f.errorCodes(), f.transport.Load()
+	return to
+}

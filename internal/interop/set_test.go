@@ -1,0 +1,281 @@
+//go:build unix
+
+package interop
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	toxiproxy "github.com/Shopify/toxiproxy/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/tenure-dev/tenure/internal/proctest"
+)
+
+// etcdServer is the one etcd process every run of the matrix shares, each
+// run under a prefix of its own.
+type etcdServer struct {
+	proc     *proctest.Process
+	endpoint string // host:port
+}
+
+func startEtcd(t *testing.T, bin string) *etcdServer {
+	peer, err := proctest.FreeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := proctest.Start(t, "etcd", bin,
+		"--name", "e0", "--data-dir", filepath.Join(t.TempDir(), "etcd"),
+		"--listen-client-urls", "http://{addr}", "--advertise-client-urls", "http://{addr}",
+		"--listen-peer-urls", "http://"+peer, "--initial-advertise-peer-urls", "http://"+peer,
+		"--initial-cluster", "e0=http://"+peer, "--unsafe-no-fsync", "--log-level", "warn")
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{"http://" + p.Addr}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_, err := cli.Put(ctx, "/interop/ready", "1")
+		cancel()
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("etcd does not serve: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return &etcdServer{proc: p, endpoint: p.Addr}
+}
+
+// node is one `tenure serve` of a set. Clients reach it through its
+// client proxy, whose address it advertises; it reaches etcd through its
+// etcd proxy, so that isolating it cuts both.
+type node struct {
+	name   string
+	proc   *proctest.Process
+	adv    string // the client proxy's address: what clients dial
+	http   string
+	client *toxiproxy.Proxy
+	etcd   *toxiproxy.Proxy
+}
+
+// set is a tenure HA set of three nodes on the shared etcd.
+type set struct {
+	t     *testing.T
+	nodes []*node
+	proxy *toxiproxy.ApiServer
+}
+
+// setConfig shapes a set.
+type setConfig struct {
+	tenure    string
+	etcd      *etcdServer
+	prefix    string
+	shards    int
+	ttl       time.Duration
+	session   time.Duration
+	heartbeat time.Duration
+	topic     string
+	parts     int32
+	logDir    string
+}
+
+func newProxy(srv *toxiproxy.ApiServer, name, upstream string) (*toxiproxy.Proxy, error) {
+	p := toxiproxy.NewProxy(srv, name, "127.0.0.1:0", upstream)
+	if err := p.Start(); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+func startSet(t *testing.T, cfg setConfig) *set {
+	s := &set{t: t, proxy: toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())}
+	t.Cleanup(func() {
+		for _, n := range s.nodes {
+			n.client.Stop()
+			n.etcd.Stop()
+		}
+	})
+	var wg sync.WaitGroup
+	errs := make([]error, 3)
+	for i := range 3 {
+		listen, err := proctest.FreeAddr()
+		if err != nil {
+			t.Fatal(err)
+		}
+		http, err := proctest.FreeAddr()
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := &node{name: fmt.Sprintf("n%d", i), http: http}
+		if n.client, err = newProxy(s.proxy, n.name+"-client", listen); err != nil {
+			t.Fatal(err)
+		}
+		if n.etcd, err = newProxy(s.proxy, n.name+"-etcd", cfg.etcd.endpoint); err != nil {
+			t.Fatal(err)
+		}
+		n.adv = n.client.Listen
+		s.nodes = append(s.nodes, n)
+		args := []string{"serve", "--listen", "{addr}", "--advertise", n.adv, "--http", http,
+			"--etcd-endpoints", "http://" + n.etcd.Listen, "--etcd-prefix", cfg.prefix,
+			"--election-ttl", cfg.ttl.String(), "--shards", strconv.Itoa(cfg.shards),
+			"--consumer-session-timeout", cfg.session.String(), "--consumer-heartbeat-interval", cfg.heartbeat.String(),
+			"--initial-rebalance-delay", "500ms", "--topic", fmt.Sprintf("%s:%d", cfg.topic, cfg.parts),
+			"--log-level", "info"}
+		wg.Go(func() {
+			p, err := proctest.StartOn(n.name, listen, cfg.tenure, args...)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			n.proc = p
+		})
+	}
+	wg.Wait()
+	for _, n := range s.nodes {
+		if n.proc != nil {
+			t.Cleanup(func() {
+				n.proc.Stop()
+				os.WriteFile(filepath.Join(cfg.logDir, n.name+".log"), []byte(n.proc.Output()), 0o644)
+			})
+		}
+	}
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return s
+}
+
+// seeds are the addresses every client is seeded with: every node's.
+func (s *set) seeds() []string {
+	var out []string
+	for _, n := range s.nodes {
+		out = append(out, n.adv)
+	}
+	return out
+}
+
+// byAdv returns the node that advertises addr.
+func (s *set) byAdv(addr string) *node {
+	for _, n := range s.nodes {
+		if n.adv == addr {
+			return n
+		}
+	}
+	return nil
+}
+
+// findCoordinator asks node n, and only n, which node coordinates group.
+func findCoordinator(ctx context.Context, n *node, group string) (*kmsg.FindCoordinatorResponse, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(n.adv), kgo.RequestRetries(0), kgo.DialTimeout(time.Second))
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	req := kmsg.NewPtrFindCoordinatorRequest()
+	req.CoordinatorKey = group
+	req.CoordinatorKeys = []string{group}
+	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	return req.RequestWith(cctx, cl.SeedBrokers()[0])
+}
+
+// coordinator is the node the live nodes name for group, once they agree.
+func (s *set) coordinator(ctx context.Context, group string, timeout time.Duration) (*node, error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		var named string
+		agree := true
+		for _, n := range s.nodes {
+			resp, err := findCoordinator(ctx, n, group)
+			if err != nil {
+				agree = false
+				break
+			}
+			host, port := resp.Host, resp.Port
+			code := resp.ErrorCode
+			if len(resp.Coordinators) > 0 {
+				host, port, code = resp.Coordinators[0].Host, resp.Coordinators[0].Port, resp.Coordinators[0].ErrorCode
+			}
+			a := fmt.Sprintf("%s:%d", host, port)
+			if code != 0 || named != "" && a != named {
+				agree = false
+				break
+			}
+			named = a
+		}
+		if agree {
+			if n := s.byAdv(named); n != nil {
+				return n, nil
+			}
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return nil, fmt.Errorf("the nodes agree on no coordinator of %s within %v", group, timeout)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// fault is what happens to the group's coordinator; it is never undone.
+type fault string
+
+const (
+	faultKill    fault = "kill9"   // SIGKILL
+	faultStop    fault = "sigstop" // SIGSTOP, never resumed
+	faultIsolate fault = "isolate" // every link to and from the node blackholed
+	faultTerm    fault = "sigterm" // graceful stop
+)
+
+var allFaults = []fault{faultKill, faultStop, faultIsolate, faultTerm}
+
+// inflict applies f to n. A dead node's address refuses connections
+// afterwards, as a host whose process is gone does.
+func (s *set) inflict(n *node, f fault) error {
+	switch f {
+	case faultKill:
+		n.proc.Kill()
+		n.client.Stop()
+	case faultStop:
+		return n.proc.Signal(syscall.SIGSTOP)
+	case faultIsolate:
+		for _, p := range []*toxiproxy.Proxy{n.client, n.etcd} {
+			for _, stream := range []string{"upstream", "downstream"} {
+				body := fmt.Sprintf(`{"name":"isolate-%s","type":"timeout","stream":%q,"toxicity":1,"attributes":{"timeout":0}}`, stream, stream)
+				if _, err := p.Toxics.AddToxicJson(strings.NewReader(body)); err != nil {
+					return err
+				}
+			}
+		}
+	case faultTerm:
+		if err := n.proc.Signal(syscall.SIGTERM); err != nil {
+			return err
+		}
+		go func() {
+			for !n.proc.Exited() {
+				time.Sleep(20 * time.Millisecond)
+			}
+			n.client.Stop()
+		}()
+	default:
+		return fmt.Errorf("unknown fault %q", f)
+	}
+	return nil
+}
