@@ -12,7 +12,7 @@ CHAOS_RUNS  ?= 20
 CHAOS_FLAGS ?=
 TENURE_TEST_POSTGRES ?= postgres://tenure@127.0.0.1:55432/tenure_test?sslmode=disable
 
-.PHONY: all build run test bench lint fuzz chaos interop clean
+.PHONY: all build run test bench lint fuzz chaos interop fidelity clean
 
 all: build
 
@@ -53,6 +53,13 @@ chaos: build
 	$(GO) build -o bin/etcd go.etcd.io/etcd/server/v3
 	./bin/tenure chaos --seed $(CHAOS_SEED) --runs $(CHAOS_RUNS) --etcd-bin bin/etcd \
 		--postgres-dsn "$(TENURE_TEST_POSTGRES)" --quiet $(CHAOS_FLAGS)
+
+# The simulator against the real server and member library on loopback:
+# for each way a member goes away, the time until its partitions are owned
+# again, simulated and real, and the difference; fails past max(200 ms,
+# 10 %). `make test` leaves it out (see docs/SIMULATOR.md).
+fidelity:
+	$(GO) test -count=1 -run '^TestFidelity$$' -v ./sim/ -args -fidelity
 
 # The fail-over matrix (docs/FAILOVER.md): stock clients of every language
 # we support against a coordinator lost for good. Needs Debian's

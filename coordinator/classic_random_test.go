@@ -18,8 +18,10 @@ import (
 
 // TestClassicRandomized drives a classic group with simulated clients that
 // behave like kgo consumers (eager or cooperative, dynamic or static) and
-// misbehave in the ways real ones do: they pause past their session,
-// restart, crash without leaving and retry requests. Time advances in
+// misbehave in the ways real ones do: they pause past their session (some
+// with their connection closed under them, so they are expelled a
+// connection-loss grace later), restart, crash without leaving (closing
+// their connection, or not) and retry requests. Time advances in
 // random steps. After every step it checks:
 //
 //   - replaying the records the group emitted gives its members, its
@@ -267,8 +269,11 @@ func (s *classicSim) step() {
 	case simIdle:
 		s.join(c)
 	case simJoining:
-		if s.rng.IntN(10) == 0 {
+		switch s.rng.IntN(20) {
+		case 0, 1:
 			s.join(c) // a retry on a new connection
+		case 2:
+			s.closeConn(c) // its connection drops while it waits
 		}
 	case simJoined:
 		s.sync(c)
@@ -284,11 +289,20 @@ func (s *classicSim) step() {
 			s.commitSome(c)
 		case r < 84:
 			c.pausedUntil = s.now.Add(time.Duration(1+s.rng.IntN(15)) * time.Second)
+			if s.rng.IntN(2) == 0 {
+				// Its connection closes under it (a proxy's idle
+				// close): expelled a grace later, it wakes a zombie.
+				s.closeConn(c)
+			}
 		case r < 87:
 			s.restart(c)
 		case r < 89:
 			if c.instance == "" {
-				s.send(c, "leave", s.leaveReq(c))
+				if s.rng.IntN(2) == 0 {
+					s.send(c, "leave", s.leaveReq(c))
+				} else {
+					s.closeConn(c) // killed: its kernel closes the connection
+				}
 			}
 			c.dead = true
 		case r < 91:
@@ -535,6 +549,14 @@ func (s *classicSim) advance(d time.Duration) {
 
 // drainAll stops the clients and lets the group run out of members: every
 // parked request must then have been answered.
+// closeConn tells the group that c's connection closed.
+func (s *classicSim) closeConn(c *classicSimClient) {
+	if c.id != "" {
+		s.g.ConnectionClosed(s.now, c.id)
+		s.process()
+	}
+}
+
 func (s *classicSim) drainAll() {
 	for _, c := range s.clients {
 		c.dead = true

@@ -15,6 +15,7 @@ type classicTimer uint8
 const (
 	_ classicTimer = iota
 	classicTimerSession
+	classicTimerConnLoss
 	classicTimerPending
 	classicTimerSync
 	classicTimerJoin
@@ -38,6 +39,7 @@ func (g *Group) classicEarliest() (classicTimer, time.Time) {
 		}
 	}
 	consider(classicTimerSession, c.sessNext)
+	consider(classicTimerConnLoss, g.conn.next)
 	consider(classicTimerPending, c.pendingNext)
 	consider(classicTimerSync, c.syncDeadline)
 	consider(classicTimerJoin, c.joinDeadline)
@@ -56,6 +58,10 @@ func (g *Group) classicTick(now time.Time) {
 		switch kind {
 		case classicTimerSession:
 			g.classicExpireSessions(now)
+		case classicTimerConnLoss:
+			if g.expireConnLost(now) {
+				g.classicAfterRemoval(now, connLossReason)
+			}
 		case classicTimerPending:
 			g.classicExpirePending(now)
 		case classicTimerSync:

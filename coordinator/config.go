@@ -70,6 +70,17 @@ type Config struct {
 	// keeps (genlog.go); zero means DefaultGenerationLogRetention.
 	GenerationLogRetention int
 
+	// ConnLossGrace is how long a member whose connection closed (see
+	// Group.ConnectionClosed) keeps its place without being heard from on
+	// any connection; then it is expelled, as its session expiry would,
+	// with the reason "connection-closed". A process that dies has its
+	// connections closed by its kernel, so its partitions move after
+	// this grace instead of a whole session timeout; a paused or cut-off
+	// process closes nothing and still waits for its session timeout.
+	// 0 disables it. Static members are exempt. No Kafka equivalent:
+	// Kafka ignores connection closes. Default 3 s: see DefaultConfig.
+	ConnLossGrace time.Duration
+
 	// TakeoverGrace lengthens the sessions of the members a Restore
 	// brings back (a fail-over, a restart) to at least this, plus a
 	// spread of up to an eighth of it by member (restore_grace.go); a
@@ -103,6 +114,20 @@ type Config struct {
 // margin, see package epoch) stays far above two heartbeat intervals, so
 // one lost heartbeat never makes a member Suspect. Run the tuner to choose
 // values for a given workload.
+//
+// The connection-loss grace is 3 s. A live client whose connection to the
+// coordinator closes under it (a proxy's idle close, a server-side close)
+// reconnects on its next request: a KIP-848 member heartbeats every
+// second here, and kgo retries a request that failed on a dead
+// connection on a new one, so it is heard again within about one
+// interval; three intervals also absorb a dial that fails once and a slow
+// TLS or SASL handshake. A classic member sends its heartbeats at its own
+// interval (3 s in kgo and the Java client), so one whose idle connection
+// drops just after a heartbeat may be heard only after about 3 s; such
+// drops are rare on a connection used every few seconds, and a false
+// expulsion costs a rebalance, never safety. A dead process's partitions
+// then move about 3 s after it died plus one heartbeat interval of the
+// members that take them, instead of the session timeout.
 func DefaultConfig() Config {
 	return Config{
 		MinSessionTimeout:         6 * time.Second,
@@ -113,6 +138,7 @@ func DefaultConfig() Config {
 		ConsumerHeartbeatInterval: 1 * time.Second,
 		Assignors:                 []assignor.Assignor{assignor.Uniform(), assignor.Range(), assignor.Rendezvous(0)},
 		MaxMetadataBytes:          4096,
+		ConnLossGrace:             3 * time.Second,
 	}
 }
 
@@ -166,6 +192,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxMetadataBytes < 0 {
 		bad("max metadata bytes %d is negative", c.MaxMetadataBytes)
+	}
+	if c.ConnLossGrace < 0 {
+		bad("connection loss grace %v is negative", c.ConnLossGrace)
 	}
 	if c.GenerationLogRetention < 0 {
 		bad("generation log retention %d is negative", c.GenerationLogRetention)

@@ -331,10 +331,11 @@ func (c *consumerState) lowerDeadline(t time.Time) {
 
 func (g *Group) consumerNext() time.Time {
 	c := &g.consumer
-	if c.joinsWaiting() && (c.nextDeadline.IsZero() || c.joinDue.Before(c.nextDeadline)) {
-		return c.joinDue
+	next := earliest(c.nextDeadline, g.conn.next)
+	if c.joinsWaiting() {
+		next = earliest(next, c.joinDue)
 	}
-	return c.nextDeadline
+	return next
 }
 
 // consumerString renders the KIP-848 state for Group.String.

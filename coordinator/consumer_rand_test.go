@@ -18,7 +18,8 @@ import (
 // join, heartbeat (releasing revoked partitions faithfully but sometimes
 // late, sometimes sending keepalives), lose responses (the coordinator
 // acted on the heartbeat, the client never hears of it and retries with
-// everything), pause (and get evicted), leave, restart as static members,
+// everything), pause (and get evicted, some a connection-loss grace after
+// their connection closed), leave, restart as static members,
 // and commit: their own partitions, partitions they are handing off,
 // partitions they do not own, with current and old epochs, and as zombies
 // after a pause. Midway a topic is created, later deleted and created
@@ -251,6 +252,12 @@ func (r *randRun) step(n int) {
 			if c.joined {
 				c.pausedUntil = e.now.Add(time.Duration(r.rng.IntN(20000)) * time.Millisecond)
 				c.wasPaused = true
+				if r.rng.IntN(2) == 0 {
+					// Its connection closes under it: expelled a
+					// grace later unless it wakes first.
+					e.g.ConnectionClosed(e.now, c.id)
+					r.drain(nil)
+				}
 			}
 		case x < 88:
 			if c.joined {

@@ -7,8 +7,9 @@ import (
 )
 
 // consumerTick performs the coalesced epoch bump of waiting joins when it
-// is due (consumer_coalesce.go), evicts the members whose session expired
-// or who held revoked partitions beyond their rebalance timeout, and
+// is due (consumer_coalesce.go), evicts the members whose session expired,
+// whose connection closed a grace ago (connloss.go) or who held revoked
+// partitions beyond their rebalance timeout, and
 // recomputes the earliest deadline. The scan is O(members), but it runs
 // only when the cached deadline is due, which a group of heartbeating
 // members reaches about once per session timeout.
@@ -22,6 +23,9 @@ func (g *Group) consumerTick(now time.Time) {
 	var reasons []string
 	if !c.nextDeadline.IsZero() && !now.Before(c.nextDeadline) {
 		reasons = g.evictDue(now)
+	}
+	if g.connLossDue(now) && g.expireConnLost(now) {
+		reasons = append(reasons, connLossReason)
 	}
 	if !joinsDue && len(reasons) == 0 {
 		return

@@ -37,6 +37,21 @@
 // partition: giving away a partition that someone still holds panics, as a
 // broken invariant.
 //
+// # Connection-aware expiry
+//
+// A dead process's kernel closes its connections; a paused or partitioned
+// process closes nothing. The caller tells a group, with
+// [Group.ConnectionClosed], when the connection that carried a member's
+// latest request ends; unless the member is heard from on any connection
+// within [Config.ConnLossGrace] (3 s by default; 0 turns it off), the Tick
+// at the end of the grace expels it as a session expiry would, with the
+// reason "connection-closed" (EventMemberExpired, the epoch bump or
+// rebalance, the generation log). A paused, partitioned or host-crashed
+// member still waits for its session timeout, and static members are
+// exempt. Safety does not depend on it: an expelled member's tokens are
+// dead like those of an expired one (connloss.go; docs/DESIGN.md has the
+// argument).
+//
 // # Fenced commits
 //
 // OffsetCommit follows Kafka's rules for each protocol, and then checks

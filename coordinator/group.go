@@ -79,6 +79,8 @@ type Group struct {
 	owners  ownership
 	offsets offsetTable
 	log     genLog
+	// conn marks the members whose connection closed (connloss.go).
+	conn connLoss
 	// now is the time of the Step, Tick or TopicsChanged running, for the
 	// callbacks that do not take it (ownership changes).
 	now time.Time
@@ -123,6 +125,7 @@ func (g *Group) Epoch() int32 { return g.epoch }
 // kinds here: doing so is a programming error and panics.
 func (g *Group) Step(now time.Time, req Request) {
 	g.now = now
+	g.connHeard(req.Msg)
 	switch m := req.Msg.(type) {
 	case *kmsg.JoinGroupRequest:
 		g.classicJoin(now, req, m)
@@ -144,8 +147,9 @@ func (g *Group) Step(now time.Time, req Request) {
 	g.persistTargets()
 }
 
-// Tick fires the timers that are due at now: session expiry, rebalance and
-// revocation timeouts, the initial rebalance delay.
+// Tick fires the timers that are due at now: session expiry, expiry after
+// a closed connection (ConnectionClosed), rebalance and revocation
+// timeouts, the initial rebalance delay.
 func (g *Group) Tick(now time.Time) {
 	g.now = now
 	switch g.typ {
@@ -277,6 +281,7 @@ func (g *Group) event(e Event) {
 	case EventMemberLeft, EventMemberExpired, EventMemberRemoved:
 		g.log.noteMember(e.MemberID, false)
 		g.memberGone(e.MemberID)
+		g.connForget(e.MemberID)
 	}
 	e.Group = g.name
 	e.Epoch = g.epoch

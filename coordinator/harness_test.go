@@ -23,11 +23,15 @@ import (
 //
 //	new-group [name=g] [initial-delay=3s] [min-session=6s] [max-session=30m]
 //	          [max-size=N] [session=10s] [heartbeat=2s] [assignor=uniform]
-//	          [join-coalesce=0s] [takeover-grace=0s] [grants]
+//	          [join-coalesce=0s] [conn-grace=3s] [takeover-grace=0s]
+//	          [grants]
 //	          [topic=NAME:PARTITIONS ...]
 //	    Starts a fresh group at t=0 (resets the test clock); grants turns
 //	    on Config.IssueGrants, and each reply's grants print as a
-//	    "grants to <member>:" line after it.
+//	    "grants to <member>:" line after it; conn-grace is
+//	    Config.ConnLossGrace.
+//	conn-closed member=LABEL
+//	    Calls ConnectionClosed for the member (connloss_test.go).
 //	reissue-grants
 //	    Calls ReissueGrants (a signing key rotated).
 //	add-topic name=NAME partitions=N
@@ -84,6 +88,7 @@ var testCommands = map[string]func(e *testEnv, a *testArgs) string{
 		cfg.ConsumerSessionTimeout = a.dur("session", 10*time.Second)
 		cfg.ConsumerHeartbeatInterval = a.dur("heartbeat", 2*time.Second)
 		cfg.ConsumerJoinCoalesce = a.dur("join-coalesce", 0)
+		cfg.ConnLossGrace = a.dur("conn-grace", 3*time.Second)
 		cfg.TakeoverGrace = a.dur("takeover-grace", 0)
 		cfg.IssueGrants = a.has("grants")
 		if n := a.str("assignor", ""); n != "" {

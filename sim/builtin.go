@@ -13,8 +13,8 @@ import (
 var builtinFS embed.FS
 
 // Builtins returns the names of the built-in scenarios, sorted: steady,
-// gc-pauses, crash, rolling-restart, scale-out, flaky-network and failover
-// (each file's first comment says what it shows).
+// gc-pauses, crash, host-crash, rolling-restart, scale-out, flaky-network
+// and failover (each file's first comment says what it shows).
 func Builtins() []string {
 	entries, err := builtinFS.ReadDir("scenarios")
 	if err != nil {
@@ -29,10 +29,12 @@ func Builtins() []string {
 }
 
 // TuningMix returns the built-in scenarios `tenure tune` weighs by
-// default: every one but failover, a rare event that timings should not be
-// chosen for.
+// default: all of them, so that process crashes (which close their
+// connections), host crashes and network cuts (which do not), GC pauses up
+// to and past the session, rolling restarts, scale-out and coordinator
+// fail-overs all count.
 func TuningMix() []string {
-	return slices.DeleteFunc(Builtins(), func(name string) bool { return name == "failover" })
+	return Builtins()
 }
 
 // Builtin returns the built-in scenario with the given name.

@@ -56,6 +56,17 @@ type coordNode struct {
 	cpu          time.Duration
 	records      int64
 
+	// conns maps each member process connection that the current
+	// coordinator has heard from to the member ID of the latest request
+	// on it: what the server keeps to know whom a closed connection
+	// concerns. A fail-over forgets them (the members' connections were
+	// to the old leader).
+	conns map[connKey]string
+	// latest is the connection of each member's latest request.
+	latest map[string]connKey
+	// connCloses counts the closes the coordinator heard and acted on.
+	connCloses int64
+
 	// down is set from a fail-over until its successor has taken over:
 	// requests sent to the coordinator meanwhile are lost. failovers
 	// counts the successors built.
@@ -68,6 +79,12 @@ type viewOwner struct {
 	ref   memberRef
 	token epoch.Token
 	set   bool
+}
+
+// connKey names one connection of one member process.
+type connKey struct {
+	ref  memberRef
+	conn uint32
 }
 
 type grantKey struct {
@@ -117,6 +134,8 @@ func newCoordNode(w *world) (*coordNode, error) {
 		owned:   make(map[string][]int32),
 		grants:  make(map[grantKey][]grantRange),
 		members: make(map[string]bool),
+		conns:   make(map[connKey]string),
+		latest:  make(map[string]connKey),
 	}
 	for _, tp := range w.sc.Topics {
 		c.topics.Add(tp.Name, topicID(tp.Name), tp.Partitions)
@@ -125,6 +144,7 @@ func newCoordNode(w *world) (*coordNode, error) {
 	c.cfg.ConsumerSessionTimeout = t.SessionTimeout
 	c.cfg.ConsumerHeartbeatInterval = t.HeartbeatInterval
 	c.cfg.InitialRebalanceDelay = t.InitialRebalanceDelay
+	c.cfg.ConnLossGrace = t.ConnLossGrace
 	c.cfg.Topics = c.topics
 	if err := c.cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("sim: the timing does not make a valid coordinator config: %w", err)
@@ -155,6 +175,9 @@ func (c *coordNode) deliver(w *world, m *message) {
 		return
 	}
 	w.met.heartbeats++
+	k := connKey{memberRef{m.from, m.inc}, m.conn}
+	c.conns[k] = m.req.MemberID
+	c.latest[m.req.MemberID] = k
 	if w.tr.text() {
 		w.traceLine("coord", "<- %s %s", w.nodes[m.from].name, describeRequest(m.req))
 	}
@@ -168,6 +191,39 @@ func (c *coordNode) deliver(w *world, m *message) {
 		ClientID:   w.nodes[m.from].name,
 		ClientHost: "/sim",
 	})
+	c.steps++
+	if w.opts.MeasureCPU {
+		c.cpu += time.Since(start)
+	}
+	c.ready(w)
+}
+
+// connClosed tells the group that the connection of process ref closed,
+// as the server does when a member's connection ends: for the member ID of
+// the latest request on it. A close of a connection the current leader
+// never heard from (it was to a predecessor, or carried nothing) tells it
+// nothing.
+func (c *coordNode) connClosed(w *world, k connKey) {
+	if c.down {
+		w.traceNote(noteDropped, 0, int64(evConnClosed))
+		return
+	}
+	id, ok := c.conns[k]
+	delete(c.conns, k)
+	if !ok || c.latest[id] != k {
+		// Not a connection of this leader's, or the member's latest
+		// request came on another: the server tells the group nothing.
+		w.traceNote(noteDropped, 0, int64(evConnClosed))
+		return
+	}
+	delete(c.latest, id)
+	c.connCloses++
+	w.traceLine("coord", "connection %d of %s#%d closed (member %s)", k.conn, w.nodes[k.ref.node].name, k.ref.inc, id)
+	var start time.Time
+	if w.opts.MeasureCPU {
+		start = time.Now()
+	}
+	c.g.ConnectionClosed(w.clock.now.Time(), id)
 	c.steps++
 	if w.opts.MeasureCPU {
 		c.cpu += time.Since(start)
@@ -321,6 +377,8 @@ func (c *coordNode) setOwned(w *world, member string, parts []int32, tokens []ep
 func (c *coordNode) failover(w *world, takeover time.Duration) {
 	c.down = true
 	c.g = nil
+	clear(c.conns)
+	clear(c.latest)
 	c.timerAt = vnever
 	w.traceLine("coord", "fail-over: leader lost, successor in %v", takeover)
 	w.schedule(event{at: w.clock.now + vtime(takeover), kind: evTakeover})

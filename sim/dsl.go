@@ -30,14 +30,15 @@ type cmdArg struct{ key, val string }
 //
 //	members n=16 static=false start=uniform(min=1s,max=3s) assignor=uniform
 //	topic name=work partitions=64
-//	timing heartbeat=1s session=10s rebalance=30s initial-delay=3s margin=200ms drift=0.01 request-timeout=1s
+//	timing heartbeat=1s session=10s rebalance=30s initial-delay=3s margin=200ms drift=0.01 request-timeout=1s conn-grace=3s
 //	clocks skew=0.005
 //	network delay=lognormal(median=2ms,p99=20ms) loss=0.001 dup=0.0001 reorder=0.01
 //	link nodes=(m1,m2) delay=50ms loss=0.01
 //	pauses every=exp(mean=10m) length=pareto(p99=2s,max=20s) members=(m1,m2)
 //	pause member=m3 at=60s for=15s
-//	crash member=m3 at=60s restart=5s
-//	crashes every=exp(mean=1h) restart=10s
+//	crash member=m3 at=60s restart=5s host=false
+//	crashes every=exp(mean=1h) restart=10s host=false
+//	conn-drops every=exp(mean=10m)
 //	rolling-restart at=2m surge=1 every=10s restart=5s
 //	scale-out at=5m n=4
 //	scale-in at=7m n=4
@@ -199,6 +200,7 @@ var commandSpecs = map[string]func(s *Scenario, a *argReader){
 	"pause":           compilePause,
 	"crash":           compileCrash,
 	"crashes":         compileCrashes,
+	"conn-drops":      compileConnDrops,
 	"rolling-restart": compileRolling,
 	"scale-out":       compileScale(ActScaleOut),
 	"scale-in":        compileScale(ActScaleIn),
@@ -463,6 +465,7 @@ func compileTiming(s *Scenario, a *argReader) {
 	a.duration("margin", &t.Margin)
 	a.fraction("drift", &t.MaxDrift, 0.5)
 	a.duration("request-timeout", &t.RequestTimeout)
+	a.duration("conn-grace", &t.ConnLossGrace)
 }
 
 func compileClocks(s *Scenario, a *argReader) {
@@ -528,6 +531,7 @@ func compileCrash(s *Scenario, a *argReader) {
 	a.require("member")
 	a.member("member", &act.Member)
 	a.dist("restart", &act.Restart)
+	a.boolean("host", &act.Host)
 	s.Actions = append(s.Actions, act)
 }
 
@@ -536,10 +540,19 @@ func compileCrashes(s *Scenario, a *argReader) {
 	var c Crashes
 	a.dist("every", &c.Every)
 	a.dist("restart", &c.Restart)
+	a.boolean("host", &c.Host)
 	if c.Every != nil && c.Every.Quantile(0.5) <= 0 {
 		a.fail("every", "the time between crashes must not be zero")
 	}
 	s.Crashes = append(s.Crashes, c)
+}
+
+func compileConnDrops(s *Scenario, a *argReader) {
+	a.require("every")
+	a.dist("every", &s.ConnDrops)
+	if s.ConnDrops != nil && s.ConnDrops.Quantile(0.5) <= 0 {
+		a.fail("every", "the time between drops must not be zero")
+	}
 }
 
 func compileRolling(s *Scenario, a *argReader) {

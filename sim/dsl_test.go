@@ -36,7 +36,8 @@ run for=10m
 		t.Errorf("topics: %v", sc.Topics)
 	}
 	want := sim.Timing{HeartbeatInterval: 500 * time.Millisecond, SessionTimeout: 5 * time.Second,
-		RebalanceTimeout: 20 * time.Second, InitialRebalanceDelay: time.Second, Margin: 100 * time.Millisecond, MaxDrift: 0.02}
+		RebalanceTimeout: 20 * time.Second, InitialRebalanceDelay: time.Second, Margin: 100 * time.Millisecond, MaxDrift: 0.02,
+		ConnLossGrace: sim.DefaultTiming().ConnLossGrace}
 	if sc.Timing != want {
 		t.Errorf("timing %+v, want %+v", sc.Timing, want)
 	}
@@ -128,7 +129,7 @@ func TestScenarioSet(t *testing.T) {
 
 func TestBuiltinsParse(t *testing.T) {
 	names := sim.Builtins()
-	want := []string{"crash", "failover", "flaky-network", "gc-pauses", "rolling-restart", "scale-out", "steady"}
+	want := []string{"crash", "failover", "flaky-network", "gc-pauses", "host-crash", "rolling-restart", "scale-out", "steady"}
 	if strings.Join(names, ",") != strings.Join(want, ",") {
 		t.Fatalf("built-ins %v, want %v", names, want)
 	}

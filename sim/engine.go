@@ -77,6 +77,7 @@ const (
 	streamCoordinator
 	streamCrashes
 	streamWork
+	streamConn             // connection closes: their own stream, so that modelling them shifts no other draw
 	streamMember = 1 << 32 // + node: the member's own stream
 )
 
@@ -116,6 +117,7 @@ type world struct {
 
 	crashRng *rand.Rand
 	workRng  *rand.Rand
+	connRng  *rand.Rand
 
 	events int64
 	err    error
@@ -140,6 +142,7 @@ func newWorld(sc *Scenario, opts Options) (*world, error) {
 		byID:     make(map[string]memberRef),
 		crashRng: newRand(opts.Seed, streamCrashes),
 		workRng:  newRand(opts.Seed, streamWork),
+		connRng:  newRand(opts.Seed, streamConn),
 	}
 	if w.log == nil {
 		w.log = zap.NewNop()
@@ -181,6 +184,9 @@ func newWorld(sc *Scenario, opts Options) (*world, error) {
 	}
 	for i, a := range sc.Actions {
 		w.schedule(event{at: vtime(a.At), kind: evAction, arg: int64(i)})
+	}
+	if sc.ConnDrops != nil {
+		w.schedule(event{at: vtime(sc.ConnDrops.Sample(w.connRng)), kind: evConnDrop})
 	}
 	w.schedule(event{at: vtime(sc.Duration), kind: evEnd})
 	return w, nil
@@ -245,7 +251,7 @@ func (w *world) dispatch(e *event) {
 	case evLaunch:
 		w.launch(w.nodes[e.node])
 	case evCrash:
-		w.crash(w.nodes[e.node], "crash")
+		w.crash(w.nodes[e.node], "crash", false)
 	case evNextCrash:
 		w.randomCrash(int(e.arg))
 	case evPauseStart:
@@ -263,6 +269,10 @@ func (w *world) dispatch(e *event) {
 		w.coord.failover(w, w.sc.Actions[e.arg].Takeover)
 	case evTakeover:
 		w.fail(w.coord.takeover(w))
+	case evConnDrop:
+		w.connDrop()
+	case evConnClosed:
+		w.coord.connClosed(w, connKey{memberRef{int32(e.arg), uint32(e.arg2 >> 32)}, uint32(e.arg2)})
 	default:
 		w.memberEvent(e)
 	}

@@ -3,10 +3,13 @@ package sim_test
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"testing"
+	"text/tabwriter"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -20,10 +23,13 @@ import (
 )
 
 // The fidelity scenario: 4 members share 16 partitions; one crashes; the
-// session timeout is 3 s and heartbeats go every 300 ms. Run in the
-// simulator and with the real server and member shells on loopback, the
-// time from the crash until its partitions are worked on again, and the
-// number of rebalances it causes, must agree.
+// session timeout is 3 s, heartbeats go every 300 ms and the
+// connection-loss grace is 1 s. Run in the simulator and with the real
+// server and member shells on loopback, the time from the crash until its
+// partitions are worked on again, and the number of rebalances it causes,
+// must agree: for a process crash (its connections close: the grace
+// decides) and for a host crash (its connections go silent: the session
+// decides).
 const (
 	fidMembers   = 4
 	fidParts     = 16
@@ -32,24 +38,65 @@ const (
 	fidRebalance = 2 * time.Second
 	fidMargin    = 100 * time.Millisecond
 	fidRequest   = 500 * time.Millisecond
+	fidGrace     = time.Second
 	fidGroup     = "fidelity"
 	fidTopic     = "work"
-	// fidSlack is how far outside the simulator's range over seeds the
-	// real figure may fall: goroutine scheduling, TCP and the shells'
-	// own timers on a loaded machine.
-	fidSlack = 400 * time.Millisecond
+	// fidSlackMin and fidSlackFrac bound how far outside the
+	// simulator's range over seeds the real figure may fall:
+	// max(200 ms, 10 %) of the simulator's mean.
+	fidSlackMin  = 200 * time.Millisecond
+	fidSlackFrac = 0.10
 )
 
-func fidelityScenario(t *testing.T, crash bool, crashAt time.Duration) *sim.Scenario {
+// fidelityCase is one way the member m1 goes away.
+type fidelityCase struct {
+	name string
+	host bool // a host crash: connections silenced, not closed
+}
+
+var fidelityCases = []fidelityCase{{"process crash", false}, {"host crash", true}}
+
+// fidSlack is the bound on the difference for a simulated mean.
+func fidSlack(mean time.Duration) time.Duration {
+	return max(fidSlackMin, time.Duration(fidSlackFrac*float64(mean)))
+}
+
+// outside returns how far d lies outside [lo, hi] (0 inside).
+func outside(d, lo, hi time.Duration) time.Duration {
+	switch {
+	case d < lo:
+		return lo - d
+	case d > hi:
+		return d - hi
+	}
+	return 0
+}
+
+func TestFidelityBounds(t *testing.T) {
+	for _, c := range []struct{ d, lo, hi, want time.Duration }{
+		{time.Second, 2 * time.Second, 3 * time.Second, time.Second},
+		{2500 * time.Millisecond, 2 * time.Second, 3 * time.Second, 0},
+		{4 * time.Second, 2 * time.Second, 3 * time.Second, time.Second},
+	} {
+		if got := outside(c.d, c.lo, c.hi); got != c.want {
+			t.Errorf("outside(%v, %v, %v) = %v, want %v", c.d, c.lo, c.hi, got, c.want)
+		}
+	}
+	if fidSlack(time.Second) != 200*time.Millisecond || fidSlack(10*time.Second) != time.Second {
+		t.Errorf("slack: %v at 1 s, %v at 10 s; want 200ms and 1s", fidSlack(time.Second), fidSlack(10*time.Second))
+	}
+}
+
+func fidelityScenario(t *testing.T, crash bool, host bool, crashAt time.Duration) *sim.Scenario {
 	src := fmt.Sprintf(`
 members n=%d
 topic name=%s partitions=%d
-timing heartbeat=%v session=%v rebalance=%v margin=%v drift=0.01 request-timeout=%v
+timing heartbeat=%v session=%v rebalance=%v margin=%v drift=0.01 request-timeout=%v conn-grace=%v
 network delay=lognormal(median=150us,p99=2ms)
 work every=100ms
-`, fidMembers, fidTopic, fidParts, fidInterval, fidSession, fidRebalance, fidMargin, fidRequest)
+`, fidMembers, fidTopic, fidParts, fidInterval, fidSession, fidRebalance, fidMargin, fidRequest, fidGrace)
 	if crash {
-		src += fmt.Sprintf("crash member=m1 at=%v\nrun for=%v\n", crashAt, crashAt+4*fidSession)
+		src += fmt.Sprintf("crash member=m1 at=%v host=%v\nrun for=%v\n", crashAt, host, crashAt+4*fidSession)
 	} else {
 		src += fmt.Sprintf("run for=%v\n", crashAt)
 	}
@@ -60,68 +107,110 @@ work every=100ms
 	return sc
 }
 
-// TestFidelity compares the simulator with real processes. It takes a few
-// seconds of real time; -short skips it.
-func TestFidelity(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs real members on loopback for several seconds")
-	}
-	// The simulator, over seeds: the range of reassignment times (they
-	// depend on where in its heartbeat cycle the member crashed) and the
-	// epoch bumps the crash caused (the epoch at the end, less the epoch
-	// of the same run, prefix for prefix, without the crash).
-	const crashAt = 10 * time.Second
-	lo, hi := time.Duration(1<<62), time.Duration(0)
-	var simBumps []int64
-	var sum time.Duration
-	const seeds = 20
-	for seed := uint64(1); seed <= seeds; seed++ {
-		before := run(t, fidelityScenario(t, false, crashAt), sim.Options{Seed: seed})
-		after := run(t, fidelityScenario(t, true, crashAt), sim.Options{Seed: seed})
-		if after.Availability.Crashes != 1 || after.Availability.NotReassigned != 0 {
-			t.Fatalf("seed %d: %d crashes, %d not reassigned", seed, after.Availability.Crashes, after.Availability.NotReassigned)
-		}
-		d := time.Duration(after.Availability.ReassignMax * float64(time.Second))
-		lo, hi, sum = min(lo, d), max(hi, d), sum+d
-		simBumps = append(simBumps, int64(after.Churn.Epoch-before.Churn.Epoch))
-	}
-	simMean := sum / seeds
+var fidelity = flag.Bool("fidelity", false, "run the fidelity suite: the simulator against real members on loopback (make fidelity)")
 
-	realReassign, realBumps := runReal(t)
-	t.Logf("crash to full reassignment: simulator %v (range %v to %v over %d seeds), real %v",
-		simMean.Round(time.Millisecond), lo.Round(time.Millisecond), hi.Round(time.Millisecond), seeds, realReassign.Round(time.Millisecond))
-	t.Logf("epoch bumps caused by the crash: simulator %v, real %d", simBumps, realBumps)
-	if realReassign < lo-fidSlack || realReassign > hi+fidSlack {
-		t.Errorf("real reassignment took %v, outside the simulator's %v to %v (± %v)", realReassign, lo, hi, fidSlack)
+// TestFidelity compares the simulator with real processes' shells (the
+// real server and member library on loopback) for each way a member goes
+// away, prints the table (simulator, real, difference) and fails if a real
+// figure lies further outside the simulator's range over seeds than
+// max(200 ms, 10 % of the simulator's mean). It takes tens of seconds of
+// real time, so `make test` does not run it: `make fidelity` does
+// (-fidelity).
+func TestFidelity(t *testing.T) {
+	if !*fidelity {
+		t.Skip("the fidelity suite runs with -fidelity (make fidelity)")
 	}
-	for _, b := range simBumps {
-		if b != realBumps {
-			t.Errorf("the crash bumped the epoch %d times for real, %v in the simulator", realBumps, simBumps)
-			break
+	type row struct {
+		name         string
+		lo, hi, mean time.Duration
+		real, diff   time.Duration
+		simBumps     []int64
+		realBumps    int64
+	}
+	var rows []row
+	for _, fc := range fidelityCases {
+		// The simulator, over seeds: the range of reassignment times
+		// (they depend on where in its heartbeat cycle the member
+		// crashed) and the epoch bumps the crash caused (the epoch at
+		// the end, less the epoch of the same run, prefix for prefix,
+		// without the crash).
+		const crashAt = 10 * time.Second
+		r := row{name: fc.name, lo: time.Duration(1 << 62)}
+		var sum time.Duration
+		const seeds = 20
+		for seed := uint64(1); seed <= seeds; seed++ {
+			before := run(t, fidelityScenario(t, false, fc.host, crashAt), sim.Options{Seed: seed})
+			after := run(t, fidelityScenario(t, true, fc.host, crashAt), sim.Options{Seed: seed})
+			if after.Availability.Crashes != 1 || after.Availability.NotReassigned != 0 {
+				t.Fatalf("%s, seed %d: %d crashes, %d not reassigned", fc.name, seed, after.Availability.Crashes, after.Availability.NotReassigned)
+			}
+			d := time.Duration(after.Availability.ReassignMax * float64(time.Second))
+			r.lo, r.hi, sum = min(r.lo, d), max(r.hi, d), sum+d
+			r.simBumps = append(r.simBumps, int64(after.Churn.Epoch-before.Churn.Epoch))
+		}
+		r.mean = sum / seeds
+		r.real, r.realBumps = runReal(t, fc.host)
+		r.diff = outside(r.real, r.lo, r.hi)
+		rows = append(rows, r)
+	}
+	var b strings.Builder
+	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "case\tsimulator (mean, range over seeds)\treal\tdifference\tbound\tepoch bumps sim / real\n")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t%v (%v to %v)\t%v\t%v\t%v\t%v / %d\n", r.name, r.mean.Round(time.Millisecond), r.lo.Round(time.Millisecond),
+			r.hi.Round(time.Millisecond), r.real.Round(time.Millisecond), r.diff.Round(time.Millisecond), fidSlack(r.mean), r.simBumps, r.realBumps)
+	}
+	_ = tw.Flush()
+	t.Logf("crash to re-owned partitions:\n%s", b.String())
+	for _, r := range rows {
+		if r.diff > fidSlack(r.mean) {
+			t.Errorf("%s: real %v lies %v outside the simulator's %v to %v (bound %v)", r.name, r.real, r.diff, r.lo, r.hi, fidSlack(r.mean))
+		}
+		for _, sb := range r.simBumps {
+			if sb != r.realBumps {
+				t.Errorf("%s: the crash bumped the epoch %d times for real, %v in the simulator", r.name, r.realBumps, r.simBumps)
+				break
+			}
 		}
 	}
 }
 
 // killSwitch is a kgo dialer whose connections can all be cut at once,
-// for good: to the coordinator, the member looks crashed.
+// for good: to the coordinator, the member looks crashed. kill closes
+// them, as the kernel of a crashed process does; silence black-holes
+// them, as a crashed host does: nothing more goes through in either
+// direction and nothing closes (the member's side is closed only when
+// the test ends), and new connections hang.
 type killSwitch struct {
-	mu    sync.Mutex
-	dead  bool
-	conns []net.Conn
+	mu     sync.Mutex
+	dead   bool
+	silent chan struct{}
+	conns  []net.Conn
 }
+
+func newKillSwitch() *killSwitch { return &killSwitch{silent: make(chan struct{})} }
 
 func (k *killSwitch) dial(ctx context.Context, network, host string) (net.Conn, error) {
 	k.mu.Lock()
-	defer k.mu.Unlock()
 	if k.dead {
-		return nil, errors.New("killed")
+		k.mu.Unlock()
+		select {
+		case <-k.silent:
+			<-ctx.Done() // a dead host never answers
+			return nil, ctx.Err()
+		default:
+			return nil, errors.New("killed")
+		}
 	}
+	defer k.mu.Unlock()
 	var d net.Dialer
 	c, err := d.DialContext(ctx, network, host)
-	if err == nil {
-		k.conns = append(k.conns, c)
+	if err != nil {
+		return nil, err
 	}
-	return c, err
+	hc := &holeConn{Conn: c, silent: k.silent}
+	k.conns = append(k.conns, hc)
+	return hc, nil
 }
 
 func (k *killSwitch) kill() {
@@ -130,6 +219,58 @@ func (k *killSwitch) kill() {
 	k.dead = true
 	for _, c := range k.conns {
 		_ = c.Close()
+	}
+}
+
+func (k *killSwitch) silence() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.dead = true
+	close(k.silent)
+}
+
+// holeConn is a connection that black-holes everything once silent is
+// closed: writes vanish, reads see nothing more, and the peer sees no
+// close.
+type holeConn struct {
+	net.Conn
+	silent chan struct{}
+}
+
+func (c *holeConn) Write(b []byte) (int, error) {
+	select {
+	case <-c.silent:
+		return len(b), nil
+	default:
+		return c.Conn.Write(b)
+	}
+}
+
+func (c *holeConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	select {
+	case <-c.silent:
+		// Whatever arrived after the host died is lost; wait until the
+		// member closes its side (at the end of the test).
+		for {
+			if _, err := c.Conn.Read(b); err != nil {
+				return 0, err
+			}
+		}
+	default:
+		return n, err
+	}
+}
+
+// Close closes the member's side; while silent the peer must see
+// nothing, so the socket stays open (leaked until the process ends, as a
+// dead host's peer would see it) and reads on it fail.
+func (c *holeConn) Close() error {
+	select {
+	case <-c.silent:
+		return c.Conn.SetReadDeadline(time.Now())
+	default:
+		return c.Conn.Close()
 	}
 }
 
@@ -210,9 +351,10 @@ func (r *runners) takenOver(ps []int32, name string) bool {
 
 // runReal runs the fidelity scenario with the real server and members and
 // returns the reassignment time and the epoch bumps of the crash.
-func runReal(t *testing.T) (time.Duration, int64) {
+func runReal(t *testing.T, host bool) (time.Duration, int64) {
 	log := zaptest.NewLogger(t, zaptest.Level(zap.ErrorLevel))
 	cfg := testenv.TenureConfig(t, fidSession, fidInterval, fidParts)
+	cfg.Core.ConnLossGrace = fidGrace
 	cfg.Logger = log.Named("tenure")
 	brokers := []string{testenv.StartTenure(t, cfg)}
 	ctx := t.Context()
@@ -249,7 +391,7 @@ func runReal(t *testing.T) (time.Duration, int64) {
 		}
 	}()
 	for i := range fidMembers {
-		kills[i] = &killSwitch{}
+		kills[i] = newKillSwitch()
 		jctx, jcancel := context.WithTimeout(ctx, 10*time.Second)
 		s, err := member.Join(jctx, member.Config{
 			Brokers:          brokers,
@@ -275,7 +417,11 @@ func runReal(t *testing.T) (time.Duration, int64) {
 	before := groupEpoch()
 	victims := r.of("m1")
 	crashed := time.Now()
-	kills[0].kill()
+	if host {
+		kills[0].silence()
+	} else {
+		kills[0].kill()
+	}
 	waitUntil(t, 4*fidSession, func() bool { return r.takenOver(victims, "m1") }, "m1's partitions to be taken over")
 	reassign := time.Since(crashed)
 	time.Sleep(2 * fidInterval) // let the group settle before reading its epoch

@@ -50,6 +50,15 @@ const (
 	evTakeover
 	// evEnd stops the run.
 	evEnd
+	// evConnClosed: the coordinator sees a member process's connection
+	// close (the FIN its kernel sent when the process died); node is 0,
+	// arg the member node, arg2 its incarnation. (After evEnd so that the
+	// kinds before it keep their numbers, and runs without connection
+	// closes their trace hashes.)
+	evConnClosed
+	// evConnDrop closes the connection of a random live member process
+	// under it (Scenario.ConnDrops) and draws the next drop.
+	evConnDrop
 	evKinds
 )
 
@@ -74,6 +83,8 @@ var evKindNames = [...]string{
 	evFailover:      "failover",
 	evTakeover:      "takeover",
 	evEnd:           "end",
+	evConnClosed:    "conn-closed",
+	evConnDrop:      "conn-drop",
 }
 
 func (k evKind) String() string {

@@ -44,6 +44,11 @@ type memberNode struct {
 	hbID       uint64
 	hbDeadline vtime
 	nextID     uint64
+	// connected is set once the process has sent on its connection to
+	// the coordinator: its exit closes it. conn numbers the process's
+	// connections (a closed one is replaced on the next send).
+	connected bool
+	conn      uint32
 
 	// The machine's timer (in simulated time), and the pending evTimer.
 	nextTick vtime
@@ -307,10 +312,14 @@ func (w *world) sendHeartbeat(n *memberNode, req *kmsg.ConsumerGroupHeartbeatReq
 	deadline := w.localNow(n).Add(w.sc.Timing.requestTimeout())
 	n.hbDeadline = n.clk.toSim(vtimeOf(deadline))
 	w.met.heartbeatsSent++
+	if !n.connected {
+		n.connected = true
+		n.conn++
+	}
 	if w.tr.text() {
 		w.traceLine(n.name, "-> %s", describeRequest(req))
 	}
-	w.net.send(w, &message{from: n.id, to: 0, inc: n.inc, id: n.hbID, req: req})
+	w.net.send(w, &message{from: n.id, to: 0, inc: n.inc, id: n.hbID, conn: n.conn, req: req})
 }
 
 // claimChange applies one claim transition: the worker starts or stops, and

@@ -64,6 +64,7 @@ type metrics struct {
 	prevOwners []memberRef // the coordinator's owners at the last completed rebalance
 
 	joins, leaves, expirations, removals int64
+	connDrops, connLossExpulsions        int64
 	falseExpulsions                      []expulsion
 	fatal                                int64
 
@@ -216,6 +217,9 @@ func (m *metrics) coordEvent(w *world, ev coordinator.Event) {
 	case coordinator.EventMemberExpired, coordinator.EventMemberRemoved:
 		if ev.Kind == coordinator.EventMemberExpired {
 			m.expirations++
+			if ev.Reason == connLossReason {
+				m.connLossExpulsions++
+			}
 		} else {
 			m.removals++
 		}
@@ -233,6 +237,10 @@ func (m *metrics) coordEvent(w *world, ev coordinator.Event) {
 		m.minMoves += int64(m.fewestMoves(w))
 	}
 }
+
+// connLossReason is the reason the coordinator gives an expulsion after a
+// member's connection closed (coordinator.Config.ConnLossGrace).
+const connLossReason = "connection-closed"
 
 // fewestMoves returns the fewest partition moves that could have taken the
 // group from the owners it had at the previous completed rebalance to a

@@ -40,7 +40,10 @@ type message struct {
 	// of a restarted member is dropped.
 	inc uint32
 	// id numbers the requests of one member incarnation.
-	id   uint64
+	id uint64
+	// conn numbers the connections of one member incarnation: a process
+	// whose connection was closed under it opens another.
+	conn uint32
 	sent vtime
 	req  *kmsg.ConsumerGroupHeartbeatRequest
 	resp *kmsg.ConsumerGroupHeartbeatResponse
@@ -200,4 +203,23 @@ func (nw *network) heal(id int64) {
 			return
 		}
 	}
+}
+
+// closeConn sends the FIN of the connection of node n's process
+// incarnation inc to the coordinator, as the kernel of a process that
+// exits (or dies) does. It travels like the process's last message: after
+// everything sent before it on the link, with the link's delay (drawn from
+// its own stream). TCP retransmits it, so loss does not drop it; a cut
+// between the two ends does, at sending or on arrival, and the coordinator
+// then never learns: the session timeout remains. (A FIN held back by a
+// cut until it heals is not modelled.)
+func (nw *network) closeConn(w *world, n int32, inc, conn uint32) {
+	if len(nw.cuts) > 0 && nw.isCut(n, 0) {
+		nw.cutDrops++
+		w.traceNote(noteCutDrop, 0, -int64(n))
+		return
+	}
+	l := &nw.up[n]
+	at := max(w.clock.now+vtime(sampleDelay(l.cfg.Delay, w.connRng)), l.last)
+	w.schedule(event{at: at, kind: evConnClosed, arg: int64(n), arg2: int64(inc)<<32 | int64(conn)})
 }

@@ -12,7 +12,7 @@ func (w *world) launch(n *memberNode) {
 		return
 	}
 	n.inc++
-	n.alive, n.started, n.leaving = true, false, false
+	n.alive, n.started, n.leaving, n.connected, n.conn = true, false, false, false, 0
 	n.aliveSince = w.clock.now
 	n.afterLeave = 0
 	w.traceLine(n.name, "launch process %d", n.inc)
@@ -21,15 +21,33 @@ func (w *world) launch(n *memberNode) {
 }
 
 // crash kills n's process at once: its machine, its workers, whatever it
-// was about to send. Nothing tells the coordinator; it finds out when the
-// session expires.
-func (w *world) crash(n *memberNode, why string) {
+// was about to send. When only the process dies, its kernel closes its
+// connection, and the coordinator sees the close; when its host dies
+// (host), nothing tells the coordinator, which finds out when the session
+// expires.
+func (w *world) crash(n *memberNode, why string, host bool) {
 	if !n.alive {
 		return
 	}
-	w.traceLine(n.name, "%s (process %d)", why, n.inc)
+	what := "process"
+	if host {
+		what = "host"
+	}
+	w.traceLine(n.name, "%s (%s of process %d)", why, what, n.inc)
+	if !host {
+		w.closeConn(n)
+	}
 	lost := w.stopProcess(n)
 	w.met.crashed(w, lost)
+}
+
+// closeConn closes the connection of n's process, as its kernel does when
+// the process exits or dies, if it ever sent anything on it.
+func (w *world) closeConn(n *memberNode) {
+	if n.connected {
+		n.connected = false
+		w.net.closeConn(w, n.id, n.inc, n.conn)
+	}
 }
 
 // stopProcess ends n's process and returns the partitions that lost their
@@ -71,6 +89,7 @@ func (w *world) stopProcess(n *memberNode) []int32 {
 func (w *world) leave(n *memberNode, then leaveThen) {
 	if !n.started {
 		// Still starting: it never joined, so it just stops.
+		w.closeConn(n)
 		w.stopProcess(n)
 		w.afterExit(n, then)
 		return
@@ -95,6 +114,7 @@ func (w *world) exited(n *memberNode, err error) {
 		if !n.leaving {
 			// The process gives up; a supervisor restarts it, after a
 			// pause so that a persistent error does not spin.
+			w.closeConn(n)
 			w.stopProcess(n)
 			at := w.clock.now + vtime(max(sampleDelay(n.restart, n.rng), fatalRestartDelay))
 			w.schedule(event{at: at, kind: evLaunch, node: n.id})
@@ -103,6 +123,7 @@ func (w *world) exited(n *memberNode, err error) {
 	} else {
 		w.traceLine(n.name, "left")
 	}
+	w.closeConn(n)
 	w.stopProcess(n)
 	w.afterExit(n, then)
 }
@@ -200,6 +221,28 @@ func (w *world) pauseEnd(n *memberNode, e *event) {
 	}
 }
 
+// connDrop closes the connection of a random live member process under
+// it, as a proxy's idle timeout, a load balancer or a NAT table flush
+// does, and draws the next drop. The process notices nothing: its next
+// request opens a new connection, and the coordinator, which sees the
+// close, keeps the member if it hears from it within the grace.
+func (w *world) connDrop() {
+	w.schedule(event{at: w.clock.now + vtime(w.sc.ConnDrops.Sample(w.connRng)), kind: evConnDrop})
+	var conns []*memberNode
+	for _, n := range w.nodes[1:] {
+		if n.alive && n.connected {
+			conns = append(conns, n)
+		}
+	}
+	if len(conns) == 0 {
+		return
+	}
+	n := conns[w.connRng.IntN(len(conns))]
+	w.traceLine(n.name, "connection %d dropped", n.conn)
+	w.met.connDrops++
+	w.closeConn(n)
+}
+
 // randomCrash crashes a random running member and draws the next crash.
 func (w *world) randomCrash(i int) {
 	spec := &w.sc.Crashes[i]
@@ -214,7 +257,7 @@ func (w *world) randomCrash(i int) {
 		return
 	}
 	n := running[w.crashRng.IntN(len(running))]
-	w.crash(n, "random crash")
+	w.crash(n, "random crash", spec.Host)
 	if spec.Restart != nil {
 		w.schedule(event{at: w.clock.now + vtime(spec.Restart.Sample(w.crashRng)), kind: evLaunch, node: n.id})
 	}
@@ -229,7 +272,7 @@ func (w *world) action(i int) {
 		if n == nil {
 			return
 		}
-		w.crash(n, "crash")
+		w.crash(n, "crash", a.Host)
 		if a.Restart != nil {
 			w.schedule(event{at: w.clock.now + vtime(a.Restart.Sample(w.crashRng)), kind: evLaunch, node: n.id})
 		}

@@ -123,6 +123,13 @@ type Churn struct {
 	Leaves       int64 `json:"leaves"`
 	Expirations  int64 `json:"expirations"`
 	Removals     int64 `json:"removals"`
+	// ConnLossExpulsions counts the expirations after a closed connection
+	// (the connection-loss grace), of Expirations; ConnCloses the closed
+	// connections the coordinator acted on; ConnDrops the connections
+	// dropped under live members (conn-drops).
+	ConnLossExpulsions int64 `json:"conn_loss_expulsions"`
+	ConnCloses         int64 `json:"conn_closes"`
+	ConnDrops          int64 `json:"conn_drops"`
 	// FalseExpulsions counts expirations and removals of members whose
 	// process was alive and had not been asked to leave.
 	FalseExpulsions int64 `json:"false_expulsions"`
@@ -239,21 +246,24 @@ func (w *world) report() *Report {
 		TokenMismatches:             r.tokenMismatch,
 	}
 	rep.Churn = Churn{
-		EpochBumps:      m.epochBumps,
-		Rebalances:      m.rebalances,
-		Epoch:           m.epoch,
-		Moves:           m.moves,
-		OwnerChanges:    m.viewMoves,
-		MinMoves:        m.minMoves,
-		Joins:           m.joins,
-		Leaves:          m.leaves,
-		Expirations:     m.expirations,
-		Removals:        m.removals,
-		FalseExpulsions: int64(len(m.falseExpulsions)),
-		MemberDays:      float64(aliveNs) / float64(24*time.Hour),
-		Pauses:          m.pauses,
-		PausedTime:      float64(m.pausedNs) / 1e9,
-		FatalErrors:     m.fatal,
+		EpochBumps:         m.epochBumps,
+		Rebalances:         m.rebalances,
+		Epoch:              m.epoch,
+		Moves:              m.moves,
+		OwnerChanges:       m.viewMoves,
+		MinMoves:           m.minMoves,
+		Joins:              m.joins,
+		Leaves:             m.leaves,
+		Expirations:        m.expirations,
+		Removals:           m.removals,
+		ConnLossExpulsions: m.connLossExpulsions,
+		ConnCloses:         w.coord.connCloses,
+		ConnDrops:          m.connDrops,
+		FalseExpulsions:    int64(len(m.falseExpulsions)),
+		MemberDays:         float64(aliveNs) / float64(24*time.Hour),
+		Pauses:             m.pauses,
+		PausedTime:         float64(m.pausedNs) / 1e9,
+		FatalErrors:        m.fatal,
 	}
 	c := w.coord
 	rep.Cost = Cost{
@@ -346,6 +356,9 @@ func (r *Report) Metrics() []Metric {
 		{"churn.leaves", float64(c.Leaves)},
 		{"churn.expirations", float64(c.Expirations)},
 		{"churn.removals", float64(c.Removals)},
+		{"churn.conn_loss_expulsions", float64(c.ConnLossExpulsions)},
+		{"churn.conn_closes", float64(c.ConnCloses)},
+		{"churn.conn_drops", float64(c.ConnDrops)},
 		{"churn.false_expulsions", float64(c.FalseExpulsions)},
 		{"churn.false_expulsions_per_member_day", perDay},
 		{"churn.member_days", c.MemberDays},
@@ -412,7 +425,8 @@ func (r *Report) WriteText(w io.Writer) error {
 	p("  rebalances\t%d completed\t(%d epoch bumps, epoch %d)", c.Rebalances, c.EpochBumps, c.Epoch)
 	p("  partition moves\t%d\t(owner changes %d, fewest possible %d)", c.Moves, c.OwnerChanges, c.MinMoves)
 	p("  joins / leaves\t%d / %d", c.Joins, c.Leaves)
-	p("  expirations / removals\t%d / %d", c.Expirations, c.Removals)
+	p("  expirations / removals\t%d / %d\t(%d after a closed connection)", c.Expirations, c.Removals, c.ConnLossExpulsions)
+	p("  connections closed / dropped\t%d / %d", c.ConnCloses, c.ConnDrops)
 	perDay := 0.0
 	if c.MemberDays > 0 {
 		perDay = float64(c.FalseExpulsions) / c.MemberDays

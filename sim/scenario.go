@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/tenure-dev/tenure/coordinator"
 	"github.com/tenure-dev/tenure/epoch"
 	"github.com/tenure-dev/tenure/member"
 )
@@ -54,6 +55,11 @@ type Scenario struct {
 	Pauses []Pauses
 	// Crashes are random crashes.
 	Crashes []Crashes
+	// ConnDrops, if not nil, is the time between drops of a random live
+	// member's connection under it (a proxy's idle timeout, a NAT table
+	// flush): the coordinator sees the close, the member opens a new
+	// connection with its next request.
+	ConnDrops Dist
 	// Actions are the timed events: crashes, pauses, cuts, rolling
 	// restarts, scaling, fail-over. Sorted by time.
 	Actions []Action
@@ -90,27 +96,37 @@ type Timing struct {
 	// response before it reports the heartbeat as failed; zero means the
 	// heartbeat interval.
 	RequestTimeout time.Duration
+	// ConnLossGrace is the coordinator's connection-aware expiry
+	// (coordinator.Config.ConnLossGrace): a member whose connection closed
+	// and that is not heard from within it is expelled then, rather than
+	// at its session timeout. Zero turns it off, as in Kafka.
+	ConnLossGrace time.Duration
 }
 
 // DefaultTiming returns tenure's defaults: the coordinator's
-// (coordinator.DefaultConfig: session 20 s, heartbeat 1 s, initial delay
-// 3 s) with the rebalance timeout, drift and margin of epoch.DefaultTiming.
+// (coordinator.DefaultConfig: session timeout, heartbeat interval, initial
+// delay, connection-loss grace) with the rebalance timeout, drift and
+// margin of epoch.DefaultTiming.
 func DefaultTiming() Timing {
 	et := epoch.DefaultTiming()
+	cc := coordinator.DefaultConfig()
 	return Timing{
-		HeartbeatInterval:     1 * time.Second,
-		SessionTimeout:        20 * time.Second,
+		HeartbeatInterval:     cc.ConsumerHeartbeatInterval,
+		SessionTimeout:        cc.ConsumerSessionTimeout,
 		RebalanceTimeout:      et.RebalanceTimeout,
-		InitialRebalanceDelay: 3 * time.Second,
+		InitialRebalanceDelay: cc.InitialRebalanceDelay,
 		Margin:                et.Margin,
 		MaxDrift:              et.MaxDrift,
+		ConnLossGrace:         cc.ConnLossGrace,
 	}
 }
 
 // KafkaTiming returns Kafka's defaults for a KIP-848 group: session 45 s,
 // heartbeat 5 s, initial rebalance delay 3 s, the Java and franz-go
 // clients' 60 s rebalance (max poll) timeout, with tenure's drift and
-// margin (Kafka has no suspect deadline).
+// margin (Kafka has no suspect deadline), and no connection-aware expiry
+// (Kafka waits for the session timeout whether or not the connection
+// closed).
 func KafkaTiming() Timing {
 	et := epoch.DefaultTiming()
 	return Timing{
@@ -147,6 +163,9 @@ func (t Timing) Validate() error {
 	if t.RequestTimeout < 0 {
 		errs = append(errs, fmt.Errorf("%w: request timeout %v is negative", epoch.ErrUnsafeTiming, t.RequestTimeout))
 	}
+	if t.ConnLossGrace < 0 {
+		errs = append(errs, fmt.Errorf("%w: connection-loss grace %v is negative", epoch.ErrUnsafeTiming, t.ConnLossGrace))
+	}
 	return errors.Join(errs...)
 }
 
@@ -178,6 +197,7 @@ func (t Timing) String() string {
 	if t.RequestTimeout > 0 {
 		s += fmt.Sprintf(" request-timeout=%v", t.RequestTimeout)
 	}
+	s += fmt.Sprintf(" conn-grace=%v", t.ConnLossGrace)
 	return s
 }
 
@@ -192,9 +212,11 @@ type Pauses struct {
 
 // Crashes are random crashes of the fleet: a crash of a random running
 // member every Every; the member restarts after Restart (never if nil).
+// Host says what crashed (see [Action.Host]).
 type Crashes struct {
 	Every   Dist
 	Restart Dist
+	Host    bool
 }
 
 // Work is what owners do: every Every, each member writes to every
@@ -222,7 +244,8 @@ type ActionKind uint8
 const (
 	_ ActionKind = iota
 	// ActCrash kills Member; it restarts after Restart unless Restart is
-	// nil.
+	// nil. A process crash closes the member's connections (its kernel
+	// sends FIN), a host crash (Host) leaves them silent.
 	ActCrash
 	// ActPause pauses Member for Length.
 	ActPause
@@ -278,6 +301,11 @@ type Action struct {
 	Every    time.Duration
 	Surge    int
 	Takeover time.Duration
+	// Host makes a crash a crash of the member's host (power loss, kernel
+	// panic, the machine cut off for good): nothing closes its
+	// connections, so the coordinator hears nothing until the session
+	// expires. Otherwise only the process dies and its kernel closes them.
+	Host bool
 	// Line is the scenario line the action comes from (0 if built in Go).
 	Line int
 }

@@ -195,7 +195,7 @@ func TestFailover(t *testing.T) {
 }
 
 func TestReportRenders(t *testing.T) {
-	rep := run(t, mustBuiltin(t, "crash", "run.for=3m"), sim.Options{Seed: 3, TimelinePartition: 0})
+	rep := run(t, mustBuiltin(t, "host-crash", "run.for=3m"), sim.Options{Seed: 3, TimelinePartition: 0})
 	var text, js, csv, tl bytes.Buffer
 	if err := rep.WriteText(&text); err != nil {
 		t.Fatal(err)
@@ -215,7 +215,7 @@ func TestReportRenders(t *testing.T) {
 		t.Errorf("timeline CSV: %v\n%s", err, tl.String())
 	}
 	if rep.Availability.Crashes != 1 || rep.Availability.ReassignMax < 9 || rep.Availability.ReassignMax > 12 {
-		t.Errorf("crash of m3 with a 10 s session: %d crashes, reassigned in %.1fs; want 1 in about 10 s",
+		t.Errorf("host crash of m2 with a 10 s session: %d crashes, reassigned in %.1fs; want 1 in about 10 s",
 			rep.Availability.Crashes, rep.Availability.ReassignMax)
 	}
 }

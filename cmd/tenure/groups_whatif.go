@@ -429,8 +429,9 @@ func (w *whatIf) simulate(ctx context.Context, st *groupState, assignorName stri
 		}
 		var crashes []string
 		for _, m := range newest {
-			crashes = append(crashes, fmt.Sprintf("crash member=%s at=%s", m, at))
+			crashes = append(crashes, fmt.Sprintf("crash member=%s at=%s host=true", m, at))
 		}
+		w.assume("a crash is a crash of the member's host, which closes no connection: noticed at the session timeout (a crashed process's connections close, and the coordinator's connection-loss grace expels it sooner)")
 		if err := measure("crash", "current", cur, crashes...); err != nil {
 			return err
 		}
@@ -454,7 +455,7 @@ func (w *whatIf) simulate(ctx context.Context, st *groupState, assignorName stri
 		}
 		pj := timingJSON(prop)
 		w.Timing.Proposed = &pj
-		crash := fmt.Sprintf("crash member=m%d at=%s", g.members, at)
+		crash := fmt.Sprintf("crash member=m%d at=%s host=true", g.members, at)
 		if err := measure("crash", "current", cur, crash); err != nil {
 			return err
 		}

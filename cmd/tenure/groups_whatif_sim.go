@@ -176,7 +176,7 @@ func (g simGroup) newest(k int) []string {
 func (r *simRunner) matchSeeds(t sim.Timing, first uint64, n, k, want, maxTried int) (seeds []uint64, tried int, err error) {
 	var crashes []string
 	for _, m := range r.group.newest(k) {
-		crashes = append(crashes, fmt.Sprintf("crash member=%s at=%v", m, whatIfAt))
+		crashes = append(crashes, fmt.Sprintf("crash member=%s at=%v host=true", m, whatIfAt))
 	}
 	for seed := first; len(seeds) < n && tried < maxTried; seed++ {
 		tried++
@@ -358,6 +358,7 @@ func timingSpace(t sim.Timing, static bool) tune.Space {
 		Rebalance:    []time.Duration{t.RebalanceTimeout},
 		InitialDelay: []time.Duration{t.InitialRebalanceDelay},
 		Margin:       []time.Duration{t.Margin},
+		Grace:        []time.Duration{t.ConnLossGrace},
 		Static:       []bool{static},
 		MaxDrift:     t.MaxDrift,
 	}

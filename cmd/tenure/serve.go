@@ -57,6 +57,7 @@ func setupServe(fs *flag.FlagSet) func(ctx context.Context, args []string) error
 		cSession      = fs.Duration("consumer-session-timeout", def.Core.ConsumerSessionTimeout, "session timeout of KIP-848 members (Kafka group.consumer.session.timeout.ms)")
 		cHeartbeat    = fs.Duration("consumer-heartbeat-interval", def.Core.ConsumerHeartbeatInterval, "heartbeat interval told to KIP-848 members (Kafka group.consumer.heartbeat.interval.ms)")
 		joinCoalesce  = fs.Duration("consumer-join-coalesce", def.Core.ConsumerJoinCoalesce, "KIP-848 joins within this long of a join's epoch bump share one bump at the end of the window (0: one bump per join)")
+		connLossGrace = fs.Duration("conn-loss-grace", def.Core.ConnLossGrace, "expel a member this long after the connection of its latest request closed, unless it is heard from meanwhile, instead of at its session timeout (a dead process's kernel closes its connections; a paused one's stay open); static members are exempt; 0 turns it off")
 		initialDelay  = fs.Duration("initial-rebalance-delay", def.Core.InitialRebalanceDelay, "how long a new or empty classic group waits for more members before its first rebalance (Kafka group.initial.rebalance.delay.ms)")
 		assignors     = fs.String("assignors", strings.Join(assignor.Names(), ","), "comma-separated `list` of server-side assignors KIP-848 members may name, default first")
 		maxGroupSize  = fs.Int("max-group-size", def.Core.MaxGroupSize, "most members of one group; a join beyond it is GROUP_MAX_SIZE_REACHED")
@@ -160,6 +161,7 @@ func setupServe(fs *flag.FlagSet) func(ctx context.Context, args []string) error
 		cfg.Core.ConsumerSessionTimeout = *cSession
 		cfg.Core.ConsumerHeartbeatInterval = *cHeartbeat
 		cfg.Core.ConsumerJoinCoalesce = *joinCoalesce
+		cfg.Core.ConnLossGrace = *connLossGrace
 		cfg.Core.InitialRebalanceDelay = *initialDelay
 		cfg.Core.MaxGroupSize = *maxGroupSize
 		cfg.Core.Assignors = nil

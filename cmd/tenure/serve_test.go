@@ -57,7 +57,7 @@ func TestServeHelp(t *testing.T) {
 	for _, want := range []string{
 		"--listen", "TENURE_LISTEN", "--advertise", "--partitions", "TENURE_AUTO_CREATE_TOPICS",
 		"--http", "TENURE_HTTP", "--metrics-listen", "--min-session-timeout", "--max-session-timeout", "--consumer-session-timeout",
-		"--consumer-heartbeat-interval", "--consumer-join-coalesce", "--initial-rebalance-delay", "--assignors", "--max-group-size",
+		"--consumer-heartbeat-interval", "--consumer-join-coalesce", "--conn-loss-grace", "--initial-rebalance-delay", "--assignors", "--max-group-size",
 		"--max-partitions", "--max-topics", "--max-groups", "--max-connections", "--max-frame-size",
 		"--idle-timeout", "--write-timeout", "--store", "--log-level", "commit offsets explicitly",
 		"--data-dir", "--etcd-endpoints", "TENURE_ETCD_PASSWORD", "--etcd-cacert", "--etcd-cert", "--etcd-key",
@@ -94,6 +94,7 @@ func TestServeRejectsBadSettings(t *testing.T) {
 		{name: "heartbeat above session", args: []string{"--consumer-heartbeat-interval", "1m"}},
 		{name: "join coalesce window past the session", args: []string{"--consumer-join-coalesce", "1m"}, want: "join coalesce window"},
 		{name: "negative join coalesce window", args: []string{"--consumer-join-coalesce", "-1s"}, want: "join coalesce window"},
+		{name: "negative connection loss grace", args: []string{"--conn-loss-grace", "-1s"}, want: "connection loss grace"},
 		{name: "bad advertised address", args: []string{"--advertise", "nohost"}},
 		{name: "stray argument", args: []string{"extra"}},
 		{name: "from the environment", env: map[string]string{"TENURE_MAX_CONNECTIONS": "0"}},

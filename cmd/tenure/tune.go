@@ -32,10 +32,13 @@ tenure the baselines; a|b lists values that gave identical figures) and a
 column per figure, each a mean over seeds of the mean over the scenarios,
 ± its 95 % confidence interval:
 
-  heartbeat, session, rebalance, margin, membership
+  heartbeat, session, rebalance, margin, grace, membership
       the setting: heartbeat interval, session timeout, rebalance timeout,
       suspect margin (how long before its session could expire a member
-      stops its claims), dynamic or static membership
+      stops its claims), connection-loss grace (how long after a member's
+      connection closes the coordinator expels it unless it hears from it;
+      0: at the session timeout, as Kafka does), dynamic or static
+      membership
   unowned p-s/h
       partition-seconds per hour of simulated time during which a partition
       had no owner (no live member held it in the Owned state): a partition
@@ -45,7 +48,8 @@ column per figure, each a mean over seeds of the mean over the scenarios,
       paused (owned, but not worked on)
   false exp./member-day
       live members the coordinator expelled (paused or cut off for longer
-      than the session), per member and day of simulated time
+      than the session, or silent for the grace after their connection
+      dropped under them), per member and day of simulated time
   heartbeats/s
       heartbeats the coordinator handled per second: its load
   crash→reassigned s
@@ -77,6 +81,7 @@ func setupTune(fs *flag.FlagSet) func(ctx context.Context, args []string) error 
 		rebalances  = fs.String("rebalances", durations(space.Rebalance), "rebalance timeouts to try")
 		delays      = fs.String("initial-delays", durations(space.InitialDelay), "initial rebalance delays to try (classic groups only: no effect on the simulated KIP-848 groups)")
 		margins     = fs.String("margins", durations(space.Margin), "suspect margins to try")
+		graces      = fs.String("graces", durations(space.Grace), "connection-loss graces to try (0: off, as in Kafka); dynamic members only")
 		static      = fs.String("static", "both", "static membership to try: both, true or false")
 		drift       = fs.Float64("drift", space.MaxDrift, "clock drift members assume (fixed, not searched)")
 		minimise    = fs.String("minimise", obj.Minimise.String(), "`goal` to minimise: unowned (partition-seconds), unavailable (unowned + stalled by pauses), reassign (crash to reassignment) or heartbeats")
@@ -98,7 +103,7 @@ func setupTune(fs *flag.FlagSet) func(ctx context.Context, args []string) error 
 			val  string
 		}{{&space.Heartbeat, "heartbeats", *heartbeats}, {&space.Session, "sessions", *sessions},
 			{&space.Rebalance, "rebalances", *rebalances}, {&space.InitialDelay, "initial-delays", *delays},
-			{&space.Margin, "margins", *margins}} {
+			{&space.Margin, "margins", *margins}, {&space.Grace, "graces", *graces}} {
 			if *l.into, err = tune.ParseDurations(l.val); err != nil {
 				return usagef("--%s: %v", l.flag, err)
 			}

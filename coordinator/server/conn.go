@@ -61,6 +61,9 @@ type conn struct {
 	principal string
 	auth      authState // authn.go
 	quota     connQuota // request-rate quotas (quota.go)
+	// members are the group members whose requests this connection
+	// carried (connloss.go).
+	members map[memberConn]struct{}
 
 	mu        sync.Mutex
 	q         []*slot // response queue; q[head:] are pending
@@ -661,6 +664,7 @@ func (c *conn) finish(reason string, err error) {
 	if !wasClosed {
 		c.s.closedConn(c, reason, err)
 	}
+	c.s.connMembersLost(c, reason)
 }
 
 // logClosed logs a closed connection at a level fitting the reason.

@@ -95,6 +95,17 @@
 // its groups, settles their writes and calls Release, after which the
 // cluster lets the shard's next owner take it.
 //
+// What survivors tell stock clients when a node dies for good (view.go,
+// peers.go; docs/DESIGN.md has the measured story): each node probes the
+// others' Kafka listeners every PeerProbe and lists in Metadata only the
+// live ones, each departed node's broker ID for ten minutes at the address
+// of the node that took its groups (clients cache their coordinator by
+// broker ID), and partition leaders spread over the live nodes; each
+// change answers Fetch NOT_LEADER_OR_FOLLOWER once per connection, so
+// clients reload metadata; FindCoordinator is held up to CoordinatorWait
+// while no live node coordinates the group; restored members get
+// coordinator.Config.TakeoverGrace to reach the new coordinator.
+//
 // Responses on one connection always leave in request order, even when an
 // earlier request is parked (a JoinGroup waiting for its rebalance, a
 // Fetch held for MaxWait); requests on other connections never wait for
@@ -178,10 +189,15 @@
 //	tenure_rebalances_total{type,reason}      counter (new generations: classic, consumer; why)
 //	tenure_handoff_unowned_seconds            histogram (per moved partition: release to grant)
 //	tenure_unowned_partitions                 gauge (summed over groups, read at scrape)
+//	tenure_takeover_awaited_members           gauge (restored under the takeover grace, not heard from since)
+//	tenure_peers_down                         gauge (registered nodes the probe finds down)
+//	tenure_view_changes_total                 counter (changes of the set told to clients)
+//	tenure_find_coordinator_held_total        counter (FindCoordinator held for a live coordinator)
 //	tenure_group_generation{group}            gauge
 //	tenure_group_members{group}               gauge
 //	tenure_group_unowned_partitions{group}    gauge
 //	tenure_commits_rejected_total             counter
+//	tenure_members_expired_total{reason}      counter (session-timeout, connection-closed)
 //	tenure_connections                        gauge
 //	tenure_connections_closed_total{reason}   counter
 //	tenure_limit_rejections_total{limit}      counter

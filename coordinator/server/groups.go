@@ -53,6 +53,10 @@ type groupEntry struct {
 	timer *time.Timer
 	armed time.Time // the NextTick the timer is set for; zero if none
 
+	// conns maps a member ID to the connection of its latest request
+	// (connloss.go); nil while nothing is tracked.
+	conns map[string]*conn
+
 	// parked counts the requests handed to the core and not yet answered
 	// (slot.enterGroup, slot.unpark), for MaxParkedPerGroup.
 	parked atomic.Int32
@@ -256,6 +260,7 @@ func (s *Server) step(c *conn, sl *slot, name string, create bool, now time.Time
 		return
 	}
 	sl.enterGroup(e)
+	s.trackMember(e, c, sl.req)
 	req := coordinator.Request{
 		Ref:        sl,
 		Msg:        sl.req,
@@ -414,10 +419,17 @@ func (s *Server) observe(e *groupEntry, ev *coordinator.Event) {
 		s.log.Debug("rebalance started",
 			zap.String("group", ev.Group), zap.Int32("epoch", ev.Epoch), zap.String("reason", ev.Reason))
 	case coordinator.EventMemberJoined, coordinator.EventMemberLeft:
+		if ev.Kind == coordinator.EventMemberLeft {
+			e.forgetMember(ev.MemberID)
+		}
 		s.log.Debug(ev.Kind.String(),
 			zap.String("group", ev.Group), zap.String("member", ev.MemberID),
 			zap.Int32("epoch", ev.Epoch), zap.Int("members", ev.Members), zap.String("reason", ev.Reason))
 	case coordinator.EventMemberExpired, coordinator.EventMemberRemoved:
+		e.forgetMember(ev.MemberID)
+		if ev.Kind == coordinator.EventMemberExpired {
+			s.m.expired(ev.Reason).Inc()
+		}
 		s.log.Info(ev.Kind.String(),
 			zap.String("group", ev.Group), zap.String("member", ev.MemberID),
 			zap.Int32("epoch", ev.Epoch), zap.Int("members", ev.Members), zap.String("reason", ev.Reason))

@@ -19,6 +19,7 @@ type metrics struct {
 	members         *prometheus.GaugeVec
 	unowned         *prometheus.GaugeVec
 	commitsRejected prometheus.Counter
+	expiredVec      *prometheus.CounterVec
 	connections     prometheus.Gauge
 	connClosed      *prometheus.CounterVec
 	limits          *prometheus.CounterVec
@@ -89,6 +90,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "tenure_commits_rejected_total",
 			Help: "Offset commits rejected because the committer did not own the partition at a current token.",
 		}),
+		expiredVec: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tenure_members_expired_total",
+			Help: "Members expelled without leaving, by reason: session-timeout (silent for a session), connection-closed (the connection of their latest request closed and they were not heard from within the connection-loss grace).",
+		}, []string{"reason"}),
 		connections: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "tenure_connections",
 			Help: "Open client connections.",
@@ -192,7 +197,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	if reg != nil {
 		for _, c := range []prometheus.Collector{
 			m.requests, m.heartbeat, m.rebalances, m.handoff, m.generation, m.members, m.unowned,
-			m.commitsRejected, m.connections, m.connClosed, m.limits, m.groups, m.topics,
+			m.commitsRejected, m.expiredVec, m.connections, m.connClosed, m.limits, m.groups, m.topics,
 			m.storeFailures, m.persistSeconds, m.batchRecords, m.batchWrites, m.groupsOffline,
 			m.groupLoads, m.corePanics, m.leading, m.terms, m.authentications,
 			m.deniedVec, m.acls, m.throttled, m.throttleSeconds,
@@ -202,6 +207,15 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}
 	}
 	return m
+}
+
+// expired returns the expiry counter of reason (a classic session expiry
+// has none).
+func (m *metrics) expired(reason string) prometheus.Counter {
+	if reason == "" {
+		reason = "session-timeout"
+	}
+	return m.expiredVec.WithLabelValues(reason)
 }
 
 // denied returns the authorization refusal counter of the API of key.

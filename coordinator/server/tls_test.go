@@ -334,3 +334,33 @@ func TestSetListeners(t *testing.T) {
 		t.Errorf("EXTERNAL coordinator, node 1 (without EXTERNAL) leading: %s", got)
 	}
 }
+
+// TestTLSProbeIsNoHandshakeFailure: a connection to a TLS listener closed
+// before a byte (a peer's liveness probe, view.go) closes as an EOF, not
+// as a failed handshake; one that sends garbage still fails its
+// handshake.
+func TestTLSProbeIsNoHandshakeFailure(t *testing.T) {
+	tt := newTestTLS(t)
+	ts := startServer(t, func(c *Config) {
+		c.Listeners = []Listener{{Name: "SSL", Protocol: SSL}}
+		c.TLS = tt.serverConfig(nil)
+	})
+	if down, sure := probe(context.Background(), ts.addr, time.Second); down || !sure {
+		t.Fatalf("probe of a live TLS listener: down %v, sure %v", down, sure)
+	}
+	eventually(t, 5*time.Second, "the probe's connection to close as an EOF", func() bool {
+		return ts.metric(t, "tenure_connections_closed_total", "reason", closeEOF) == 1
+	})
+	nc, err := net.Dial("tcp", ts.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc.Write([]byte("not a client hello, not at all"))
+	nc.Close()
+	eventually(t, 5*time.Second, "garbage to fail the handshake", func() bool {
+		return ts.metric(t, "tenure_connections_closed_total", "reason", closeTLS) == 1
+	})
+	if n := ts.metric(t, "tenure_connections_closed_total", "reason", closeEOF); n != 1 {
+		t.Fatalf("%v connections closed as EOF, want the probe's only", n)
+	}
+}

@@ -20,13 +20,17 @@ type Space struct {
 	Rebalance    []time.Duration
 	InitialDelay []time.Duration
 	Margin       []time.Duration
-	Static       []bool
-	MaxDrift     float64
+	// Grace is the coordinator's connection-loss grace
+	// (sim.Timing.ConnLossGrace); 0 turns connection-aware expiry off.
+	Grace    []time.Duration
+	Static   []bool
+	MaxDrift float64
 }
 
 // DefaultSpace is the space `tenure tune` searches unless told otherwise:
 // heartbeats from 250 ms to 5 s, sessions from 3 s to 45 s, two rebalance
-// timeouts and margins, static membership on and off.
+// timeouts and margins, connection-loss graces from off to 3 s, static
+// membership on and off.
 //
 // The initial rebalance delay has one value: it shapes the first rebalance
 // of classic groups only, and the simulator drives KIP-848 groups, whose
@@ -39,6 +43,7 @@ func DefaultSpace() Space {
 		Rebalance:    []time.Duration{15 * time.Second, 60 * time.Second},
 		InitialDelay: []time.Duration{3 * time.Second},
 		Margin:       []time.Duration{200 * time.Millisecond, time.Second},
+		Grace:        []time.Duration{0, time.Second, 3 * time.Second},
 		Static:       []bool{false, true},
 		MaxDrift:     0.01,
 	}
@@ -52,15 +57,15 @@ type Candidate struct {
 }
 
 // String renders the candidate compactly, as in
-// "hb=1s session=10s rebalance=60s delay=3s margin=200ms dynamic".
+// "hb=1s session=10s rebalance=60s delay=3s margin=200ms grace=3s dynamic".
 func (c Candidate) String() string {
 	t := c.Timing
 	mode := "dynamic"
 	if c.Static {
 		mode = "static"
 	}
-	return fmt.Sprintf("hb=%v session=%v rebalance=%v delay=%v margin=%v %s",
-		t.HeartbeatInterval, t.SessionTimeout, t.RebalanceTimeout, t.InitialRebalanceDelay, t.Margin, mode)
+	return fmt.Sprintf("hb=%v session=%v rebalance=%v delay=%v margin=%v grace=%v %s",
+		t.HeartbeatInterval, t.SessionTimeout, t.RebalanceTimeout, t.InitialRebalanceDelay, t.Margin, t.ConnLossGrace, mode)
 }
 
 // KafkaDefaults is the candidate of Kafka's defaults: session 45 s,
@@ -86,20 +91,31 @@ func (s Space) Candidates() (valid []Candidate, pruned []Pruned) {
 			for _, rebalance := range s.Rebalance {
 				for _, delay := range s.InitialDelay {
 					for _, margin := range s.Margin {
-						for _, static := range s.Static {
-							c := Candidate{Static: static, Timing: sim.Timing{
-								HeartbeatInterval:     hb,
-								SessionTimeout:        session,
-								RebalanceTimeout:      rebalance,
-								InitialRebalanceDelay: delay,
-								Margin:                margin,
-								MaxDrift:              s.MaxDrift,
-							}}
-							if err := c.check(); err != nil {
-								pruned = append(pruned, Pruned{c, firstLine(err.Error())})
-								continue
+						for _, grace := range s.grace() {
+							for _, static := range s.Static {
+								if grace > 0 && (static || grace >= session) {
+									// The grace would never act: the
+									// coordinator exempts static
+									// members, and the session expires
+									// first. The candidate without it
+									// covers the point.
+									continue
+								}
+								c := Candidate{Static: static, Timing: sim.Timing{
+									HeartbeatInterval:     hb,
+									SessionTimeout:        session,
+									RebalanceTimeout:      rebalance,
+									InitialRebalanceDelay: delay,
+									Margin:                margin,
+									MaxDrift:              s.MaxDrift,
+									ConnLossGrace:         grace,
+								}}
+								if err := c.check(); err != nil {
+									pruned = append(pruned, Pruned{c, firstLine(err.Error())})
+									continue
+								}
+								valid = append(valid, c)
 							}
-							valid = append(valid, c)
 						}
 					}
 				}
@@ -107,6 +123,15 @@ func (s Space) Candidates() (valid []Candidate, pruned []Pruned) {
 		}
 	}
 	return valid, pruned
+}
+
+// grace returns the graces to try: none given means the feature off, as
+// in a space written before it existed.
+func (s Space) grace() []time.Duration {
+	if len(s.Grace) == 0 {
+		return []time.Duration{0}
+	}
+	return s.Grace
 }
 
 // check applies package epoch's timing rules, then those member.Join

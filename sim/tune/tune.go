@@ -378,6 +378,10 @@ func groups(cands []Candidate, runs [][]run, screened int) []int {
 func conservative(a, b Candidate) bool {
 	ta, tb := a.Timing, b.Timing
 	switch {
+	case ta.ConnLossGrace != tb.ConnLossGrace:
+		// A longer grace is kinder to a live member whose connection
+		// dropped under it.
+		return ta.ConnLossGrace > tb.ConnLossGrace
 	case ta.Margin != tb.Margin:
 		return ta.Margin > tb.Margin
 	case ta.RebalanceTimeout != tb.RebalanceTimeout:

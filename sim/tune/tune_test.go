@@ -247,7 +247,7 @@ func TestRunCancelled(t *testing.T) {
 func TestFlags(t *testing.T) {
 	c := Candidate{Static: true, Timing: sim.Timing{HeartbeatInterval: 500 * time.Millisecond, SessionTimeout: 20 * time.Second,
 		RebalanceTimeout: time.Minute, InitialRebalanceDelay: 3 * time.Second, Margin: 1500 * time.Millisecond, MaxDrift: 0.01}}
-	if got, want := Flags(c), "--consumer-session-timeout=20s --consumer-heartbeat-interval=500ms --initial-rebalance-delay=3s"; got != want {
+	if got, want := Flags(c), "--consumer-session-timeout=20s --consumer-heartbeat-interval=500ms --initial-rebalance-delay=3s --conn-loss-grace=0s"; got != want {
 		t.Fatalf("Flags = %q, want %q", got, want)
 	}
 	m := MemberOptions(c)
