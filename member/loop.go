@@ -326,7 +326,7 @@ func (s *Session) resolve() {
 		defer s.bg.Done()
 		for backoff := minBackoff; ; backoff = min(2*backoff, 5*time.Second) {
 			ctx, cancel := context.WithTimeout(s.loopCtx, s.cfg.RequestTimeout)
-			ids, err := topicIDs(ctx, s.cl, nil)
+			ids, _, err := topicIDs(ctx, s.cl, nil)
 			cancel()
 			if err == nil {
 				s.idsDone <- ids
@@ -408,8 +408,9 @@ func (s *Session) isDoneLocked() bool {
 
 // topicIDs reads topic IDs from Metadata: of the named topics (asking
 // for their creation, which tenure's virtual topics need), or of all
-// topics if names is nil.
-func topicIDs(ctx context.Context, cl *kgo.Client, names []string) (map[string][16]byte, error) {
+// topics if names is nil. missing holds, for each named topic the answer
+// gives no ID for, why: its error code, or that the answer left it out.
+func topicIDs(ctx context.Context, cl *kgo.Client, names []string) (ids map[string][16]byte, missing map[string]error, err error) {
 	req := kmsg.NewPtrMetadataRequest()
 	req.AllowAutoTopicCreation = names != nil
 	for _, n := range names {
@@ -419,16 +420,35 @@ func topicIDs(ctx context.Context, cl *kgo.Client, names []string) (map[string][
 	}
 	resp, err := req.RequestWith(ctx, cl)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if req.Version < 10 {
-		return nil, fmt.Errorf("metadata v%d carries no topic IDs: KIP-848 needs v10+", req.Version)
+		return nil, nil, fmt.Errorf("metadata v%d carries no topic IDs: KIP-848 needs v10+", req.Version)
 	}
-	ids := make(map[string][16]byte, len(resp.Topics))
+	ids = make(map[string][16]byte, len(resp.Topics))
+	errs := make(map[string]error)
 	for _, t := range resp.Topics {
-		if t.ErrorCode == 0 && t.Topic != nil && t.TopicID != ([16]byte{}) {
+		if t.Topic == nil {
+			continue
+		}
+		if t.ErrorCode == 0 && t.TopicID != ([16]byte{}) {
 			ids[*t.Topic] = t.TopicID
+		} else if err := kerr.ErrorForCode(t.ErrorCode); err != nil {
+			errs[*t.Topic] = err
 		}
 	}
-	return ids, nil
+	for _, n := range names {
+		if _, ok := ids[n]; ok {
+			continue
+		}
+		if missing == nil {
+			missing = make(map[string]error)
+		}
+		if e, ok := errs[n]; ok {
+			missing[n] = e
+		} else {
+			missing[n] = errors.New("not in the Metadata answer")
+		}
+	}
+	return ids, missing, nil
 }

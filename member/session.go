@@ -2,11 +2,16 @@ package member
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
@@ -113,6 +118,10 @@ type heartbeatResult struct {
 // or the coordinator refuses the member, Join returns the error and
 // nothing keeps running.
 //
+// Join waits for every topic of cfg.Topics to exist (its Metadata request
+// asks for their creation, which tenure grants), logging every 10 s which
+// do not and why; a name that is not a valid topic name fails it at once.
+//
 // Join checks the configuration, then, with the heartbeat interval the
 // coordinator returns, the timing rules of [epoch.Timing]: a combination
 // that would make healthy members go Suspect fails the Join with an error
@@ -185,20 +194,36 @@ func Join(ctx context.Context, cfg Config, handler Handler) (*Session, error) {
 	return s, nil
 }
 
-// joinTopicIDs reads the subscribed topics' IDs, retrying while the
-// cluster is unreachable, until ctx ends.
 // joinWarnEvery spaces the warnings of a member that cannot join.
 const joinWarnEvery = 10 * time.Second
 
+// joinTopicIDs reads the subscribed topics' IDs, retrying while the
+// cluster is unreachable or a topic does not exist (yet), until ctx ends.
+// A topic whose name is not a valid one fails the join at once: it never
+// will exist.
 func joinTopicIDs(ctx context.Context, cl *kgo.Client, topics []string, log *zap.Logger) (map[string][16]byte, error) {
 	start := time.Now()
 	var warned time.Time
 	for backoff := minBackoff; ; backoff = min(2*backoff, 2*time.Second) {
-		ids, err := topicIDs(ctx, cl, topics)
-		if err == nil {
+		ids, missing, err := topicIDs(ctx, cl, topics)
+		if err == nil && len(missing) == 0 {
 			return ids, nil
 		}
-		if now := time.Now(); now.Sub(warned) >= joinWarnEvery && ctx.Err() == nil {
+		now := time.Now()
+		if err == nil {
+			names := slices.Sorted(maps.Keys(missing))
+			for _, n := range names {
+				if errors.Is(missing[n], kerr.InvalidTopicException) {
+					return nil, fmt.Errorf("member: join: %q is not a valid topic name (%w)", n, missing[n])
+				}
+			}
+			err = missingTopicsError(names, missing)
+			if now.Sub(warned) >= joinWarnEvery && ctx.Err() == nil {
+				warned = now
+				log.Warn("joining: a subscribed topic does not exist; waiting for it to be created",
+					zap.Strings("missing", names), zap.Duration("waited", now.Sub(start).Round(time.Millisecond)), zap.Error(err))
+			}
+		} else if now.Sub(warned) >= joinWarnEvery && ctx.Err() == nil {
 			warned = now
 			log.Warn("joining: the brokers do not answer Metadata for the topics; retrying",
 				zap.Strings("topics", topics), zap.Duration("waited", now.Sub(start).Round(time.Millisecond)), zap.Error(err))
@@ -211,6 +236,15 @@ func joinTopicIDs(ctx context.Context, cl *kgo.Client, topics []string, log *zap
 			return nil, fmt.Errorf("member: join: topic metadata: %w (%w)", err, context.Cause(ctx))
 		}
 	}
+}
+
+// missingTopicsError says which topics do not exist, and why.
+func missingTopicsError(names []string, missing map[string]error) error {
+	var parts []string
+	for _, n := range names {
+		parts = append(parts, fmt.Sprintf("topic %q does not exist (%v)", n, missing[n]))
+	}
+	return errors.New(strings.Join(parts, "; "))
 }
 
 // MemberID returns the member's ID.

@@ -46,6 +46,20 @@
 // and cuts that separate named sets of nodes until they heal. A message
 // crossing a cut when it is sent or when it arrives is lost.
 //
+// Each member process has a connection to the coordinator, as the real
+// shells do. A process that exits or crashes has its connection closed by
+// its kernel: the FIN reaches the coordinator a link delay later (after
+// what the process sent before it; a cut drops it), and the coordinator
+// node, like the TCP server, tells the group through
+// coordinator.Group.ConnectionClosed for the member whose latest request
+// came on that connection, so that the connection-loss grace
+// (timing conn-grace=) expels it long before its session would expire. A
+// host crash (crash host=true) closes nothing, nor does a cut or a pause:
+// those wait for the session timeout. conn-drops closes a random live
+// member's connection under it (a proxy's idle timeout); the member opens
+// a new one with its next request, and keeps its place if that comes
+// within the grace. A fail-over forgets every connection.
+//
 // Processes pause (stop-the-world pauses drawn from any [Dist]), crash and
 // restart (with static membership a restarted member rejoins as the same
 // instance), start slowly, restart in rolling deploys, scale out and in.

@@ -212,7 +212,7 @@ func (c *groupsCLI) checkFlags(sub string) error {
 		if !ok || owner == sub || err != nil {
 			return
 		}
-		if _, env := os.LookupEnv(envName(f.Name)); !env {
+		if _, env := os.LookupEnv(flagEnv(c.fs, f.Name)); !env {
 			err = usagef("--%s applies to %s only", f.Name, owner)
 		}
 	})

@@ -127,7 +127,9 @@ func printUsage(w io.Writer, cmds []*command) {
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, `Run "tenure <command> --help" for a command's flags. Every flag can also be`)
-	fmt.Fprintln(w, "set by an environment variable: --session-timeout is TENURE_SESSION_TIMEOUT.")
+	fmt.Fprintln(w, "set by an environment variable: --session-timeout is TENURE_SESSION_TIMEOUT, but")
+	fmt.Fprintln(w, "a flag that another command uses in another sense has a variable of its own:")
+	fmt.Fprintln(w, "tenure worker --topic is TENURE_WORKER_TOPIC. Each command's --help names them.")
 }
 
 func printCommandUsage(w io.Writer, c *command, fs *flag.FlagSet) {
@@ -146,7 +148,7 @@ func printCommandUsage(w io.Writer, c *command, fs *flag.FlagSet) {
 		if name != "" {
 			fmt.Fprintf(w, " %s", name)
 		}
-		fmt.Fprintf(w, "  [%s]\n    \t%s", envName(f.Name), usage)
+		fmt.Fprintf(w, "  [%s]\n    \t%s", flagEnv(fs, f.Name), usage)
 		if f.DefValue != "" && f.DefValue != "0" && f.DefValue != "0s" && f.DefValue != "false" {
 			fmt.Fprintf(w, " (default %s)", f.DefValue)
 		}

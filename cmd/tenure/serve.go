@@ -26,6 +26,7 @@ import (
 	"github.com/tenure-dev/tenure/coordinator/store/etcdstore"
 	"github.com/tenure-dev/tenure/coordinator/web"
 	"github.com/tenure-dev/tenure/epoch"
+	"github.com/tenure-dev/tenure/internal/adminapi"
 )
 
 // serveCommand is `tenure serve`: the coordinator on the network.
@@ -299,7 +300,11 @@ func setupServe(fs *flag.FlagSet) func(ctx context.Context, args []string) error
 			ln.Close()
 			return err
 		}
-		stopHTTP, err := serveHTTP(hln, *adminAPI, reg, be.metrics, web.ServerSource{Server: srv}, log)
+		var adminOpts []adminapi.Opt
+		if be.cli != nil {
+			adminOpts = append(adminOpts, adminapi.Etcd(adminapi.EtcdInfo{Endpoints: be.cli.Endpoints(), Embedded: storeFlags.endpoints == ""}))
+		}
+		stopHTTP, err := serveHTTP(hln, *adminAPI, reg, be.metrics, web.ServerSource{Server: srv}, log, adminOpts...)
 		if err != nil {
 			ln.Close()
 			return err

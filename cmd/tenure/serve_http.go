@@ -17,13 +17,13 @@ import (
 )
 
 // httpMux routes the --http listener: /metrics, reg's then more's; the
-// admin API's drain, which logs its forwards to log; and the status page
-// (with the generation log).
-func httpMux(reg *prometheus.Registry, more prometheus.Gatherers, src web.ServerSource, page http.Handler, admin bool, log *zap.Logger) *http.ServeMux {
+// admin API's drain, which logs its forwards to log, with adminOpts; and
+// the status page (with the generation log).
+func httpMux(reg *prometheus.Registry, more prometheus.Gatherers, src web.ServerSource, page http.Handler, admin bool, log *zap.Logger, adminOpts ...adminapi.Opt) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(append(prometheus.Gatherers{reg}, more...), promhttp.HandlerOpts{Registry: reg}))
 	if admin {
-		adminapi.Register(mux, src.Server, adminapi.Logger(log))
+		adminapi.Register(mux, src.Server, append([]adminapi.Opt{adminapi.Logger(log)}, adminOpts...)...)
 	}
 	mux.Handle("/", page)
 	return mux
@@ -83,8 +83,8 @@ func httpAdvertise(bound net.Addr, kafka string) string {
 // serveHTTP serves the status page (package web), the admin API's drain
 // (package adminapi, unless admin is false) and the Prometheus metrics at
 // /metrics, reg's then more's, on ln until the returned function is
-// called; a nil ln serves nothing.
-func serveHTTP(ln net.Listener, admin bool, reg *prometheus.Registry, more prometheus.Gatherers, src web.ServerSource, log *zap.Logger) (stop func(), err error) {
+// called; a nil ln serves nothing. adminOpts configure the admin API.
+func serveHTTP(ln net.Listener, admin bool, reg *prometheus.Registry, more prometheus.Gatherers, src web.ServerSource, log *zap.Logger, adminOpts ...adminapi.Opt) (stop func(), err error) {
 	if ln == nil {
 		return func() {}, nil
 	}
@@ -98,7 +98,7 @@ func serveHTTP(ln net.Listener, admin bool, reg *prometheus.Registry, more prome
 	}
 	page := web.New(src, web.Logger(hlog))
 	srv := &http.Server{
-		Handler:           httpMux(reg, more, src, page, admin, hlog),
+		Handler:           httpMux(reg, more, src, page, admin, hlog, adminOpts...),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		// No WriteTimeout: event streams are long; each write of one

@@ -23,6 +23,7 @@ import (
 
 	"github.com/tenure-dev/tenure/coordinator"
 	"github.com/tenure-dev/tenure/epoch"
+	"github.com/tenure-dev/tenure/internal/adminapi"
 	"github.com/tenure-dev/tenure/internal/workload"
 	"github.com/tenure-dev/tenure/member"
 )
@@ -102,6 +103,14 @@ what the fence otherwise rejects.
 Every write, commit and offset read gives up after --write-timeout and is
 retried, so a black-holed resource or coordinator does not hang the worker.
 
+The topic: tenure creates --topic when the worker first asks for it (unless
+tenure serve runs with --auto-create-topics=false). A topic that does not
+exist is waited for, with a line in the worker's log every 10 s naming it,
+until --join-timeout (then the worker exits with status 1). Its variable is
+TENURE_WORKER_TOPIC: TENURE_TOPIC is tenure serve's, which declares topics
+as name:partitions, and so are TENURE_ETCD_ENDPOINTS and TENURE_ETCD_PREFIX
+(the worker's are TENURE_WORKER_ETCD_ENDPOINTS and _PREFIX).
+
 --session-timeout must be the coordinator's --consumer-session-timeout (or
 lower): the protocol does not tell members. Ctrl-C (SIGINT) or SIGTERM drains:
 every claim commits and returns, then the member leaves and the worker exits
@@ -119,6 +128,7 @@ type workerOptions struct {
 	logLevel         string
 
 	resource      string
+	admin         string
 	etcdEndpoints string
 	etcdPrefix    string
 	postgresDSN   string
@@ -160,7 +170,8 @@ func addWorkerFlags(fs *flag.FlagSet) *workerOptions {
 	fs.DurationVar(&o.suspectMargin, "suspect-margin", 0, "how much earlier than the session allows claims stop when heartbeats go unanswered; 0 means session timeout / 20")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log `level`: debug, info, warn or error")
 	fs.StringVar(&o.resource, "resource", "etcd", "`kinds` of resource the records go to, comma-separated, written in that order: etcd, postgres")
-	fs.StringVar(&o.etcdEndpoints, "etcd-endpoints", "127.0.0.1:2379", "comma-separated etcd `endpoints`, for --resource etcd")
+	fs.StringVar(&o.etcdEndpoints, "etcd-endpoints", "", "comma-separated etcd `endpoints`, for --resource etcd (default: the coordinator's own etcd, as its admin API at --admin names it)")
+	fs.StringVar(&o.admin, "admin", "http://"+defaultHTTP, "`URL` of a node's --http listener (its admin API), asked for its etcd when --resource etcd has no --etcd-endpoints")
 	fs.StringVar(&o.etcdPrefix, "etcd-prefix", "", "etcd key `prefix` of the records and tokens (default: tenure-demo/<group>/<topic>)")
 	fs.StringVar(&o.postgresDSN, "postgres-dsn", "", "PostgreSQL `dsn` (postgres://user@host:port/db?sslmode=disable), for --resource postgres")
 	fs.StringVar(&o.postgresTable, "postgres-table", "tenure_records", "`table` of the records; the tokens are kept in <table>_tokens. Both are created if missing")
@@ -205,8 +216,8 @@ func (o *workerOptions) validate() error {
 		return usagef("--brokers is empty")
 	case o.group == "":
 		return usagef("--group is empty")
-	case o.topic == "":
-		return usagef("--topic is empty")
+	case !validTopicName(o.topic):
+		return usagef("--topic %q is not a topic name (1 to 249 of a-z, A-Z, 0-9, '.', '_', '-'): the worker claims an existing topic's partitions; a topic is declared with its partition count by tenure serve --topic name:partitions or tenure topics create", o.topic)
 	case o.sessionTimeout <= 0:
 		return usagef("--session-timeout must be positive")
 	case o.rebalanceTimeout <= 0:
@@ -240,8 +251,8 @@ func (o *workerOptions) validate() error {
 		}
 		switch kind {
 		case "etcd":
-			if len(splitList(o.etcdEndpoints)) == 0 {
-				return usagef("--resource etcd needs --etcd-endpoints")
+			if len(splitList(o.etcdEndpoints)) == 0 && o.admin == "" {
+				return usagef("--resource etcd needs --etcd-endpoints, or --admin to ask the coordinator for its etcd")
 			}
 		case "postgres":
 			if o.postgresDSN == "" {
@@ -261,6 +272,19 @@ func (o *workerOptions) validate() error {
 		return err
 	}
 	return nil
+}
+
+// validTopicName applies Kafka's rule for topic names.
+func validTopicName(name string) bool {
+	if name == "" || len(name) > 249 || name == "." || name == ".." {
+		return false
+	}
+	for _, r := range name {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 // splitList splits a comma-separated flag value, dropping empty items.
@@ -346,7 +370,7 @@ func runWorker(ctx context.Context, o *workerOptions, log *zap.Logger) (err erro
 			return err
 		}
 	}
-	res, closeRes, err := openResources(ctx, o, attempts, keys.verifier())
+	res, closeRes, err := openResources(ctx, o, attempts, keys.verifier(), log)
 	if err != nil {
 		if ctx.Err() != nil {
 			log.Info("stopped before joining")
@@ -452,7 +476,7 @@ func runWorker(ctx context.Context, o *workerOptions, log *zap.Logger) (err erro
 // they answer, and returns them as one resource (a fan-out if there are
 // several), each logged on attempts if it is not nil, and the function
 // that closes them.
-func openResources(ctx context.Context, o *workerOptions, attempts *workload.AttemptLog, verifier *epoch.Verifier) (workload.Resource, func(), error) {
+func openResources(ctx context.Context, o *workerOptions, attempts *workload.AttemptLog, verifier *epoch.Verifier, log *zap.Logger) (workload.Resource, func(), error) {
 	var rs []workload.Resource
 	var closers []func()
 	closeAll := func() {
@@ -461,7 +485,7 @@ func openResources(ctx context.Context, o *workerOptions, attempts *workload.Att
 		}
 	}
 	for _, kind := range splitList(o.resource) {
-		r, closeRes, err := openResource(ctx, o, kind, verifier)
+		r, closeRes, err := openResource(ctx, o, kind, verifier, log)
 		if err != nil {
 			closeAll()
 			return nil, nil, err
@@ -484,12 +508,21 @@ func openResources(ctx context.Context, o *workerOptions, attempts *workload.Att
 
 // openResource connects to the resource of the given kind and checks that
 // it answers.
-func openResource(ctx context.Context, o *workerOptions, kind string, verifier *epoch.Verifier) (workload.Resource, func(), error) {
+func openResource(ctx context.Context, o *workerOptions, kind string, verifier *epoch.Verifier, log *zap.Logger) (workload.Resource, func(), error) {
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	switch kind {
 	case "etcd":
 		endpoints := splitList(o.etcdEndpoints)
+		if len(endpoints) == 0 {
+			info, err := (&adminapi.Client{Base: o.admin}).Etcd(cctx)
+			if err != nil {
+				return nil, nil, fmt.Errorf("etcd: no --etcd-endpoints, and the coordinator's admin API does not name its etcd: %w", err)
+			}
+			endpoints = info.Endpoints
+			log.Info("no --etcd-endpoints: the records go to the coordinator's etcd, which its admin API names",
+				zap.String("admin", o.admin), zap.Strings("endpoints", endpoints), zap.Bool("embedded", info.Embedded))
+		}
 		cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 		if err != nil {
 			return nil, nil, fmt.Errorf("etcd: %w", err)

@@ -41,6 +41,8 @@ func TestWorkerHelp(t *testing.T) {
 		// The demo and the approximation of the pause are explained.
 		"write rejected: stale token", "higher", "SIGSTOP", "consumer-session-timeout",
 		"postgres,etcd", "internal/workload", "status 0",
+		// One meaning per variable: the worker's topic is its own.
+		"[TENURE_WORKER_TOPIC]", "TENURE_TOPIC is tenure serve's",
 	} {
 		if !strings.Contains(help, want) {
 			t.Errorf("help lacks %q", want)
@@ -67,7 +69,7 @@ func TestWorkerFlags(t *testing.T) {
 	}
 	want := workerOptions{
 		brokers: "127.0.0.1:9092", group: "g", topic: "work", sessionTimeout: 20 * time.Second,
-		rebalanceTimeout: time.Minute, logLevel: "info", resource: "postgres", etcdEndpoints: "127.0.0.1:2379",
+		rebalanceTimeout: time.Minute, logLevel: "info", resource: "postgres", admin: "http://127.0.0.1:9644",
 		postgresTable: "tenure_records", workInterval: 200 * time.Millisecond, commitEvery: 3,
 		writeTimeout: 5 * time.Second, pauseAfter: 5 * time.Second, pauseFor: 15 * time.Second, joinTimeout: 30 * time.Second,
 		verifyRefresh: 30 * time.Second,
@@ -96,7 +98,8 @@ func TestWorkerRejectsBadSettings(t *testing.T) {
 		{"SASL without a user", []string{"--sasl-mechanism", "SCRAM-SHA-512"}, nil, "needs --sasl-user"},
 		{"postgres without dsn", []string{"--resource", "postgres"}, nil, "--postgres-dsn"},
 		{"bad table", []string{"--resource", "postgres", "--postgres-dsn", "postgres://x", "--postgres-table", "a-b"}, nil, "invalid table name"},
-		{"no endpoints", []string{"--etcd-endpoints", " , "}, nil, "--etcd-endpoints"},
+		{"no endpoints", []string{"--etcd-endpoints", " , ", "--admin", ""}, nil, "--etcd-endpoints"},
+		{"serve's topic form", []string{"--topic", "work:64"}, nil, `--topic "work:64" is not a topic name`},
 		{"no brokers", []string{"--brokers", ""}, nil, "--brokers"},
 		{"zero interval", []string{"--work-interval", "0s"}, nil, "--work-interval"},
 		{"negative commits", nil, map[string]string{"TENURE_COMMIT_EVERY": "-1"}, "--commit-every"},

@@ -8,13 +8,16 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// SaslHandshake: v1.
+// SaslHandshake: v0-1.
 //
 // Chooses the SASL mechanism of a SASL listener's connection, among
-// Config.SASLMechanisms, which the response lists. SaslAuthenticate
-// requests carry the exchange that follows (v1; v0, where raw SASL
-// tokens followed, is gone from Kafka 4 with KIP-896, and kgo and
-// librdkafka use v1). A mechanism not offered is UNSUPPORTED_SASL_MECHANISM
+// Config.SASLMechanisms, which the response lists. After v1, SaslAuthenticate
+// requests carry the exchange that follows (36_sasl_authenticate.go).
+// After v0, which librdkafka 2.0 (kcat) and kafka-python 2.0 send, the
+// exchange follows as raw SASL tokens, each a frame of its own (a 4-byte
+// length and the token, no request header), answered the same way
+// (sasl_raw.go); Kafka 4 dropped v0 (KIP-896), but the clients in Debian
+// still speak it. A mechanism not offered is UNSUPPORTED_SASL_MECHANISM
 // and closes the connection, as a second handshake does
 // (ILLEGAL_SASL_STATE). On a listener without SASL, or once the
 // connection has authenticated, it is ILLEGAL_SASL_STATE and the
@@ -23,7 +26,7 @@ import (
 
 func init() {
 	register(api{
-		key: 17, min: 1, max: 1,
+		key: 17, min: 0, max: 1,
 		aliasFree: true,
 		handle: func(s *Server, c *conn, sl *slot, _ time.Time) {
 			c.respond(sl, s.handleSaslHandshake(c, sl.req.(*kmsg.SASLHandshakeRequest)))
@@ -52,6 +55,7 @@ func (s *Server) handleSaslHandshake(c *conn, req *kmsg.SASLHandshakeRequest) km
 	for _, m := range s.cfg.SASLMechanisms {
 		if m == req.Mechanism {
 			c.auth.mechanism = m
+			c.auth.raw = req.Version == 0
 			return resp
 		}
 	}

@@ -40,7 +40,10 @@ type authState struct {
 	// mechanism is what SaslHandshake chose: a key of mechanisms, or ""
 	// before the handshake.
 	mechanism string
-	scram     *scramExchange // the SCRAM exchange under way
+	// raw: the handshake was v0, so the exchange comes as raw SASL
+	// tokens, not SaslAuthenticate requests (sasl_raw.go).
+	raw   bool
+	scram *scramExchange // the SCRAM exchange under way
 	// fail, once set by a SASL handler, closes the connection after the
 	// handler's response is written.
 	fail error

@@ -282,6 +282,9 @@ func (c *conn) refreshReadDeadline(now time.Time) bool {
 // handleFrame decodes one request and handles it. An error closes the
 // connection.
 func (c *conn) handleFrame(body []byte, owned bool, now time.Time) error {
+	if c.auth.raw && !c.auth.done {
+		return c.handleRawSASL(body)
+	}
 	h, rest, err := parseHeader(body)
 	if err != nil {
 		return err

@@ -110,6 +110,9 @@ func appendFrameHeader(dst []byte, corr int32, resp kmsg.Response) []byte {
 
 // appendResponse appends one complete response frame to dst.
 func appendResponse(dst []byte, corr int32, resp kmsg.Response) []byte {
+	if raw, ok := resp.(*rawSASLResponse); ok {
+		return appendRawSASL(dst, raw.SASLAuthBytes)
+	}
 	start := len(dst)
 	dst = appendFrameHeader(dst, corr, resp)
 	dst = resp.AppendTo(dst)

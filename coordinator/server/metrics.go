@@ -228,6 +228,9 @@ func (m *metrics) denied(key int16) prometheus.Counter {
 
 // countResponse counts one answered request.
 func (m *metrics) countResponse(resp kmsg.Response) {
+	if raw, ok := resp.(*rawSASLResponse); ok {
+		resp = &raw.SASLAuthenticateResponse
+	}
 	key := resp.Key()
 	var code int16
 	if key >= 0 && int(key) <= maxKey && apis[key].responseCode != nil {

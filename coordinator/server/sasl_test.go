@@ -29,7 +29,7 @@ import (
 // saslServer starts a server with a plaintext listener INTERNAL (to
 // bootstrap users through, as Kafka operators do), SASL (SASL_PLAINTEXT)
 // and SASL_TLS (SASL_SSL), offering every mechanism.
-func saslServer(t *testing.T, mutate func(*Config)) (*testServer, *testTLS, *observer.ObservedLogs) {
+func saslServer(t testing.TB, mutate func(*Config)) (*testServer, *testTLS, *observer.ObservedLogs) {
 	t.Helper()
 	tt := newTestTLS(t)
 	ts, logs := observed(t, func(c *Config) {

@@ -25,7 +25,7 @@ import (
 )
 
 // observed starts a server whose debug logs a test can read.
-func observed(t *testing.T, mutate func(*Config)) (*testServer, *observer.ObservedLogs) {
+func observed(t testing.TB, mutate func(*Config)) (*testServer, *observer.ObservedLogs) {
 	t.Helper()
 	core, logs := observer.New(zapcore.DebugLevel)
 	return startServerLogger(t, zap.New(core), mutate), logs

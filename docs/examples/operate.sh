@@ -23,9 +23,10 @@
 # readme: mask unowned ([\d.]+) partition-s in all, at most ([\d.]+m?s)
 . "$(dirname "$0")/lib.sh"
 
-DSN=${DSN:-${TENURE_TEST_POSTGRES:-postgres://tenure@127.0.0.1:55432/tenure_test?sslmode=disable}}
-TABLE=operate_demo_$$
 scratch_dir
+# The reader's DSN: TENURE_TEST_POSTGRES, which `. .ci/postgres.sh &&
+# start_postgres` exports, or .ci/postgres.sh's default address.
+run 'DSN=${TENURE_TEST_POSTGRES:-postgres://tenure@127.0.0.1:55432/tenure_test?sslmode=disable} TABLE=operate_demo_$$'
 at_exit 'psql "$DSN" -c "DROP TABLE IF EXISTS $TABLE, ${TABLE}_tokens"'
 
 # joined N waits until the group has N members and is Stable.

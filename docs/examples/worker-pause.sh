@@ -9,7 +9,7 @@
 # none accepted after a newer token (fencing).
 #
 # It starts its own coordinator on 127.0.0.1:9092 (TENURE_LISTEN and
-# TENURE_BROKERS change that) and needs a PostgreSQL server: DSN, or else
+# TENURE_BROKERS change that) and needs a PostgreSQL server:
 # TENURE_TEST_POSTGRES (which `. .ci/postgres.sh && start_postgres` sets),
 # or else .ci/postgres.sh's default address. The records go to a table of
 # its own, dropped at the end: a coordinator that starts afresh starts its
@@ -28,9 +28,10 @@
 # readme: mask (?m)^ +\d \| +\S+ \| +([1-9]\d*) \|
 . "$(dirname "$0")/lib.sh"
 
-DSN=${DSN:-${TENURE_TEST_POSTGRES:-postgres://tenure@127.0.0.1:55432/tenure_test?sslmode=disable}}
-TABLE=pause_demo_$$
 scratch_dir
+# The reader's DSN: TENURE_TEST_POSTGRES, which `. .ci/postgres.sh &&
+# start_postgres` exports, or .ci/postgres.sh's default address.
+run 'DSN=${TENURE_TEST_POSTGRES:-postgres://tenure@127.0.0.1:55432/tenure_test?sslmode=disable} TABLE=pause_demo_$$'
 at_exit 'psql "$DSN" -c "DROP TABLE IF EXISTS $TABLE, ${TABLE}_tokens"'
 
 start coordinator 'bin/tenure serve --store memory --consumer-session-timeout 6s'

@@ -10,6 +10,7 @@
 //	GET  /api/keys                                          the signing keys (keys.go)
 //	POST /api/keys/rotate
 //	POST /api/keys/{id}/revoke
+//	GET  /api/etcd                                          the etcd's client endpoints (etcd.go)
 //
 // Any node of an HA set answers all three: the log is read from the
 // store, and a node that does not lead forwards a drain or undrain to the

@@ -29,6 +29,7 @@ func (o opt) apply(c *cfg) { o(c) }
 type cfg struct {
 	log     *zap.Logger
 	timeout time.Duration
+	etcd    *EtcdInfo
 }
 
 // DefaultForwardTimeout is how long a node waits for the leader's answer
@@ -86,6 +87,7 @@ func Register(mux *http.ServeMux, src Source, opts ...Opt) {
 	if ks, ok := src.(KeySource); ok {
 		registerKeys(mux, ks)
 	}
+	registerEtcd(mux, c.etcd)
 }
 
 type handler struct{ fwd *forwarder }
