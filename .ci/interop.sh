@@ -13,6 +13,8 @@ install_interop_clients() {
 	/usr/bin/python3 -c 'import kafka' 2>/dev/null || want+=(python3-kafka)
 	command -v node >/dev/null 2>&1 || want+=(nodejs)
 	command -v npm >/dev/null 2>&1 || want+=(npm)
+	# --- SASL logins (TestSASLLogins): Debian's kcat, on librdkafka 2.0.2
+	command -v kcat >/dev/null 2>&1 || want+=(kcat)
 	if [ ${#want[@]} -gt 0 ]; then
 		export DEBIAN_FRONTEND=noninteractive
 		local sudo=""

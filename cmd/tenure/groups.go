@@ -25,7 +25,8 @@ func groupsCommand() *command {
 	return &command{
 		name:    "groups",
 		summary: "administer groups: list, describe, offsets, delete, explain, drain, what-if",
-		help:    groupsHelp(groupsSubcommands()),
+		help:    groupsHelp,
+		subs:    groupsSubs(groupsSubcommands()),
 		setup:   setupGroups,
 	}
 }
@@ -92,27 +93,21 @@ func groupsSubcommands() []groupsSubcommand {
 	}
 }
 
-func groupsHelp(subs []groupsSubcommand) string {
-	var b strings.Builder
-	b.WriteString("Subcommands (tenure groups [flags] <subcommand> [GROUP]):\n\n")
-	for _, s := range subs {
-		usage := strings.Join(append([]string{s.name}, s.args...), " ")
-		for i, line := range strings.Split(s.help, "\n") {
-			if i > 0 {
-				usage = ""
-			}
-			fmt.Fprintf(&b, "  %s\n", strings.TrimRight(fmt.Sprintf("%-16s  %s", usage, line), " "))
-		}
+// groupsSubs is how the help shows the subcommands.
+func groupsSubs(subs []groupsSubcommand) []subcommand {
+	out := make([]subcommand, len(subs))
+	for i, s := range subs {
+		out[i] = subcommand{name: s.name, args: s.args, help: s.help}
 	}
-	b.WriteString(`
-Flags may come before or after the subcommand. Tables are sorted; -o json
+	return out
+}
+
+const groupsHelp = `Flags may come before or after the subcommand. Tables are sorted; -o json
 prints one JSON document instead, of the shape docs/OPERATIONS.md gives for
 each subcommand. Requests go to the group's coordinator, found through any
 node given in --brokers (any node of an HA set); explain and drain use the
 admin API on a node's --http listener (--admin), any node of an HA set too:
-one that does not lead forwards a drain to the leader's --http listener.`)
-	return b.String()
-}
+one that does not lead forwards a drain to the leader's --http listener.`
 
 func setupGroups(fs *flag.FlagSet) func(ctx context.Context, args []string) error {
 	return newGroupsCLI(fs, groupsSubcommands(), os.Stdout).run
@@ -197,7 +192,10 @@ func (c *groupsCLI) run(ctx context.Context, args []string) error {
 	r, err := c.runs[i](ctx, groupsClient{adm: adm, timeout: *c.admin.timeout, clientOpts: clientOpts,
 		api: &adminapi.Client{Base: *c.adminURL}, remove: c.remove}, args)
 	if err != nil {
-		return err
+		if sub.name == "explain" || sub.name == "drain" {
+			return err // the admin API's errors name --admin
+		}
+		return c.admin.explain(err)
 	}
 	return writeResult(c.out, *c.output, r)
 }
@@ -237,6 +235,9 @@ func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
 	defer fs.SetOutput(out)
 	for {
 		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, helpRequest{before: pos}
+			}
 			return nil, flagError(fs, err)
 		}
 		rest := fs.Args()

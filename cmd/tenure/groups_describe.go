@@ -216,4 +216,16 @@ func (d *groupDescription) writeTable(w io.Writer) {
 		}
 		fmt.Fprintln(w)
 	}
+	if slices.ContainsFunc(d.Members, func(m describedMember) bool { return deref(m.MemberEpoch) == staticLeftEpoch }) {
+		fmt.Fprintln(w)
+		fmt.Fprintln(w, staticLeftNote)
+	}
 }
+
+// staticLeftEpoch is the epoch of a static member that left (Kafka's
+// LEAVE_GROUP_STATIC_MEMBER_EPOCH).
+const staticLeftEpoch = -2
+
+// staticLeftNote explains it under the members.
+const staticLeftNote = "EPOCH -2: a static member that left (a restart): its partitions stay its, owned by no one else, " +
+	"until it rejoins with its instance ID and takes them back, or its session times out and they are reassigned."

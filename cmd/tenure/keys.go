@@ -20,16 +20,12 @@ func keysCommand() *command {
 	return &command{
 		name:    "keys",
 		summary: "list, rotate and revoke the keys grants are signed with (admin API)",
-		help: `Subcommands (tenure keys [flags] <subcommand> [ID]):
-
-  list        every key: its ID, state, times and public key (Ed25519)
-  rotate      a new key signs every grant from now on; the active one
-              retires: it still verifies, and every member is granted its
-              partitions again under the new key within a heartbeat
-  revoke ID   a retired key verifies nothing from now on (the active key
-              cannot be revoked: rotate first)
-
-A coordinator signs grants with tenure serve --sign-grants. The keys live in
+		subs: []subcommand{
+			{name: "list", help: "every key: its ID, state, times and public key\n(Ed25519)"},
+			{name: "rotate", help: "a new key signs every grant from now on; the active\none retires: it still verifies, and every member is\ngranted its partitions again under the new key\nwithin a heartbeat"},
+			{name: "revoke", args: []string{"ID"}, help: "a retired key verifies nothing from now on (the\nactive key cannot be revoked: rotate first)"},
+		},
+		help: `A coordinator signs grants with tenure serve --sign-grants. The keys live in
 its store, shared by every node of an HA set, so any node's --http listener
 answers (--admin). A retired key is revoked by the nodes --key-retention
 (default 24h) after its rotation; revoke it sooner after a compromise.

@@ -25,7 +25,23 @@ type command struct {
 	// hidden keeps the command out of "tenure help": a helper process of
 	// another command.
 	hidden bool
-	setup  func(fs *flag.FlagSet) func(ctx context.Context, args []string) error
+	// subs lists the subcommands of a command that has them (tenure
+	// groups list), in the order its help shows them: --help lists them
+	// above help, and "tenure groups list --help" or "tenure groups help
+	// list" prints one's usage. The command's run function dispatches
+	// them.
+	subs  []subcommand
+	setup func(fs *flag.FlagSet) func(ctx context.Context, args []string) error
+}
+
+// subcommand is one subcommand of a command, as its help shows it.
+type subcommand struct {
+	name string
+	// args names the positional arguments: "GROUP", "[MEMBER]" if it
+	// may be left out, "NAME..." for one or more.
+	args []string
+	// help is one or more lines of at most 56 characters.
+	help string
 }
 
 // commands lists every subcommand, in the order "tenure help" shows them.
@@ -44,6 +60,12 @@ func commands() []*command {
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// The first signal stops the command gracefully; a second one, with
+	// the handler gone, ends the process at once.
+	go func() {
+		<-ctx.Done()
+		stop()
+	}()
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
@@ -53,9 +75,14 @@ func main() {
 // success, 2 for a usage error, 1 for a failed command.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cmds := commands()
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" || args[0] == "-help" {
+	if len(args) > 0 && (args[0] == "--version" || args[0] == "-version" || args[0] == "version") {
+		printVersion(stdout)
+		return 0
+	}
+	if len(args) == 0 || isHelp(args[0]) || args[0] == "help" {
 		if len(args) > 1 {
-			args = []string{args[1], "--help"}
+			// tenure help groups list: tenure groups list --help.
+			args = append(args[1:], "--help")
 		} else {
 			printUsage(stdout, cmds)
 			return 0
@@ -90,17 +117,29 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "tenure %s: %v\n", cmd.name, flagError(fs, err))
 		return 2
 	}
+	// tenure groups help [list]: the flags before the subcommand are
+	// parsed, so it comes first.
+	if rest := fs.Args(); len(cmd.subs) > 0 && len(rest) > 0 && rest[0] == "help" {
+		return printHelpOf(stdout, stderr, cmd, fs, rest[1:])
+	}
 	if err := applyEnv(fs, os.LookupEnv); err != nil {
 		fmt.Fprintf(stderr, "tenure %s: %v\n", cmd.name, err)
 		return 2
 	}
 	if err := runCmd(ctx, fs.Args()); err != nil {
+		// --help after a subcommand, or after its arguments: the
+		// positional arguments before it say whose usage it asks for.
+		var help helpRequest
+		if errors.As(err, &help) {
+			return printHelpOf(stdout, stderr, cmd, fs, help.before)
+		}
+		// Errors of the command's packages may begin with its name
+		// (sim: bad scenario): once is enough.
+		fmt.Fprintf(stderr, "tenure %s: %s\n", cmd.name, strings.TrimPrefix(err.Error(), cmd.name+": "))
 		var ue usageError
 		if errors.As(err, &ue) {
-			fmt.Fprintf(stderr, "tenure %s: %v\n", cmd.name, err)
 			return 2
 		}
-		fmt.Fprintf(stderr, "tenure %s: %v\n", cmd.name, err)
 		return 1
 	}
 	return 0
@@ -113,45 +152,3 @@ type usageError struct{ msg string }
 func (e usageError) Error() string { return e.msg }
 
 func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(format, args...)} }
-
-func printUsage(w io.Writer, cmds []*command) {
-	fmt.Fprintln(w, "tenure: a Kafka-style partition-assignment coordinator with fencing tokens.")
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Usage: tenure <command> [flags]")
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Commands:")
-	for _, c := range cmds {
-		if !c.hidden {
-			fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
-		}
-	}
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, `Run "tenure <command> --help" for a command's flags. Every flag can also be`)
-	fmt.Fprintln(w, "set by an environment variable: --session-timeout is TENURE_SESSION_TIMEOUT, but")
-	fmt.Fprintln(w, "a flag that another command uses in another sense has a variable of its own:")
-	fmt.Fprintln(w, "tenure worker --topic is TENURE_WORKER_TOPIC. Each command's --help names them.")
-}
-
-func printCommandUsage(w io.Writer, c *command, fs *flag.FlagSet) {
-	fmt.Fprintf(w, "Usage: tenure %s [flags]\n\n%s\n", c.name, c.summary)
-	if c.help != "" {
-		fmt.Fprintf(w, "\n%s\n", strings.TrimSpace(c.help))
-	}
-	fmt.Fprintf(w, "\nFlags (environment variable in brackets):\n")
-	fs.VisitAll(func(f *flag.Flag) {
-		if a, ok := f.Value.(interface{ aliasOf() string }); ok {
-			fmt.Fprintf(w, "  -%s\n    \tshort for --%s\n", f.Name, a.aliasOf())
-			return
-		}
-		name, usage := flag.UnquoteUsage(f)
-		fmt.Fprintf(w, "  --%s", f.Name)
-		if name != "" {
-			fmt.Fprintf(w, " %s", name)
-		}
-		fmt.Fprintf(w, "  [%s]\n    \t%s", flagEnv(fs, f.Name), usage)
-		if f.DefValue != "" && f.DefValue != "0" && f.DefValue != "0s" && f.DefValue != "false" {
-			fmt.Fprintf(w, " (default %s)", f.DefValue)
-		}
-		fmt.Fprintln(w)
-	})
-}

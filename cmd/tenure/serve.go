@@ -89,6 +89,7 @@ func setupServe(fs *flag.FlagSet) func(ctx context.Context, args []string) error
 		topics        = declaredTopics(fs)
 		unsafeTiming  = fs.Bool("allow-unsafe-timing", false, "start with a KIP-848 heartbeat and session that epoch.Timing calls unsafe (a warning instead of a refusal)")
 		listeners     = addListenerFlags(fs)
+		cpuProfile    = fs.String("cpuprofile", "", "write a CPU profile of the node to `file` until it stops (for diagnosing what a load costs; go tool pprof reads it)")
 	)
 	return func(ctx context.Context, args []string) error {
 		if len(args) > 0 {
@@ -99,6 +100,11 @@ func setupServe(fs *flag.FlagSet) func(ctx context.Context, args []string) error
 			return err
 		}
 		defer log.Sync()
+		stopProfile, err := startCPUProfile(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer stopProfile()
 
 		cfg := def
 		cfg.Logger = log

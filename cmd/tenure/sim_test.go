@@ -85,6 +85,9 @@ func TestSimRejectsBadInput(t *testing.T) {
 		if code := run(context.Background(), tt.args, &stdout, &stderr); code != 2 || !strings.Contains(stderr.String(), tt.want) {
 			t.Errorf("%v: exit %d, stderr %q; want 2 and %q", tt.args, code, stderr.String(), tt.want)
 		}
+		if strings.Count(stderr.String(), "sim:") != 1 {
+			t.Errorf("%v: the prefix is repeated: %q", tt.args, stderr.String())
+		}
 	}
 }
 
@@ -196,6 +199,9 @@ func TestTuneRejectsBadFlags(t *testing.T) {
 		var stdout, stderr bytes.Buffer
 		if code := run(context.Background(), tt.args, &stdout, &stderr); code != 2 || !strings.Contains(stderr.String(), tt.want) {
 			t.Errorf("%v: exit %d, stderr %q; want 2 and %q", tt.args, code, stderr.String(), tt.want)
+		}
+		if strings.Count(stderr.String(), "tune:") != 1 {
+			t.Errorf("%v: the prefix is repeated: %q", tt.args, stderr.String())
 		}
 	}
 }

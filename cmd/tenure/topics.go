@@ -23,18 +23,12 @@ func topicsCommand() *command {
 	return &command{
 		name:    "topics",
 		summary: "list, create and delete topics (Kafka protocol, as kadm)",
-		help: `Subcommands (tenure topics [flags] <subcommand> [NAME[:PARTITIONS]...]):
-
-  list                          every topic, with its ID and partition count
-  create NAME[:PARTITIONS]...   create topics; partitions default to the
-                                coordinator's (tenure serve --partitions)
-  delete NAME...                delete topics, at once and without asking:
-                                every group's committed offsets of them are
-                                deleted too, and KIP-848 members give up their
-                                partitions; prints each topic's result and
-                                exits non-zero if any deletion failed
-
-A topic's partition count never changes once it exists: each partition's
+		subs: []subcommand{
+			{name: "list", help: "every topic, with its ID and partition count"},
+			{name: "create", args: []string{"NAME[:PARTITIONS]..."}, help: "create topics; partitions default to the\ncoordinator's (tenure serve --partitions)"},
+			{name: "delete", args: []string{"NAME..."}, help: "delete topics, at once and without asking:\nevery group's committed offsets of them are\ndeleted too, and KIP-848 members give up their\npartitions; prints each topic's result and\nexits non-zero if any deletion failed"},
+		},
+		help: `A topic's partition count never changes once it exists: each partition's
 tokens belong to it. A topic deleted and created again is a new topic (a
 new ID, no offsets). tenure serve --topic NAME:PARTITIONS declares topics
 that exist from start-up (a declared topic that was deleted is created
@@ -90,11 +84,13 @@ func setupTopics(fs *flag.FlagSet) func(ctx context.Context, args []string) erro
 		defer done()
 		switch sub {
 		case "list":
-			return listTopics(ctx, adm, os.Stdout)
+			err = listTopics(ctx, adm, os.Stdout)
 		case "delete":
-			return deleteTopics(ctx, adm, os.Stdout, args)
+			err = deleteTopics(ctx, adm, os.Stdout, args)
+		default:
+			err = createTopics(ctx, adm, os.Stdout, specs)
 		}
-		return createTopics(ctx, adm, os.Stdout, specs)
+		return admin.explain(err)
 	}
 }
 

@@ -105,7 +105,7 @@ func setupTune(fs *flag.FlagSet) func(ctx context.Context, args []string) error 
 			{&space.Rebalance, "rebalances", *rebalances}, {&space.InitialDelay, "initial-delays", *delays},
 			{&space.Margin, "margins", *margins}, {&space.Grace, "graces", *graces}} {
 			if *l.into, err = tune.ParseDurations(l.val); err != nil {
-				return usagef("--%s: %v", l.flag, err)
+				return usagef("--%s: %s", l.flag, strings.TrimPrefix(err.Error(), "tune: "))
 			}
 		}
 		switch *static {
@@ -120,7 +120,7 @@ func setupTune(fs *flag.FlagSet) func(ctx context.Context, args []string) error 
 		}
 		space.MaxDrift = *drift
 		if obj.Minimise, err = tune.ParseGoal(*minimise); err != nil {
-			return usagef("--minimise: %v", err)
+			return usagef("--minimise: %s", strings.TrimPrefix(err.Error(), "tune: "))
 		}
 		obj.MaxFalseExpulsions, obj.MaxHeartbeats = *maxFalseExp, *maxHB
 		if *seeds < 1 || *screen < 1 || *finalists < 1 || *parallel < 1 {

@@ -22,17 +22,12 @@ func usersCommand() *command {
 	return &command{
 		name:    "users",
 		summary: "add, list and delete SASL users (SCRAM credentials, Kafka protocol)",
-		help: `Subcommands (tenure users [flags] <subcommand> [NAME]):
-
-  add NAME      add NAME, or change its password, for --mechanism; the
-                password is read from standard input (its first line), or
-                asked for twice when standard input is a terminal: never
-                from a flag
-  list          every user, with its mechanisms and iterations
-  delete NAME   delete NAME's credential for --mechanism (default: every
-                mechanism NAME has)
-
-The client derives the salted password (PBKDF2 with a random salt, as kadm
+		subs: []subcommand{
+			{name: "add", args: []string{"NAME"}, help: "add NAME, or change its password, for --mechanism;\nthe password is read from standard input (its first\nline), or asked for twice when standard input is a\nterminal: never from a flag"},
+			{name: "list", help: "every user, with its mechanisms and iterations"},
+			{name: "delete", args: []string{"NAME"}, help: "delete NAME's credential for --mechanism (default:\nevery mechanism NAME has)"},
+		},
+		help: `The client derives the salted password (PBKDF2 with a random salt, as kadm
 does) and sends it, not the password; the coordinator keeps only the salt,
 the iterations and the keys SCRAM derives from it. A salted password lets
 whoever holds it authenticate as the user: send it over TLS (--tls) unless
@@ -70,7 +65,7 @@ func setupUsersIO(fs *flag.FlagSet, in io.Reader, out, prompt io.Writer, termina
 		}
 		u := usersCLI{admin: admin, mechanism: *mechanism, iterations: *iterations,
 			in: in, out: out, prompt: prompt, terminal: terminal}
-		return u.run(ctx, args)
+		return admin.explain(u.run(ctx, args))
 	}
 }
 

@@ -58,8 +58,10 @@ type Node struct {
 	bcast   chan struct{}
 
 	self atomic.Pointer[NodeInfo]
-	cur  atomic.Pointer[lease] // the lease held now
-	view view
+	// loggedLeader is the ID of the leader logLeader last named.
+	loggedLeader atomic.Int64
+	cur          atomic.Pointer[lease] // the lease held now
+	view         view
 
 	closeOnce sync.Once
 	closeErr  error // the final revocation's; written by run before it exits
@@ -113,6 +115,7 @@ func Join(ctx context.Context, cli *clientv3.Client, advertise string, opts ...O
 		return nil, fmt.Errorf("ha: register: %w", err)
 	}
 	n.self.Store(&NodeInfo{ID: id, Addr: advertise, HTTP: c.http, Listeners: c.listeners})
+	n.loggedLeader.Store(notLogged)
 	n.cur.Store(l)
 	if err := n.checkShardCount(ctx); err != nil {
 		n.abort(l)
@@ -338,7 +341,12 @@ func (n *Node) revoke(ids []clientv3.LeaseID) []clientv3.LeaseID {
 
 // release revokes the leases at Close, within one TTL in all.
 func (n *Node) release(ids []clientv3.LeaseID) error {
-	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.ttl)
+	// A revocation lets the others take over at once rather than a TTL
+	// later; an etcd without a quorum (the last nodes of a set stopping)
+	// cannot revoke, and the lease expires on its own.
+	wait := min(n.cfg.ttl, releaseTimeout)
+	n.logger().Info("leaving: revoking the lease", zap.Int("leases", len(ids)), zap.Duration("up_to", wait))
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	var errs []error
 	for _, id := range ids {
@@ -348,6 +356,9 @@ func (n *Node) release(ids []clientv3.LeaseID) error {
 	}
 	return errors.Join(errs...)
 }
+
+// releaseTimeout bounds revoking the leases when a node leaves.
+const releaseTimeout = 2 * time.Second
 
 // backoff spaces out retries against an etcd that does not answer: from
 // TTL/20, doubling, to TTL.

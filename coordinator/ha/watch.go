@@ -129,6 +129,7 @@ func (n *Node) shardDeleted(s int, rev int64) {
 
 func (n *Node) publish() {
 	n.met.liveNodes(len(n.view.nodes()))
+	n.logLeader()
 	select {
 	case n.changed <- struct{}{}:
 	default:
@@ -138,6 +139,35 @@ func (n *Node) publish() {
 	n.bcast = make(chan struct{})
 	n.bcastMu.Unlock()
 }
+
+// logLeader says, once per change, which node leads a one-leader set:
+// the leader logs that it leads, and a follower's log would otherwise
+// never name it.
+func (n *Node) logLeader() {
+	if n.cfg.shards > 1 {
+		return // every node owns shards; there is no one leader
+	}
+	l, ok := n.view.leader()
+	id := int64(noLeader)
+	if ok {
+		id = int64(l.ID)
+	}
+	prev := n.loggedLeader.Swap(id)
+	switch {
+	case prev == id:
+	case !ok && prev != notLogged:
+		n.logger().Info("no node leads the HA set; waiting for an election", zap.Int64("was", prev))
+	case ok && l.ID != n.Self().ID:
+		n.logger().Info("following", zap.Int32("leader", l.ID), zap.String("leader_addr", l.Addr),
+			zap.String("leader_http", l.HTTP))
+	}
+}
+
+// Values of Node.loggedLeader that are not node IDs.
+const (
+	notLogged = -2
+	noLeader  = -1
+)
 
 // shardRev returns the create revision of shard s's owner key, 0 if
 // absent.

@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
 
+	"github.com/tenure-dev/tenure/coordinator/store"
 	"github.com/tenure-dev/tenure/coordinator/store/etcdstore"
 )
 
@@ -35,36 +36,53 @@ const (
 //   - group-commit: the server's writer, which persists everything queued
 //     since its last write in one etcd transaction;
 //   - txn-per-commit: the same server writing one transaction per Ready,
-//     the baseline group commit is measured against.
+//     the baseline group commit is measured against;
+//   - memory: the same server on the memory store, which the durable
+//     default is measured against (goal: group-commit at 0.7x its rate
+//     or more).
 //
 // Reported: commits/s, the p50 and p99 round trip of a commit, and the
-// records and Readies per store write.
+// records and Readies per store write; and, once every mode ran, the
+// ratio of group-commit's rate to memory's, in the log.
+//
+//	go test -run '^$' -bench 'BenchmarkCommits1000' -benchtime 1x -tenure.window 10s ./coordinator/server/
 func BenchmarkCommits1000(b *testing.B) {
+	rates := map[string]float64{}
 	for _, mode := range []struct {
 		name      string
 		maxWrites int
-	}{{"group-commit", 0}, {"txn-per-commit", 1}} {
+		memory    bool
+	}{{"group-commit", 0, false}, {"txn-per-commit", 1, false}, {"memory", 0, true}} {
 		b.Run(mode.name, func(b *testing.B) {
 			for range b.N {
-				benchCommits(b, mode.maxWrites)
+				rates[mode.name] = benchCommits(b, mode.maxWrites, mode.memory)
 			}
 		})
 	}
+	if m := rates["memory"]; m > 0 {
+		b.Logf("against memory's %.0f commits/s: group-commit %.2f, txn-per-commit %.2f",
+			m, rates["group-commit"]/m, rates["txn-per-commit"]/m)
+	}
 }
 
-func benchCommits(b *testing.B, maxWrites int) {
+// benchCommits runs one mode and returns its rate.
+func benchCommits(b *testing.B, maxWrites int, memory bool) float64 {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	emb, err := etcdstore.StartEmbedded(ctx, b.TempDir(), zap.NewNop())
-	if err != nil {
-		b.Fatal(err)
+	var st store.Store = store.NewMemory()
+	if !memory {
+		emb, err := etcdstore.StartEmbedded(ctx, b.TempDir(), zap.NewNop())
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer emb.Close()
+		est, err := etcdstore.New(ctx, emb.Client(), emb.StoreOpts()...)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer est.Close()
+		st = est
 	}
-	defer emb.Close()
-	st, err := etcdstore.New(ctx, emb.Client(), emb.StoreOpts()...)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer st.Close()
 	ts := startServerLogger(b, zap.NewNop(), func(c *Config) {
 		c.Store = st
 		c.PerGroupMetrics = false
@@ -72,7 +90,10 @@ func benchCommits(b *testing.B, maxWrites int) {
 		c.Core.ConsumerHeartbeatInterval = 5 * time.Second
 	})
 	defer ts.stop()
-	ts.term(b).writer.maxWrites = maxWrites
+	wr := ts.term(b).writer
+	wr.mu.Lock()
+	wr.maxWrites = maxWrites
+	wr.mu.Unlock()
 	clients := newBenchClients(b, ts.addr, commitClients)
 	if created, err := kadm.NewClient(clients[0]).CreateTopics(ctx, commitMembers, 1, nil, commitTopic); err != nil || created[commitTopic].Err != nil {
 		b.Fatalf("CreateTopics: %v %v", err, created[commitTopic].Err)
@@ -129,7 +150,8 @@ func benchCommits(b *testing.B, maxWrites int) {
 	after := ts.histogram(b, "tenure_store_batch_records")
 	afterW := ts.histogram(b, "tenure_store_batch_readies")
 	batches := after.count - before.count
-	b.ReportMetric(float64(len(lat))/elapsed.Seconds(), "commits/s")
+	rate := float64(len(lat)) / elapsed.Seconds()
+	b.ReportMetric(rate, "commits/s")
 	b.ReportMetric(pct(50), "p50-ms")
 	b.ReportMetric(pct(99), "p99-ms")
 	b.ReportMetric((after.sum-before.sum)/batches, "records/txn")
@@ -137,6 +159,7 @@ func benchCommits(b *testing.B, maxWrites int) {
 	b.Logf("%d commits in %v by %d members: %.0f/s, p50 %.2f ms, p99 %.2f ms, %.0f store writes of %.1f records",
 		len(lat), elapsed.Round(time.Millisecond), commitMembers, float64(len(lat))/elapsed.Seconds(), pct(50), pct(99),
 		batches, (after.sum-before.sum)/batches)
+	return rate
 }
 
 // commitOwned commits offset for every partition m owns and fails unless

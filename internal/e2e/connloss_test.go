@@ -1,9 +1,14 @@
 package e2e
 
 import (
+	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	toxiproxy "github.com/Shopify/toxiproxy/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
 
 	"github.com/tenure-dev/tenure/internal/proctest"
 )
@@ -66,5 +71,66 @@ func TestConnLossProcesses(t *testing.T) {
 	}
 	if t.Failed() {
 		t.Logf("server output:\n%s", srv.Output())
+	}
+}
+
+// TestConnLossProxyReset puts a proxy between two stock kgo consumer
+// processes and `tenure serve` (advertised at the proxy) and, once the
+// group is settled, closes every connection through it at once, as a
+// proxy or load balancer that drops its connections does. The consumers
+// are alive, so they are heard from again on new connections within the
+// grace (the default, 3 s): nobody is expelled, and neither consumer loses
+// or gives up a partition. The server must have seen the members' latest
+// connections close, or the test proves nothing.
+func TestConnLossProxyReset(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs processes for about 20 s")
+	}
+	bins := proctest.Build(t, mod+"cmd/tenure", mod+"internal/kgoconsumer")
+	for _, proto := range []string{"consumer", "classic"} {
+		t.Run("protocol="+proto, func(t *testing.T) {
+			proxies := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
+			listen, err := proctest.FreeAddr()
+			if err != nil {
+				t.Fatal(err)
+			}
+			proxy := toxiproxy.NewProxy(proxies, "tenure", "127.0.0.1:0", listen)
+			if err := proxy.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer proxy.Stop()
+			srv, err := proctest.StartOn("tenure", listen, bins[0], "serve", "--listen", "{addr}", "--advertise", proxy.Listen,
+				"--store", "memory", "--http", "", "--log-level", "debug", "--conn-loss-grace", "3s")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer srv.Stop()
+			createTopicN(t, proxy.Listen, "jobs", 8)
+			o := newOwners()
+			args := []string{"-brokers", proxy.Listen, "-group", "g", "-topic", "jobs", "-protocol", proto}
+			a := startKgo(t, bins[1], o, "a", args...)
+			b := startKgo(t, bins[1], o, "b", args...)
+			wait(t, o.when(split(4, "a", "b")), time.Minute, "the group to settle", o, a, b)
+			time.Sleep(4 * time.Second) // every member heartbeats on its settled connection
+			settled := len(a.output()) + len(b.output())
+			proxy.Stop() // closes every connection through it
+			if err := proxy.Start(); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(10 * time.Second)
+			out := srv.Output()
+			if !strings.Contains(out, "connection of members closed") {
+				t.Fatalf("the server never saw a member's latest connection close:\n%s", out)
+			}
+			if strings.Contains(out, `"reason": "connection-closed"`) {
+				t.Errorf("a live member was expelled for its closed connection")
+			}
+			if after := len(a.output()) + len(b.output()); after != settled {
+				t.Errorf("the consumers' callbacks fired after the reset:\n%s\n%s", a.output(), b.output())
+			}
+			if t.Failed() {
+				t.Logf("server output:\n%s", out)
+			}
+		})
 	}
 }

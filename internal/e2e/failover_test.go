@@ -53,13 +53,20 @@ type haOpts struct {
 	// http gives each node an HTTP listener (--http) on a port of its
 	// own, for its /metrics.
 	http bool
+	// tenure, if set, is the `tenure` binary the nodes run instead of
+	// one built from this tree (a benchmark's baseline).
+	tenure string
+	// nodeArgs, if set, gives node i flags of its own, after args.
+	nodeArgs func(i int) []string
+	// nodes is the number of tenure nodes: 3 if zero.
+	nodes int
 }
 
 func startHASet(t *testing.T) *haSet { return startHASetWith(t, haOpts{}) }
 
 func startHASetWith(t testing.TB, opts haOpts) *haSet {
 	bins := proctest.Build(t, "github.com/tenure-dev/tenure/cmd/tenure", "go.etcd.io/etcd/server/v3")
-	h := &haSet{t: t, tenure: bins[0], opts: opts}
+	h := &haSet{t: t, tenure: cmp.Or(opts.tenure, bins[0]), opts: opts}
 	members := cmp.Or(opts.etcdMembers, 3)
 	// The etcd members need each other's peer addresses before they
 	// start, and their client ports: take free ports first.
@@ -122,7 +129,7 @@ func startHASetWith(t testing.TB, opts haOpts) *haSet {
 		_, err := cli.Put(ctx, "/e2e/ready", "1")
 		return err == nil
 	})
-	h.nodes = make([]*proctest.Process, 3)
+	h.nodes = make([]*proctest.Process, cmp.Or(opts.nodes, 3))
 	if opts.http {
 		for range h.nodes {
 			a, err := proctest.FreeAddr()
@@ -132,7 +139,7 @@ func startHASetWith(t testing.TB, opts haOpts) *haSet {
 			h.http = append(h.http, a)
 		}
 	}
-	for i := range 3 {
+	for i := range h.nodes {
 		h.start(i)
 	}
 	return h
@@ -148,6 +155,9 @@ func (h *haSet) start(i int) {
 		args = append(args, "--http", h.http[i])
 	}
 	args = append(args, h.opts.args...)
+	if h.opts.nodeArgs != nil {
+		args = append(args, h.opts.nodeArgs(i)...)
+	}
 	if h.nodes[i] == nil {
 		h.nodes[i] = proctest.Start(h.t, name, h.tenure, args...)
 		return

@@ -57,6 +57,8 @@ type fleet struct {
 	nViolations int
 	expelled    int
 
+	load fleetLoad // the capacity benchmark's knobs and records (fleet_load_test.go)
+
 	base    time.Time // members' due times count from it
 	ctx     context.Context
 	cancel  context.CancelFunc
@@ -318,6 +320,7 @@ func (l *fleetLane) send(m *fleetMember, now time.Duration) {
 		if join {
 			l.joins--
 		}
+		f.load.latency.record(time.Since(f.base) - now)
 		l.takeLocked(m, node, full, now, resp, err)
 	})
 	if err != nil {
@@ -328,6 +331,9 @@ func (l *fleetLane) send(m *fleetMember, now time.Duration) {
 	l.inFlight++
 	if join {
 		l.joins++
+	}
+	if !join && f.load.commits.Load() && len(m.owned) > 0 && l.inFlight < f.cfg.inFlight {
+		l.commit(m, node, now)
 	}
 }
 
@@ -383,6 +389,9 @@ func (l *fleetLane) takeLocked(m *fleetMember, node int, full bool, sent time.Du
 		m.reported = true
 	}
 	due := sent + max(time.Duration(r.HeartbeatIntervalMillis)*time.Millisecond, 100*time.Millisecond)
+	if p := time.Duration(f.load.period.Load()); p > 0 {
+		due = sent + p
+	}
 	if r.Assignment != nil {
 		var owned []int32
 		for _, t := range r.Assignment.Topics {

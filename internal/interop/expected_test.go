@@ -71,15 +71,16 @@ var expectedFailures = func() map[string]expectation {
 			"a coordinator that never answers costs the assignment (lost) whatever the survivors answer",
 	})
 	add("kafkajs", []fault{faultKill, faultTerm}, expectation{
-		checks: []string{"revoked", "unowned"},
+		checks: []string{"revoked", "unowned", "served"},
 		why: "kafkajs looks its coordinator up only when it joins (consumerGroup.js [PRIVATE.JOIN]), and a join is an " +
 			"eager rebalance: it gives up everything it owns for a JoinGroup/SyncGroup round trip, though it keeps its member " +
-			"ID and its partitions",
+			"ID and its partitions; while the members rejoin the group is not Stable, which may take past TTL + 2 s to serve",
 	})
 	add("platformatic", []fault{faultKill}, expectation{
-		checks: []string{"revoked", "unowned"},
+		checks: []string{"revoked", "unowned"}, mayPass: true,
 		why: "@platformatic/kafka 1.35 caches its coordinator's node ID for the client's life (#coordinatorId); against a " +
-			"refused address its heartbeats and fetches fail their retries and members give partitions up",
+			"refused address its heartbeats and fetches fail their retries and members give partitions up, unless a metadata " +
+			"reload that aliases the dead node's ID to a survivor comes first (seen both ways)",
 	})
 	return m
 }()

@@ -18,11 +18,13 @@ import (
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/client/pkg/v3/fileutil"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.etcd.io/etcd/server/v3/etcdserver/api/membership"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+	"google.golang.org/grpc"
 )
 
 // The embedded server's limits, raised from etcd's defaults (128 operations,
@@ -418,6 +420,10 @@ type Embedded struct {
 	log      *zap.Logger
 	// closing quiets the shutdown noise of etcd's listeners and peers.
 	closing *atomic.Bool
+	// lock is held on the data dir until the server has stopped.
+	lock *fileutil.LockedFile
+	// grpcs are the etcd's gRPC servers, which stop bounds.
+	grpcs *grpcServers
 
 	stopSync  context.CancelFunc
 	syncDone  chan struct{}
@@ -453,11 +459,28 @@ func StartEmbedded(ctx context.Context, dir string, log *zap.Logger, opts ...Emb
 	// WAL leaves a member directory behind, and bootstraps again.
 	wals, _ := filepath.Glob(filepath.Join(abs, "member", "wal", "*.wal"))
 	existing := len(wals) > 0
+	if err := checkDataDirEntries(abs); err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(abs, 0o700); err != nil {
 		return nil, fmt.Errorf("etcdstore: data dir: %w", err)
 	}
+	lock, err := lockDataDir(abs)
+	if err != nil {
+		return nil, err
+	}
+	started := false
+	defer func() {
+		if !started {
+			unlockDataDir(lock)
+		}
+	}()
+	if err := checkDatabase(abs); err != nil {
+		return nil, err
+	}
 
 	closing := new(atomic.Bool)
+	grpcs := &grpcServers{}
 	quiet := zap.WrapCore(func(c zapcore.Core) zapcore.Core { return &quietCore{Core: c, closing: closing} })
 	var e *embed.Etcd
 	for attempt := 1; ; attempt++ {
@@ -465,6 +488,8 @@ func StartEmbedded(ctx context.Context, dir string, log *zap.Logger, opts ...Emb
 		if err != nil {
 			return nil, err
 		}
+		grpcs.servers = nil
+		cfg.ServiceRegister = grpcs.add
 		e, err = embed.StartEtcd(cfg)
 		if err == nil {
 			break
@@ -477,7 +502,7 @@ func StartEmbedded(ctx context.Context, dir string, log *zap.Logger, opts ...Emb
 		}
 		return nil, l.startError(abs, err)
 	}
-	m := &Embedded{e: e, dir: abs, name: l.name, cluster: l.peers != nil, log: log, closing: closing}
+	m := &Embedded{e: e, dir: abs, name: l.name, cluster: l.peers != nil, log: log, closing: closing, lock: lock, grpcs: grpcs}
 	m.endpoint = localEndpoint(e.Clients[0].Addr())
 	if existing {
 		if err := m.checkDataDir(l); err != nil {
@@ -522,6 +547,7 @@ func StartEmbedded(ctx context.Context, dir string, log *zap.Logger, opts ...Emb
 		go m.syncLoop(syncCtx)
 	}
 	log.Info("embedded etcd started", fields...)
+	started = true
 	return m, nil
 }
 
@@ -813,6 +839,7 @@ func (m *Embedded) Close() error {
 			}
 		}
 		m.stop()
+		unlockDataDir(m.lock)
 		m.log.Info("embedded etcd stopped", zap.String("data_dir", m.dir))
 	})
 	return err
@@ -829,8 +856,72 @@ func (m *Embedded) stop() {
 			// stop it first, or Close hangs (etcd issue 9533).
 			m.e.Server.HardStop()
 		}
+		start := time.Now()
+		// embed.Etcd.Close lets the clients' requests finish for up
+		// to its request timeout, 7 s; the other nodes of a cluster
+		// hold watch and lease streams open on this member for as long
+		// as it lets them, and move to another member once cut off.
+		if n := m.grpcs.stop(clientDrainTimeout); n > 0 {
+			m.log.Info("embedded etcd: cut the etcd clients' streams still open after the drain",
+				zap.Int("servers", n), zap.Duration("drain", clientDrainTimeout))
+		}
+		drained := time.Since(start)
 		m.e.Close()
+		if took := time.Since(start); took > time.Second {
+			// The rest of Close: handing raft leadership to a peer
+			// (up to etcd's request timeout) and closing the peers'
+			// connections (up to 1 s).
+			m.log.Info("embedded etcd: slow stop", zap.Duration("took", took),
+				zap.Duration("client_drain", drained), zap.Duration("raft_stop", took-drained))
+		}
 	})
+}
+
+// clientDrainTimeout is how long a stopping embedded etcd lets its
+// clients' requests finish before it closes their connections.
+const clientDrainTimeout = time.Second
+
+// grpcServers collects the gRPC servers an embedded etcd creates
+// (embed.Config.ServiceRegister), to stop them within a bound of ours.
+type grpcServers struct {
+	mu      sync.Mutex
+	servers []*grpc.Server
+}
+
+func (g *grpcServers) add(s *grpc.Server) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.servers = append(g.servers, s)
+}
+
+// stop stops every server gracefully, waiting up to timeout for the
+// requests under way, and then at once; it returns how many needed the
+// cut.
+func (g *grpcServers) stop(timeout time.Duration) int {
+	g.mu.Lock()
+	servers := g.servers
+	g.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var wg sync.WaitGroup
+		for _, s := range servers {
+			wg.Go(s.GracefulStop)
+		}
+		wg.Wait()
+	}()
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case <-done:
+		return 0
+	case <-t.C:
+	}
+	for _, s := range servers {
+		s.Stop()
+	}
+	<-done
+	return len(servers)
 }
 
 // quietCore passes on etcd's warnings and errors, but not those that say

@@ -60,15 +60,25 @@ type Exchange struct {
 	ctx      context.Context // the current step's, for the lookup
 	decoy    bool
 	storeErr error
+
+	// For finalPrefixedNonce (nonce.go).
+	hash                         scram.HashGeneratorFcn
+	cred                         *scram.StoredCredentials
+	step                         int
+	clientFirstBare, serverFirst string
+	clientNonce, serverNonce     string
 }
 
 // NewExchange starts a SCRAM authentication with hash (scram.SHA256,
 // scram.SHA512); lookup runs inside the first step, bounded by its ctx.
 func NewExchange(hash scram.HashGeneratorFcn, lookup Lookup) *Exchange {
-	x := &Exchange{}
+	x := &Exchange{hash: hash}
 	srv, err := hash.NewServer(func(user string) (scram.StoredCredentials, error) {
 		cred, decoy, err := lookup(x.ctx, user)
 		x.decoy, x.storeErr = decoy, err
+		if err == nil {
+			x.cred = &cred
+		}
 		return cred, err
 	})
 	if err != nil {
@@ -83,8 +93,18 @@ func NewExchange(hash scram.HashGeneratorFcn, lookup Lookup) *Exchange {
 // exchange: the client is told it failed.
 func (x *Exchange) Step(ctx context.Context, msg []byte) (reply []byte, done bool, user string, err error) {
 	x.ctx = ctx
+	x.step++
+	if x.step == 2 && !x.decoy && x.storeErr == nil && (x.conv.AuthzID() == "" || x.conv.AuthzID() == x.conv.Username()) {
+		if reply, ok := x.finalPrefixedNonce(string(msg)); ok {
+			x.ctx = nil
+			return []byte(reply), true, x.conv.Username(), nil
+		}
+	}
 	out, err := x.conv.Step(string(msg))
 	x.ctx = nil
+	if x.step == 1 && err == nil {
+		x.first(string(msg), out)
+	}
 	switch {
 	case x.storeErr != nil:
 		return nil, true, "", fmt.Errorf("%w: %w", ErrCredentialStore, x.storeErr)

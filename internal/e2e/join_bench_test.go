@@ -1,0 +1,141 @@
+package e2e
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tenure-dev/tenure/internal/testenv"
+)
+
+var (
+	joinMembers  = flag.Int("e2e.join-members", 160000, "BenchmarkJoin: members in all, in groups of -e2e.members")
+	joinCoalesce = flag.String("e2e.coalesce", "", "BenchmarkJoin: comma-separated --consumer-join-coalesce windows to compare, one sub-benchmark each (empty: the nodes' default)")
+	joinBaseline = flag.String("e2e.baseline", "", "BenchmarkJoin: a `tenure` binary (another build) to run each case on as well, in the same run, for a before/after ratio")
+	joinProfiles = flag.String("e2e.profiledir", "", "BenchmarkJoin: write each node's CPU profile here (<case>-tenure-<i>.pprof)")
+)
+
+// BenchmarkJoin measures how fast a fleet joins: 160,000 raw KIP-848
+// members (10,000 groups of 16, a topic of 64 partitions) join three
+// `tenure serve --shards 48` nodes over one etcd process, all on loopback,
+// with the load generator (the fleet of BenchmarkShards, pipelined: 4,000
+// members per connection to each node, at most 256 requests of them in
+// flight, 32 of those joins) in this process. It reports:
+//
+//	join-s          from the first join to every group settled (each member
+//	                holds its target and has said so)
+//	members/s       members over join-s
+//	etcd-writes     the etcd revision's growth over the join (each put of a
+//	                transaction moves it by one)
+//	node-cpu-s      the three nodes' CPU over the join, summed
+//	loadgen-cpu-s   this process's CPU over the join
+//
+// -e2e.coalesce=0,100ms runs one sub-benchmark per join coalescing window;
+// -e2e.baseline=<binary> runs each case on another build of tenure too,
+// alternating, so that a before/after ratio comes from the same run:
+//
+//	go test -run '^$' -bench BenchmarkJoin -benchtime 1x ./internal/e2e/
+func BenchmarkJoin(b *testing.B) {
+	if testing.Short() {
+		b.Skip("runs real processes under heavy load")
+	}
+	defer debug.SetGCPercent(debug.SetGCPercent(400))
+	windows := []string{""}
+	if *joinCoalesce != "" {
+		windows = strings.Split(*joinCoalesce, ",")
+	}
+	bins := []string{""}
+	if *joinBaseline != "" {
+		bins = append(bins, *joinBaseline)
+	}
+	for _, w := range windows {
+		for _, bin := range bins {
+			name := "tenure"
+			if bin != "" {
+				name = "baseline"
+			}
+			if w != "" {
+				name += "/coalesce=" + w
+			}
+			b.Run(name, func(b *testing.B) {
+				for range b.N {
+					benchJoin(b, strings.ReplaceAll(name, "/", "-"), bin, w)
+				}
+			})
+		}
+	}
+}
+
+func benchJoin(b *testing.B, name, bin, window string) {
+	size := *benchSize
+	groups := *joinMembers / size
+	args := []string{"--consumer-heartbeat-interval", benchHeartbeat.String(), "--consumer-session-timeout", benchSession.String(),
+		"--election-ttl", benchTTL.String(), "--log-level", "warn", "--shards", strconv.Itoa(*benchShards)}
+	if window != "" {
+		args = append(args, "--consumer-join-coalesce", window)
+	}
+	args = append(args, strings.Fields(*benchArgs)...)
+	opts := haOpts{etcdMembers: 1, http: true, args: args, tenure: bin}
+	if dir := *joinProfiles; dir != "" {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			b.Fatal(err)
+		}
+		opts.nodeArgs = func(i int) []string {
+			return []string{"--cpuprofile", filepath.Join(dir, fmt.Sprintf("%s-tenure-%d.pprof", name, i))}
+		}
+	}
+	h := startHASetWith(b, opts)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	sc := &shardCheck{h: h, cli: h.etcdClient(), shards: *benchShards}
+	testenv.Eventually(b, time.Minute, "the shards to be spread over the nodes", func() bool {
+		_, err := sc.coordination(ctx)
+		return err == nil
+	})
+	topicID := createTopicOn(b, h.nodes[0].Addr, "bench", partitions)
+	f := newFleet(b, fleetConfig{addrs: h.addrs(), topic: "bench", topicID: topicID, partitions: partitions,
+		groups: groups, prefix: "bench", members: func(int) int { return size },
+		perLane: *benchLane, inFlight: *benchFlight, timeout: 10 * time.Second})
+	sc.f = f
+
+	w0 := sc.sample(ctx)
+	f.start()
+	defer f.stop()
+	for last := time.Now(); ; {
+		time.Sleep(250 * time.Millisecond)
+		n, first := f.unsettled()
+		if n == 0 {
+			break
+		}
+		if testing.Verbose() && time.Since(last) >= 10*time.Second {
+			last = time.Now()
+			fmt.Fprintf(os.Stderr, "BenchmarkJoin %s: %v: %d groups unsettled, %d heartbeats answered, errors %v\n",
+				name, time.Since(w0.at).Round(time.Second), n, f.served(), f.errorCodes())
+		}
+		if time.Since(w0.at) > 20*time.Minute {
+			b.Fatalf("%d groups still unsettled after %v, the first %s", n, time.Since(w0.at).Round(time.Second), first)
+		}
+	}
+	w1 := sc.sample(ctx)
+	f.check(b)
+	join := w1.at.Sub(w0.at)
+	var cpu time.Duration
+	for i := range h.nodes {
+		cpu += w1.cpu[i] - w0.cpu[i]
+	}
+	b.Logf("%s: %d members in %d groups joined in %v (%.0f members/s); etcd revision +%d; nodes' CPU %.1f s, etcd's %.1f s, the load generator's %.1f s",
+		name, groups*size, groups, join.Round(time.Millisecond), float64(groups*size)/join.Seconds(), w1.rev-w0.rev,
+		cpu.Seconds(), (w1.etcdCPU - w0.etcdCPU).Seconds(), (w1.self - w0.self).Seconds())
+	b.ReportMetric(join.Seconds(), "join-s")
+	b.ReportMetric(float64(groups*size)/join.Seconds(), "members/s")
+	b.ReportMetric(float64(w1.rev-w0.rev), "etcd-writes")
+	b.ReportMetric(cpu.Seconds(), "node-cpu-s")
+	b.ReportMetric((w1.self - w0.self).Seconds(), "loadgen-cpu-s")
+}
