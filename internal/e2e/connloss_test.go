@@ -111,7 +111,10 @@ func TestConnLossProxyReset(t *testing.T) {
 			a := startKgo(t, bins[1], o, "a", args...)
 			b := startKgo(t, bins[1], o, "b", args...)
 			wait(t, o.when(split(4, "a", "b")), time.Minute, "the group to settle", o, a, b)
-			time.Sleep(4 * time.Second) // every member heartbeats on its settled connection
+			// Every member heartbeats on its settled connection; the
+			// reset then falls between two heartbeats (settling ends on
+			// one), not on one in flight, which kgo would retry at once.
+			time.Sleep(4500 * time.Millisecond)
 			settled := len(a.output()) + len(b.output())
 			proxy.Stop() // closes every connection through it
 			if err := proxy.Start(); err != nil {
