@@ -53,7 +53,7 @@ func shardOwners(ctx context.Context, cli *clientv3.Client) (map[int]int32, int6
 
 // nodeIDs returns the node ID of each node of the set, by index, from
 // the Metadata brokers of every live node, which must agree; -1 for a
-// node that is down.
+// node that is down. Aliases of departed nodes are not a node's ID.
 func (h *haSet) nodeIDs(ctx context.Context) ([]int32, error) {
 	ids := make([]int32, len(h.nodes))
 	for i := range ids {
@@ -72,8 +72,16 @@ func (h *haSet) nodeIDs(ctx context.Context) ([]int32, error) {
 		if err != nil {
 			return nil, err
 		}
+		// Live nodes come first; a departed node's broker ID follows, aliased
+		// at its successor's address (docs/DESIGN.md, "What survivors tell
+		// stock clients"), so an address's first ID is its node's own.
+		seen := map[string]bool{}
 		for _, b := range resp.Brokers {
 			addr := net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port)))
+			if seen[addr] {
+				continue
+			}
+			seen[addr] = true
 			for j, q := range h.nodes {
 				if q == nil || q.Addr != addr {
 					continue
