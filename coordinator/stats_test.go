@@ -57,9 +57,7 @@ func TestStatsConsumer(t *testing.T) {
 	// Restored with a takeover grace, both members are awaited until
 	// they heartbeat.
 	var recs []Record
-	for _, r := range g.Snapshot() {
-		recs = append(recs, r)
-	}
+	recs = append(recs, g.Snapshot()...)
 	cfg.TakeoverGrace = 30 * time.Second
 	r, err := Restore("g", &cfg, rand.New(rand.NewPCG(1, 1)), now, recs)
 	if err != nil {

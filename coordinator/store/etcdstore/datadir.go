@@ -92,7 +92,8 @@ func lockDataDir(dir string) (*fileutil.LockedFile, error) {
 	if err != nil {
 		return nil, fmt.Errorf("etcdstore: locking data dir %s: %w", dir, err)
 	}
-	if err := f.Truncate(0); err == nil {
+	err = f.Truncate(0)
+	if err == nil {
 		_, err = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
 	}
 	if err != nil {

@@ -29,7 +29,10 @@ func TestLibrdkafkaNonce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cred := cl.GetStoredCredentials(scram.KeyFactors{Salt: string(salt), Iters: 4096})
+	cred, err := cl.GetStoredCredentialsWithError(scram.KeyFactors{Salt: string(salt), Iters: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
 	lookup := func(context.Context, string) (scram.StoredCredentials, bool, error) { return cred, false, nil }
 	hmacOf := func(key []byte, msg string) []byte {
 		m := hmac.New(sha512.New, key)
