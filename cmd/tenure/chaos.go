@@ -65,6 +65,15 @@ refused as unverified. Its control runs (--controls) verify nothing, so
 the forger's invented tokens land and refuse the honest owners: the
 checker must catch that.
 
+--failover runs the fail-over variant, what stock clients must not notice:
+the node coordinating a consumers' group killed and never restarted (its
+port refuses from then on), another frozen (SIGSTOP) and never resumed, and
+a fresh node joining on a new address. --classic-committers adds stock kgo
+consumers of the classic protocol in a group of their own, --shards spreads
+the groups over shards. The checker then also holds the stock consumers to
+their own callbacks: no OnPartitionsRevoked or OnPartitionsLost after the
+first fault, no partition held by two of them at once, no member expelled.
+
 Needs PostgreSQL (--postgres-dsn) and an etcd server binary: in a checkout,
 go build -o bin/etcd go.etcd.io/etcd/server/v3 (make chaos does).`
 
@@ -83,6 +92,9 @@ type chaosOptions struct {
 	settle        time.Duration
 	workers       int
 	committers    int
+	classic       int
+	shards        int
+	failover      bool
 	session       time.Duration
 	rebalance     time.Duration
 	electionTTL   time.Duration
@@ -114,6 +126,9 @@ func setupChaos(fs *flag.FlagSet) func(ctx context.Context, args []string) error
 	fs.DurationVar(&o.electionTTL, "election-ttl", d.ElectionTTL, "the HA set's election TTL, whole seconds")
 	fs.DurationVar(&o.workInterval, "work-interval", d.WorkInterval, "time between two records of a partition")
 	fs.BoolVar(&o.forge, "forge", false, "the forging variant: signed grants, verifying workers, and one worker forging tokens; its controls verify nothing")
+	fs.IntVar(&o.classic, "classic-committers", 0, "kgo consumer processes of the classic protocol (cooperative-sticky) committing offsets in a group of their own")
+	fs.IntVar(&o.shards, "shards", 1, "the tenure nodes' --shards (above 1: groups spread over shards, no leader)")
+	fs.BoolVar(&o.failover, "failover", false, "the fail-over variant: the coordinator of a consumers' group killed for good, another frozen for good, a fresh node joining; the stock consumers must notice nothing (no revoke, no loss, no member expelled); no control runs")
 	fs.BoolVar(&o.quiet, "quiet", false, "print only each run's verdict and the table, not every fault")
 	return func(ctx context.Context, args []string) error {
 		if len(args) > 0 {
@@ -124,6 +139,12 @@ func setupChaos(fs *flag.FlagSet) func(ctx context.Context, args []string) error
 		}
 		if o.runs < 1 || o.controls < 0 {
 			return usagef("--runs must be positive and --controls not negative")
+		}
+		if o.failover && (o.forge || isSet(fs, "controls") && o.controls > 0) {
+			return usagef("--failover has no control runs (--controls 0) and no forging")
+		}
+		if o.failover {
+			o.controls = 0
 		}
 		if !isSet(fs, "seed") {
 			o.seed = rand.Uint64N(1 << 31)
@@ -196,7 +217,7 @@ func runChaos(ctx context.Context, o *chaosOptions) error {
 		cfg := chaos.Config{
 			Seed: seed, Dir: dir, Tenure: tenureBin, Etcd: etcdBin, PostgresDSN: dsn,
 			Duration: o.duration, Warmup: o.warmup, Settle: o.settle,
-			Workers: o.workers, Committers: o.committers,
+			Workers: o.workers, Committers: o.committers, ClassicCommitters: o.classic, Shards: o.shards, Failover: o.failover,
 			SessionTimeout: o.session, RebalanceTimeout: o.rebalance, ElectionTTL: o.electionTTL,
 			WorkInterval: o.workInterval, Forge: o.forge,
 			Unfenced: control && !o.forge, Unverified: control && o.forge,

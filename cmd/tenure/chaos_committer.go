@@ -20,7 +20,7 @@ import (
 func chaosCommitterCommand() *command {
 	return &command{
 		name:    "chaos-committer",
-		summary: "(used by tenure chaos) a stock kgo KIP-848 consumer that commits offsets and logs every commit and fetch",
+		summary: "(used by tenure chaos) a stock kgo consumer (KIP-848 or classic) that commits offsets and logs every commit, fetch and rebalance callback",
 		hidden:  true,
 		setup:   setupChaosCommitter,
 	}
@@ -31,6 +31,7 @@ func setupChaosCommitter(fs *flag.FlagSet) func(ctx context.Context, args []stri
 		name, brokers, route, group, topic, logFile, logLevel string
 		partitions                                            int
 		interval                                              time.Duration
+		classic                                               bool
 	)
 	fs.StringVar(&name, "name", "c0", "`name` of the committer in its log lines")
 	fs.StringVar(&brokers, "brokers", "127.0.0.1:9092", "comma-separated `host:port` list of the coordinator's nodes")
@@ -39,7 +40,8 @@ func setupChaosCommitter(fs *flag.FlagSet) func(ctx context.Context, args []stri
 	fs.StringVar(&topic, "topic", "work", "`topic` to consume")
 	fs.IntVar(&partitions, "partitions", 64, "`partitions` of the topic, all read by each fetch")
 	fs.DurationVar(&interval, "interval", 50*time.Millisecond, "time between two commits of a partition")
-	fs.StringVar(&logFile, "log", "", "`file` to append one JSON line per commit and fetch of a partition to (required)")
+	fs.StringVar(&logFile, "log", "", "`file` to append one JSON line per commit, fetch and rebalance callback of a partition to (required)")
+	fs.BoolVar(&classic, "classic", false, "join with the classic protocol (cooperative-sticky) instead of KIP-848")
 	fs.StringVar(&logLevel, "log-level", "info", "log `level` of the client: debug, info, warn or error")
 	return func(ctx context.Context, args []string) error {
 		if len(args) > 0 {
@@ -68,7 +70,7 @@ func setupChaosCommitter(fs *flag.FlagSet) func(ctx context.Context, args []stri
 		return chaos.RunCommitter(ctx, chaos.CommitterConfig{
 			Name:       name,
 			ClientOpts: []kgo.Opt{kgo.SeedBrokers(splitList(brokers)...), kgo.Dialer(rs.dialer())},
-			Group:      group, Topic: topic, Partitions: int32(partitions), Interval: interval,
+			Group:      group, Topic: topic, Classic: classic, Partitions: int32(partitions), Interval: interval,
 			Log: f, Logger: log,
 		})
 	}

@@ -26,8 +26,11 @@ var (
 // two seeded runs of under half a minute of real processes under faults,
 // which must keep every guarantee, the second of them the forging variant
 // (signed grants, verifying workers, one of them forging tokens: none may
-// land, and no honest write may be refused), and one control run without
-// fencing, which the checker must catch.
+// land, and no honest write may be refused); one run of the fail-over
+// variant on six shards (a group's coordinator lost for good, another
+// frozen for good, a fresh node joining), whose stock KIP-848 and classic
+// consumers must notice nothing by their own callbacks; and one control
+// run without fencing, which the checker must catch.
 func TestChaos(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs real processes for a minute")
@@ -47,18 +50,27 @@ func TestChaos(t *testing.T) {
 			}
 		})
 	}
-	for i := range *runs + 1 {
-		control := i == *runs
-		s := *seed + uint64(i)
-		if control {
-			s = *seed
-		}
+	type spec struct {
+		name                     string
+		seed                     uint64
+		control, forge, failover bool
+	}
+	var specs []spec
+	for i := range *runs {
 		// The second fenced run is the forging variant.
-		forge := !control && i == 1
-		name := map[bool]string{false: "fenced", true: "control"}[control]
-		if forge {
-			name = "forging"
+		sp := spec{name: "fenced", seed: *seed + uint64(i), forge: i == 1}
+		if sp.forge {
+			sp.name = "forging"
 		}
+		specs = append(specs, sp)
+	}
+	// The fail-over variant on a sharded set, then the control run of
+	// the first seed.
+	specs = append(specs, spec{name: "failover", seed: *seed + uint64(*runs), failover: true},
+		spec{name: "control", seed: *seed, control: true})
+	for _, sp := range specs {
+		s, control, forge := sp.seed, sp.control, sp.forge
+		name := sp.name
 		t.Run(fmt.Sprintf("%s-seed-%d", name, s), func(t *testing.T) {
 			dir := filepath.Join(base, fmt.Sprintf("seed-%d-%s", s, name))
 			cfg := chaos.Config{
@@ -68,6 +80,13 @@ func TestChaos(t *testing.T) {
 				SessionTimeout: 2 * time.Second, HeartbeatInterval: 200 * time.Millisecond,
 				RebalanceTimeout: 4 * time.Second, ElectionTTL: time.Second,
 				Unfenced: control, Forge: forge,
+			}
+			replay := map[bool]string{true: " --forge"}[forge]
+			if sp.failover {
+				// Stock consumers of both protocols, groups spread over
+				// six shards.
+				cfg.ClassicCommitters, cfg.Shards, cfg.Failover = 2, 6, true
+				replay = " --failover --classic-committers 2 --shards 6"
 			}
 			if testing.Verbose() {
 				cfg.Progress = os.Stdout
@@ -86,7 +105,7 @@ func TestChaos(t *testing.T) {
 					t.Fatalf("seed %d: the control run, unfenced, passed the checker: it would miss stale writes (folder %s)", s, dir)
 				}
 				t.Fatalf("seed %d: %d violations (folder %s; replay: tenure chaos --seed %d --runs 1 --duration 28s --warmup 4s --settle 9s --workers 6 --committers 2 --session-timeout 2s --rebalance-timeout 4s --election-ttl 1s%s)",
-					s, len(res.Report.Violations), dir, s, map[bool]string{true: " --forge"}[forge])
+					s, len(res.Report.Violations), dir, s, replay)
 			}
 			if control {
 				t.Logf("seed %d: control run caught with %d violations", s, len(res.Report.Violations))
@@ -100,6 +119,9 @@ func TestChaos(t *testing.T) {
 					t.Fatalf("seed %d: the forging variant forged nothing (folder %s)", s, dir)
 				}
 				t.Logf("seed %d: %d forgeries, all refused: %+v", s, tried, res.Report.Stats.Forgeries)
+			}
+			if sp.failover {
+				t.Logf("seed %d: %v; the stock consumers noticed nothing", s, res.Faults)
 			}
 		})
 	}

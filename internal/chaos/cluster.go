@@ -20,6 +20,8 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/tenure-dev/tenure/coordinator"
+	"github.com/tenure-dev/tenure/coordinator/store/etcdstore"
 	"github.com/tenure-dev/tenure/internal/chaos/check"
 	"github.com/tenure-dev/tenure/internal/workload"
 )
@@ -27,7 +29,9 @@ import (
 // addProc registers a process of the run; its log goes to logs/<name>.log.
 func (r *run) addProc(name, addr, bin string, args ...string) *proc {
 	p := &proc{name: name, addr: addr, bin: bin, args: args, log: filepath.Join(r.cfg.Dir, "logs", name+".log")}
+	r.mu.Lock()
 	r.procs[name] = p
+	r.mu.Unlock()
 	return p
 }
 
@@ -104,53 +108,78 @@ func startAll(ps []*proc) error {
 }
 
 // startNodes starts the three tenure nodes, each reaching every etcd member
-// through the fabric (nK>eI), and waits for a leader.
+// through the fabric (nK>eI), and waits for a leader (with shards, for an
+// owner of every shard).
 func (r *run) startNodes(ctx context.Context) error {
 	for k := range 3 {
-		name := fmt.Sprintf("n%d", k)
-		addr, err := freeAddr()
+		p, err := r.addNode(k)
 		if err != nil {
 			return err
 		}
-		var eps []string
-		for i, e := range r.etcd {
-			via, err := r.fab.add(name, fmt.Sprintf("e%d", i), e.addr)
-			if err != nil {
-				return err
-			}
-			eps = append(eps, "http://"+via)
-		}
-		args := []string{"serve",
-			"--listen", addr, "--etcd-endpoints", strings.Join(eps, ","), "--etcd-prefix", storePrefix,
-			"--election-ttl", r.cfg.ElectionTTL.String(), "--partitions", strconv.Itoa(int(r.cfg.Partitions)),
-			"--consumer-session-timeout", r.cfg.SessionTimeout.String(),
-			"--consumer-heartbeat-interval", r.cfg.HeartbeatInterval.String(),
-			"--log-level", "info"}
-		if r.cfg.Forge {
-			// The workers fetch the signing keys from the admin API,
-			// directly: the keys are not what the faults test.
-			http, err := freeAddr()
-			if err != nil {
-				return err
-			}
-			r.httpAddrs = append(r.httpAddrs, "http://"+http)
-			args = append(args, "--sign-grants", "--http", http)
-		}
-		r.nodes = append(r.nodes, r.addProc(name, addr, r.cfg.Tenure, args...))
+		r.nodes = append(r.nodes, p)
 	}
 	if err := startAll(r.nodes); err != nil {
 		return err
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		if _, ok := r.findLeader(ctx); ok {
+		if r.placed(ctx) {
 			return nil
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			return errors.New("chaos: the tenure nodes elect no leader")
+			return errors.New("chaos: the tenure nodes elect no leader (or place no shard)")
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// addNode registers tenure node nK, not started, with its links to every
+// etcd member.
+func (r *run) addNode(k int) (*proc, error) {
+	name := fmt.Sprintf("n%d", k)
+	addr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	var eps []string
+	for i, e := range r.etcd {
+		via, err := r.fab.add(name, fmt.Sprintf("e%d", i), e.addr)
+		if err != nil {
+			return nil, err
+		}
+		eps = append(eps, "http://"+via)
+	}
+	args := []string{"serve",
+		"--listen", addr, "--etcd-endpoints", strings.Join(eps, ","), "--etcd-prefix", storePrefix,
+		"--election-ttl", r.cfg.ElectionTTL.String(), "--partitions", strconv.Itoa(int(r.cfg.Partitions)),
+		"--consumer-session-timeout", r.cfg.SessionTimeout.String(),
+		"--consumer-heartbeat-interval", r.cfg.HeartbeatInterval.String(),
+		"--shards", strconv.Itoa(r.cfg.Shards),
+		"--log-level", "info"}
+	if r.cfg.Forge {
+		// The workers fetch the signing keys from the admin API,
+		// directly: the keys are not what the faults test.
+		http, err := freeAddr()
+		if err != nil {
+			return nil, err
+		}
+		r.httpAddrs = append(r.httpAddrs, "http://"+http)
+		args = append(args, "--sign-grants", "--http", http)
+	}
+	return r.addProc(name, addr, r.cfg.Tenure, args...), nil
+}
+
+// placed reports whether the set serves: one-leader, whether it has a
+// leader; sharded, whether every shard has an owner.
+func (r *run) placed(ctx context.Context) bool {
+	if r.cfg.Shards <= 1 {
+		_, ok := r.findLeader(ctx)
+		return ok
+	}
+	cctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	resp, err := r.direct.Get(cctx, storePrefix+"meta/ha/shards/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+	return err == nil && resp.Count >= int64(r.cfg.Shards)
 }
 
 // leader names the leading tenure node, as etcd's election keys say, or
@@ -303,19 +332,25 @@ func (r *run) startClients(ctx context.Context) error {
 		}
 		r.workers = append(r.workers, r.addProc(name, "", r.cfg.Tenure, args...))
 	}
-	for j := range r.cfg.Committers {
+	// The classic committers follow the KIP-848 ones: c0.. of the
+	// schedule's committer faults are the KIP-848 ones.
+	for j := range r.cfg.Committers + r.cfg.ClassicCommitters {
 		name := fmt.Sprintf("c%d", j)
 		route, err := routes(name)
 		if err != nil {
 			return err
 		}
-		r.commits = append(r.commits, r.addProc(name, "", r.cfg.Tenure, "chaos-committer",
+		g, extra := offsetGroup, []string(nil)
+		if j >= r.cfg.Committers {
+			g, extra = classicGroup, []string{"--classic"}
+		}
+		r.commits = append(r.commits, r.addProc(name, "", r.cfg.Tenure, append([]string{"chaos-committer",
 			"--name", name, "--brokers", strings.Join(brokers, ","), "--route", route,
-			"--group", offsetGroup, "--topic", topic, "--partitions", strconv.Itoa(int(r.cfg.Partitions)),
+			"--group", g, "--topic", topic, "--partitions", strconv.Itoa(int(r.cfg.Partitions)),
 			"--log", filepath.Join(r.cfg.Dir, "offsets", name+".{life}.jsonl"),
 			// kgo warns at every commit that its consumer session has no
 			// records to track: noise for a committer that fetches none.
-			"--log-level", "error"))
+			"--log-level", "error"}, extra...)...))
 	}
 	return startAll(append(slices.Clone(r.workers), r.commits...))
 }
@@ -335,6 +370,12 @@ func (r *run) stopAll() {
 	r.stopClients()
 	var wg sync.WaitGroup
 	for _, p := range r.nodes {
+		if r.frozen(p.name) {
+			// Frozen for good: woken now, it would only find its
+			// terms over.
+			p.kill()
+			continue
+		}
 		wg.Go(func() { p.stop(10 * time.Second) })
 	}
 	wg.Wait()
@@ -371,8 +412,9 @@ func (r *run) sampleRevisions(ctx context.Context) []check.RevTime {
 	}
 }
 
-// dumpHistory reads every revision of every key under the store's groups/
-// directory with a watch from revision 1: the runner's etcd never compacts.
+// dumpHistory reads every revision of every key of the store's groups, under
+// groups/ or, sharded, under shards/<s>/groups/, with a watch from revision
+// 1 of the whole prefix: the runner's etcd never compacts.
 func (r *run) dumpHistory(ctx context.Context) ([]check.KV, error) {
 	cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
@@ -382,8 +424,7 @@ func (r *run) dumpHistory(ctx context.Context) ([]check.KV, error) {
 	}
 	last := head.Header.Revision
 	var out []check.KV
-	prefix := storePrefix + "groups/"
-	wch := r.direct.Watch(clientv3.WithRequireLeader(cctx), prefix, clientv3.WithPrefix(), clientv3.WithRev(1), clientv3.WithProgressNotify())
+	wch := r.direct.Watch(clientv3.WithRequireLeader(cctx), storePrefix, clientv3.WithPrefix(), clientv3.WithRev(1), clientv3.WithProgressNotify())
 	go func() {
 		// Ask for progress until the watch has caught up.
 		t := time.NewTicker(200 * time.Millisecond)
@@ -402,6 +443,9 @@ func (r *run) dumpHistory(ctx context.Context) ([]check.KV, error) {
 			return nil, fmt.Errorf("chaos: watch the history: %w", err)
 		}
 		for _, ev := range wr.Events {
+			if !groupKey(string(ev.Kv.Key)) {
+				continue
+			}
 			kv := check.KV{Rev: ev.Kv.ModRevision, Key: ev.Kv.Key, Deleted: ev.Type == clientv3.EventTypeDelete}
 			if !kv.Deleted {
 				kv.Value = ev.Kv.Value
@@ -413,6 +457,135 @@ func (r *run) dumpHistory(ctx context.Context) ([]check.KV, error) {
 		}
 	}
 	return nil, fmt.Errorf("chaos: the history watch ended before revision %d: %w", last, cctx.Err())
+}
+
+// waitSettled waits until the committers' own callbacks say their groups
+// have settled (every committer holds partitions, every partition is held
+// by exactly one committer of each group, and no callback came for a
+// second) and the coordinator's records say the workers' group has.
+func (r *run) waitSettled(ctx context.Context, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	var why string
+	for {
+		_, cbs, err := r.mergeOffsets()
+		if err != nil {
+			return err
+		}
+		why = settled(cbs, r.commits, r.cfg.Partitions, time.Now().Add(-time.Second))
+		if why == "" {
+			why = r.workersSettled(ctx)
+		}
+		if why == "" {
+			r.logf("the stock consumers' groups have settled")
+			return nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("chaos: the stock consumers' groups did not settle in %v: %s", timeout, why)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// workersSettled says why the coordinator's records do not show the
+// workers' group settled ("" if they do): every worker a member with
+// partitions, every partition owned by one member, none pending or
+// revoking.
+func (r *run) workersSettled(ctx context.Context) string {
+	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	resp, err := r.direct.Get(cctx, storePrefix, clientv3.WithPrefix())
+	if err != nil {
+		return err.Error()
+	}
+	owners := map[int32]int{}
+	members := 0
+	for _, kv := range resp.Kvs {
+		if !groupKey(string(kv.Key)) {
+			continue
+		}
+		rec, ok, err := etcdstore.Decode(storePrefix, kv.Key, kv.Value)
+		a, isAssignment := rec.(*coordinator.AssignmentRecord)
+		if err != nil || !ok || !isAssignment || a.Group != group {
+			continue
+		}
+		if len(a.Pending) > 0 || len(a.Revoking) > 0 {
+			return "member " + a.MemberID + " of the workers' group has partitions pending or revoking"
+		}
+		if len(a.Owned) > 0 {
+			members++
+		}
+		for _, o := range a.Owned {
+			owners[o.Partition]++
+		}
+	}
+	if members < r.cfg.Workers {
+		return fmt.Sprintf("%d of %d workers own partitions", members, r.cfg.Workers)
+	}
+	for p := range r.cfg.Partitions {
+		if owners[p] != 1 {
+			return fmt.Sprintf("partition %d of the workers' group has %d owners", p, owners[p])
+		}
+	}
+	return ""
+}
+
+// settled says why the callbacks do not show settled groups ("" if they
+// do): see waitSettled. quietSince is the time after which no callback
+// may have come.
+func settled(cbs []check.Callback, commits []*proc, partitions int32, quietSince time.Time) string {
+	slices.SortStableFunc(cbs, func(a, b check.Callback) int { return a.T.Compare(b.T) })
+	held := map[string]map[int32]bool{}  // by client
+	groups := map[string]map[int32]int{} // group -> partition -> holders
+	for _, cb := range cbs {
+		if cb.T.After(quietSince) {
+			return fmt.Sprintf("%s's callbacks came within the last second", cb.Client)
+		}
+		if held[cb.Client] == nil {
+			held[cb.Client] = map[int32]bool{}
+		}
+		if groups[cb.Group] == nil {
+			groups[cb.Group] = map[int32]int{}
+		}
+		switch was := held[cb.Client][cb.Partition]; {
+		case cb.Callback == check.CallbackAssigned && !was:
+			held[cb.Client][cb.Partition] = true
+			groups[cb.Group][cb.Partition]++
+		case cb.Callback != check.CallbackAssigned && was:
+			delete(held[cb.Client], cb.Partition)
+			groups[cb.Group][cb.Partition]--
+		}
+	}
+	for _, p := range commits {
+		if len(held[p.name]) == 0 {
+			return p.name + " holds no partition"
+		}
+	}
+	for g, ps := range groups {
+		for p := range partitions {
+			if ps[p] != 1 {
+				return fmt.Sprintf("partition %d of %s has %d holders", p, g, ps[p])
+			}
+		}
+	}
+	return ""
+}
+
+// groupKey reports whether key is one of a group's, in the unsharded layout
+// or in a shard's (etcdstore's keys.go).
+func groupKey(key string) bool {
+	rest, ok := strings.CutPrefix(key, storePrefix)
+	if !ok {
+		return false
+	}
+	if strings.HasPrefix(rest, "groups/") {
+		return true
+	}
+	shard, ok := strings.CutPrefix(rest, "shards/")
+	if !ok {
+		return false
+	}
+	_, tail, ok := strings.Cut(shard, "/")
+	return ok && strings.HasPrefix(tail, "groups/")
 }
 
 // dumpRows reads what the two resources hold.
@@ -449,22 +622,28 @@ func (r *run) dumpRows(ctx context.Context) ([]check.Row, error) {
 }
 
 // mergeOffsets reads the committers' logs, one per life, skipping a line a
-// kill tore.
-func (r *run) mergeOffsets() ([]check.OffsetOp, error) {
+// kill tore: their commits and fetches, and their callbacks.
+func (r *run) mergeOffsets() ([]check.OffsetOp, []check.Callback, error) {
 	files, err := filepath.Glob(filepath.Join(r.cfg.Dir, "offsets", "*.jsonl"))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	slices.Sort(files)
 	var out []check.OffsetOp
+	var cbs []check.Callback
 	for _, name := range files {
 		f, err := os.Open(name)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		sc := bufio.NewScanner(f)
 		sc.Buffer(make([]byte, 1<<16), 1<<20)
 		for sc.Scan() {
+			var cb check.Callback
+			if json.Unmarshal(sc.Bytes(), &cb) == nil && cb.Callback != "" {
+				cbs = append(cbs, cb)
+				continue
+			}
 			var op check.OffsetOp
 			if json.Unmarshal(sc.Bytes(), &op) == nil {
 				out = append(out, op)
@@ -473,8 +652,8 @@ func (r *run) mergeOffsets() ([]check.OffsetOp, error) {
 		err = sc.Err()
 		f.Close()
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
-	return out, nil
+	return out, cbs, nil
 }

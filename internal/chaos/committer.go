@@ -29,6 +29,10 @@ type CommitterConfig struct {
 	ClientOpts []kgo.Opt
 	// Group and Topic are the group to join and the topic to consume.
 	Group, Topic string
+	// Classic joins with the classic protocol (JoinGroup/SyncGroup, the
+	// cooperative-sticky balancer, kgo's default sessions) instead of
+	// KIP-848.
+	Classic bool
 	// Partitions is the topic's partition count: every fetch reads them all.
 	Partitions int32
 	// Interval spaces the commits of each owned partition; a fetch of
@@ -36,14 +40,15 @@ type CommitterConfig struct {
 	Interval   time.Duration
 	FetchEvery int
 	// Log receives one check.OffsetOp a line, for each partition of each
-	// commit and fetch.
+	// commit and fetch, and one check.Callback a line for each partition
+	// of each call of a rebalance callback.
 	Log io.Writer
 	// Logger receives the client's own log.
 	Logger *zap.Logger
 }
 
 // RunCommitter runs a stock kgo consumer that joins cfg.Group with KIP-848
-// (the server-side assignor) and commits, for every partition it is
+// (the server-side assignor), or the classic protocol, and commits, for every partition it is
 // assigned, an offset one above the last it knew of every cfg.Interval,
 // logging each commit and fetch with its real-time interval and outcome:
 // the coordinator-side half of the fence, seen from a client the project
@@ -59,10 +64,14 @@ func RunCommitter(ctx context.Context, cfg CommitterConfig) error {
 		cfg.Logger = zap.NewNop()
 	}
 	c := &committer{cfg: cfg, owned: map[int32]int64{}, enc: json.NewEncoder(cfg.Log)}
+	balancer := kgo.ServerSideBalancer()
+	if cfg.Classic {
+		balancer = kgo.Balancers(kgo.CooperativeStickyBalancer())
+	}
 	opts := append([]kgo.Opt{
-		kgo.ConsumerGroup(cfg.Group), kgo.ConsumeTopics(cfg.Topic), kgo.ServerSideBalancer(),
+		kgo.ConsumerGroup(cfg.Group), kgo.ConsumeTopics(cfg.Topic), balancer,
 		kgo.DisableAutoCommit(), kgo.FetchMaxWait(200 * time.Millisecond), kgo.AllowAutoTopicCreation(),
-		kgo.OnPartitionsAssigned(c.assigned), kgo.OnPartitionsRevoked(c.revoked), kgo.OnPartitionsLost(c.revoked),
+		kgo.OnPartitionsAssigned(c.assigned), kgo.OnPartitionsRevoked(c.revoked), kgo.OnPartitionsLost(c.lost),
 		kgo.WithLogger(kzapLogger{cfg.Logger}),
 	}, cfg.ClientOpts...)
 	cl, err := kgo.NewClient(opts...)
@@ -107,7 +116,8 @@ type committer struct {
 // unknown marks an owned partition whose committed offset is not read yet.
 const unknown = -2
 
-func (c *committer) assigned(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+func (c *committer) assigned(_ context.Context, cl *kgo.Client, m map[string][]int32) {
+	c.logCallback(cl, check.CallbackAssigned, m)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, p := range m[c.cfg.Topic] {
@@ -115,11 +125,35 @@ func (c *committer) assigned(_ context.Context, _ *kgo.Client, m map[string][]in
 	}
 }
 
-func (c *committer) revoked(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+func (c *committer) revoked(_ context.Context, cl *kgo.Client, m map[string][]int32) {
+	c.logCallback(cl, check.CallbackRevoked, m)
+	c.drop(m)
+}
+
+func (c *committer) lost(_ context.Context, cl *kgo.Client, m map[string][]int32) {
+	c.logCallback(cl, check.CallbackLost, m)
+	c.drop(m)
+}
+
+func (c *committer) drop(m map[string][]int32) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, p := range m[c.cfg.Topic] {
 		delete(c.owned, p)
+	}
+}
+
+// logCallback logs a line per partition of a callback's call: the
+// client's own view of what it holds, which the checker replays (check 10).
+// kgo calls the callbacks with an empty map too; those say nothing.
+func (c *committer) logCallback(cl *kgo.Client, kind string, m map[string][]int32) {
+	member, epoch := cl.GroupMetadata()
+	now := time.Now()
+	c.logMu.Lock()
+	defer c.logMu.Unlock()
+	for _, p := range m[c.cfg.Topic] {
+		c.enc.Encode(check.Callback{Client: c.cfg.Name, Group: c.cfg.Group, Member: member, Epoch: epoch,
+			Callback: kind, Partition: p, T: now})
 	}
 }
 

@@ -29,8 +29,13 @@ type Config struct {
 	// which must let every partition find an owner again.
 	Duration, Warmup, Settle time.Duration
 	// Workers (tenure worker processes) and Committers (stock kgo
-	// KIP-848 consumers committing offsets).
-	Workers, Committers int
+	// KIP-848 consumers committing offsets); ClassicCommitters are stock
+	// kgo consumers of the classic protocol (cooperative-sticky) doing the
+	// same in a group of their own.
+	Workers, Committers, ClassicCommitters int
+	// Shards is the tenure nodes' --shards: above 1, groups hash onto
+	// shards spread over the nodes, and no node leads the set.
+	Shards int
 	// Partitions of the workers' topic.
 	Partitions int32
 	// SessionTimeout and HeartbeatInterval are the coordinator's KIP-848
@@ -54,6 +59,14 @@ type Config struct {
 	// forger's invented tokens land, raise the fences and refuse the
 	// honest owners. Its checker must find violations.
 	Unverified bool
+	// Failover is the fail-over variant: a schedule of the faults stock
+	// consumers must not notice (see [FailoverSchedule]): the coordinator
+	// of a consumers' group killed and never restarted, another frozen
+	// (SIGSTOP) and never resumed, a fresh node joining on a new address.
+	// The checker holds the stock consumers to their own callbacks
+	// (check 10): no revoke, no loss, no member expelled, no partition
+	// held by two of them.
+	Failover bool
 	// Progress, if set, receives a line per fault and per stage.
 	Progress io.Writer
 }
@@ -91,6 +104,9 @@ func (c Config) withDefaults() Config {
 	if c.Partitions == 0 {
 		c.Partitions = d.Partitions
 	}
+	if c.Shards == 0 {
+		c.Shards = 1
+	}
 	return c
 }
 
@@ -105,8 +121,17 @@ func (c Config) validate() error {
 	if c.PostgresDSN == "" {
 		errs = append(errs, errors.New("no PostgreSQL DSN"))
 	}
-	if c.Workers < 1 || c.Committers < 0 {
-		errs = append(errs, fmt.Errorf("%d workers and %d committers: want at least one worker", c.Workers, c.Committers))
+	if c.Workers < 1 || c.Committers < 0 || c.ClassicCommitters < 0 {
+		errs = append(errs, fmt.Errorf("%d workers, %d committers and %d classic ones: want at least one worker", c.Workers, c.Committers, c.ClassicCommitters))
+	}
+	if c.Shards < 1 {
+		errs = append(errs, fmt.Errorf("%d shards, want at least 1", c.Shards))
+	}
+	if c.Failover && (c.Forge || c.Unfenced) {
+		errs = append(errs, errors.New("the fail-over variant has no control runs and no forging"))
+	}
+	if c.Failover && c.Committers+c.ClassicCommitters == 0 {
+		errs = append(errs, errors.New("the fail-over variant needs stock consumers (committers) to judge"))
 	}
 	if c.Warmup+c.Settle >= c.Duration {
 		errs = append(errs, fmt.Errorf("duration %v leaves no time for faults after warm-up %v and settle %v", c.Duration, c.Warmup, c.Settle))
@@ -125,7 +150,8 @@ func (c Config) validate() error {
 
 // shape is the part of the configuration the schedule depends on.
 func (c Config) shape() Shape {
-	return Shape{Duration: c.Duration, Warmup: c.Warmup, Settle: c.Settle, Session: c.SessionTimeout, Workers: c.Workers, Committers: c.Committers}
+	return Shape{Duration: c.Duration, Warmup: c.Warmup, Settle: c.Settle, Session: c.SessionTimeout, Workers: c.Workers, Committers: c.Committers,
+		Failover: c.Failover, ClassicCommitters: c.ClassicCommitters}
 }
 
 // control reports whether the run is a control run, which the checker
@@ -143,6 +169,8 @@ func (c Config) describe() string {
 		return " (control run of the forging variant: signed grants, resources that verify nothing, one client forging tokens)"
 	case c.Forge:
 		return " (forging variant: signed grants, verifying resources, one client forging tokens)"
+	case c.Failover:
+		return fmt.Sprintf(" (fail-over variant, %d shards: nodes lost and frozen for good, a fresh node joining; stock consumers judged by their callbacks)", c.Shards)
 	}
 	return ""
 }

@@ -119,6 +119,18 @@ func (f *fabric) healAll() {
 	}
 }
 
+// stop stops the proxies of the links match accepts, for good: their
+// connections close and their ports refuse.
+func (f *fabric) stop(match func(from, to string) bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, l := range f.links {
+		if match(l.from, l.to) {
+			l.proxy.Stop()
+		}
+	}
+}
+
 // close stops every proxy, closing the connections through them.
 func (f *fabric) close() {
 	f.mu.Lock()

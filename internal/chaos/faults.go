@@ -5,10 +5,16 @@ package chaos
 import (
 	"context"
 	"fmt"
+	"net"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tenure-dev/tenure/internal/chaos/check"
 )
@@ -48,7 +54,42 @@ func (r *run) inject(ctx context.Context, i int, f Fault) {
 // start starts fault f and returns the process it hit and the function that
 // heals it.
 func (r *run) start(ctx context.Context, tag string, f Fault) (string, func() error, error) {
+	nothing := func() error { return nil }
 	switch f.Kind {
+	case LoseNode, FreezeNode:
+		name, err := r.coordinatorOf(ctx, f.Target)
+		if err != nil {
+			return f.Target, nil, err
+		}
+		p := r.procs[name]
+		r.mu.Lock()
+		r.gone[name] = f.Kind == FreezeNode
+		r.mu.Unlock()
+		if f.Kind == FreezeNode {
+			p.signal(syscall.SIGSTOP)
+			return name, nothing, nil
+		}
+		p.kill()
+		// Its port refuses from now on, as a dead process's does, also
+		// through the clients' proxies (a proxy that accepted and
+		// closed would be a load balancer in front of a dead node).
+		r.fab.stop(func(_, to string) bool { return to == name })
+		return name, nothing, nil
+	case JoinNode:
+		r.mu.Lock()
+		k := len(r.nodes)
+		r.mu.Unlock()
+		p, err := r.addNode(k)
+		if err != nil {
+			return "", nil, err
+		}
+		if err := p.start(30 * time.Second); err != nil {
+			return p.name, nil, err
+		}
+		r.mu.Lock()
+		r.nodes = append(r.nodes, p)
+		r.mu.Unlock()
+		return p.name, nothing, nil
 	case KillWorker, KillNode, KillEtcd, KillCommitter, KillLeader,
 		PauseWorker, PauseEtcd, PauseCommitter, PauseLeader:
 		name := f.Target
@@ -150,4 +191,72 @@ func isKill(kind string) bool {
 		return true
 	}
 	return false
+}
+
+// frozen reports whether node name was frozen for good.
+func (r *run) frozen(name string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.gone[name]
+}
+
+// coordinatorOf names the node that coordinates group, as the live nodes
+// answer FindCoordinator (dialled directly, not through the fabric). It
+// asks again while the answer is an error or a node lost or frozen
+// before (survivors name it until its lease expires), up to 15 s.
+func (r *run) coordinatorOf(ctx context.Context, group string) (string, error) {
+	deadline := time.Now().Add(15 * time.Second)
+	var last error
+	for {
+		r.mu.Lock()
+		var seeds []string
+		byAddr := map[string]string{}
+		for _, n := range r.nodes {
+			if _, gone := r.gone[n.name]; !gone {
+				seeds = append(seeds, n.addr)
+				byAddr[n.addr] = n.name
+			}
+		}
+		r.mu.Unlock()
+		name, err := findCoordinator(ctx, seeds, group)
+		if err == nil {
+			if n, ok := byAddr[name]; ok {
+				return n, nil
+			}
+			err = fmt.Errorf("the coordinator %s is no live node", name)
+		}
+		last = err
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return "", fmt.Errorf("chaos: the coordinator of %s: %w", group, last)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// findCoordinator asks seeds for group's coordinator and returns its
+// host:port.
+func findCoordinator(ctx context.Context, seeds []string, group string) (string, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.RequestRetries(0))
+	if err != nil {
+		return "", err
+	}
+	defer cl.Close()
+	req := kmsg.NewPtrFindCoordinatorRequest()
+	req.CoordinatorKey = group
+	req.CoordinatorKeys = []string{group}
+	cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	resp, err := req.RequestWith(cctx, cl)
+	if err != nil {
+		return "", err
+	}
+	host, port, code := resp.Host, resp.Port, resp.ErrorCode
+	if len(resp.Coordinators) > 0 {
+		c := resp.Coordinators[0]
+		host, port, code = c.Host, c.Port, c.ErrorCode
+	}
+	if err := kerr.ErrorForCode(code); err != nil {
+		return "", err
+	}
+	return net.JoinHostPort(host, strconv.Itoa(int(port))), nil
 }

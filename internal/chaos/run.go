@@ -25,11 +25,12 @@ import (
 
 // The names a run gives what it creates.
 const (
-	group       = "chaos"         // the workers' group
-	offsetGroup = "chaos-offsets" // the committers' group
-	topic       = "work"
-	storePrefix = "/tenure/"     // tenure's default etcd store prefix
-	fencePrefix = "/chaos/fence" // the workers' etcd resource
+	group        = "chaos"         // the workers' group
+	offsetGroup  = "chaos-offsets" // the committers' group
+	classicGroup = "chaos-classic" // the classic committers' group
+	topic        = "work"
+	storePrefix  = "/tenure/"     // tenure's default etcd store prefix
+	fencePrefix  = "/chaos/fence" // the workers' etcd resource
 )
 
 // Result is what one run found.
@@ -75,6 +76,9 @@ type run struct {
 	done       []check.Fault
 	healErr    error
 	lastLeader string
+	// gone are the nodes lost or frozen for good (the fail-over
+	// variant), by name: true if frozen.
+	gone map[string]bool
 }
 
 // Run carries out one seeded run in cfg.Dir and checks it. The error is
@@ -101,6 +105,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		schedule: Schedule(cfg.Seed, cfg.shape()),
 		fab:      newFabric(),
 		procs:    map[string]*proc{},
+		gone:     map[string]bool{},
 		table:    fmt.Sprintf("chaos_%d_%d", cfg.Seed, time.Now().UnixNano()%1e9),
 	}
 	if err := writeJSON(filepath.Join(cfg.Dir, "schedule.json"), r.schedule); err != nil {
@@ -177,6 +182,14 @@ func (r *run) execute(ctx context.Context) (*check.Input, error) {
 	if err := r.startClients(ctx); err != nil {
 		return nil, err
 	}
+	if r.cfg.Failover {
+		// Check 10 judges every callback after the first fault, and a
+		// fault that lands on a group still forming tests its joining:
+		// the groups must have settled before it, whatever the warm-up.
+		if err := r.waitSettled(ctx, time.Minute); err != nil {
+			return nil, err
+		}
+	}
 	start := time.Now()
 	r.logf("seed %d: %d processes up; %d faults from %v to %v", r.cfg.Seed, len(r.procs), len(r.schedule), r.cfg.Warmup, r.cfg.Duration-r.cfg.Settle)
 
@@ -230,7 +243,7 @@ func (r *run) execute(ctx context.Context) (*check.Input, error) {
 	}
 	r.logf("rows: %d in %v", len(in.Rows), time.Since(t0).Round(time.Millisecond))
 	t0 = time.Now()
-	if in.Offsets, err = r.mergeOffsets(); err != nil {
+	if in.Offsets, in.Callbacks, err = r.mergeOffsets(); err != nil {
 		return nil, err
 	}
 	r.logf("offsets: %d in %v", len(in.Offsets), time.Since(t0).Round(time.Millisecond))
@@ -240,6 +253,13 @@ func (r *run) execute(ctx context.Context) (*check.Input, error) {
 	in.Run = check.Run{
 		Seed: int64(r.cfg.Seed), Group: group, Topic: topic, Partitions: r.cfg.Partitions, Prefix: storePrefix,
 		SessionTimeout: r.cfg.SessionTimeout, RebalanceTimeout: r.cfg.RebalanceTimeout, Faults: faults,
+		Unnoticed: r.cfg.Failover,
+	}
+	if r.cfg.Committers > 0 {
+		in.Run.ConsumerGroups = append(in.Run.ConsumerGroups, offsetGroup)
+	}
+	if r.cfg.ClassicCommitters > 0 {
+		in.Run.ConsumerGroups = append(in.Run.ConsumerGroups, classicGroup)
 	}
 	// Everything but the attempt logs, which the workers wrote there
 	// themselves; then the folder is read back as the checker's input,
@@ -248,10 +268,11 @@ func (r *run) execute(ctx context.Context) (*check.Input, error) {
 		return nil, err
 	}
 	for name, write := range map[string]func(io.Writer) error{
-		check.RowsFile:     func(w io.Writer) error { return check.WriteJSONL(w, in.Rows) },
-		check.HistoryFile:  func(w io.Writer) error { return check.WriteJSONL(w, in.History) },
-		check.RevTimesFile: func(w io.Writer) error { return check.WriteJSONL(w, in.RevTimes) },
-		check.OffsetsFile:  func(w io.Writer) error { return check.WriteJSONL(w, in.Offsets) },
+		check.RowsFile:      func(w io.Writer) error { return check.WriteJSONL(w, in.Rows) },
+		check.HistoryFile:   func(w io.Writer) error { return check.WriteJSONL(w, in.History) },
+		check.RevTimesFile:  func(w io.Writer) error { return check.WriteJSONL(w, in.RevTimes) },
+		check.OffsetsFile:   func(w io.Writer) error { return check.WriteJSONL(w, in.Offsets) },
+		check.CallbacksFile: func(w io.Writer) error { return check.WriteJSONL(w, in.Callbacks) },
 	} {
 		if err := writeFile(filepath.Join(r.cfg.Dir, name), write); err != nil {
 			return nil, err

@@ -33,6 +33,13 @@ const (
 	ResetLeader     = "reset-leader"     // reset every connection to and from the leading tenure node
 	EtcdMinority    = "etcd-minority"    // black-hole every link of one etcd member, raft included
 	QuorumLoss      = "quorum-loss"      // black-hole every link of two etcd members
+
+	// Faults of the fail-over variant, which stock consumers must not
+	// notice. Their Target names a group: the fault hits the node that
+	// coordinates it when the fault starts. They never heal: For is 0.
+	LoseNode   = "lose-node"   // SIGKILL the group's coordinator, never restart it; its port refuses from then on
+	FreezeNode = "freeze-node" // SIGSTOP the group's coordinator, never resume it
+	JoinNode   = "join-node"   // start a fresh node on a new address (no Target)
 )
 
 // Fault is one entry of a run's schedule.
@@ -91,6 +98,9 @@ func (f Fault) String() string {
 // does): no other fault overlaps that stretch. Every other pause, of any
 // length, overlaps whatever the other track does.
 func Schedule(seed uint64, s Shape) []Fault {
+	if s.Failover {
+		return FailoverSchedule(seed, s)
+	}
 	rng := rand.New(rand.NewPCG(seed, 0x7e4e5e))
 	start, end := s.Warmup, s.Duration-s.Settle
 	if end <= start {
@@ -102,6 +112,45 @@ func Schedule(seed uint64, s Shape) []Fault {
 	out = append(out, networkTrack(rng, s, start, end, clear)...)
 	sortFaults(out)
 	return out
+}
+
+// FailoverSchedule is the fail-over variant's schedule: the losses that
+// do not come back (docs/DESIGN.md, "Fail-over as the client sees it"),
+// each aimed at the node coordinating one of the stock consumers' groups,
+// which must not notice. At the end of the warm-up one coordinator is
+// lost (SIGKILL, never restarted) or frozen (SIGSTOP, never resumed), the
+// seed says which; in the middle of the fault window a fresh node joins
+// on a new address; at the end of the window the other fault hits the
+// coordinator of a group drawn from the seed. The set keeps two live
+// nodes of four.
+func FailoverSchedule(seed uint64, s Shape) []Fault {
+	rng := rand.New(rand.NewPCG(seed, 0xfa11))
+	start, end := s.Warmup, s.Duration-s.Settle
+	if end <= start {
+		return nil
+	}
+	groups := []string{offsetGroup}
+	if s.Committers == 0 {
+		groups = nil
+	}
+	if s.ClassicCommitters > 0 {
+		groups = append(groups, classicGroup)
+	}
+	if len(groups) == 0 {
+		return nil
+	}
+	kinds := []string{LoseNode, FreezeNode}
+	if rng.IntN(2) == 1 {
+		kinds[0], kinds[1] = kinds[1], kinds[0]
+	}
+	first := rng.IntN(len(groups))
+	return []Fault{
+		{At: start, Kind: kinds[0], Target: groups[first]},
+		{At: start + (end-start)/2, Kind: JoinNode},
+		// The second fault aims at the other group if there is one: its
+		// coordinator may or may not be the survivor of the first.
+		{At: end, Kind: kinds[1], Target: groups[(first+1)%len(groups)]},
+	}
 }
 
 // span is a stretch of a run, [from, to).
@@ -151,6 +200,10 @@ type Shape struct {
 	Duration, Warmup, Settle time.Duration
 	Session                  time.Duration // the members' session timeout
 	Workers, Committers      int
+	// Failover draws the fail-over variant's schedule (FailoverSchedule);
+	// ClassicCommitters says whether it may aim at the classic group.
+	Failover          bool
+	ClassicCommitters int
 }
 
 func processTrack(rng *rand.Rand, s Shape, start, end time.Duration, clear []span) []Fault {

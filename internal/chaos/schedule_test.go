@@ -73,3 +73,45 @@ func TestScheduleShape(t *testing.T) {
 func isProcessFault(kind string) bool {
 	return strings.HasPrefix(kind, "kill-") || strings.HasPrefix(kind, "pause-")
 }
+
+// TestFailoverSchedule: every seed takes one coordinator away for good
+// (lost or frozen) at the end of the warm-up, adds a fresh node, and takes
+// the other way at the end of the fault window; both kinds, and both
+// groups as first target, come up over the seeds.
+func TestFailoverSchedule(t *testing.T) {
+	s := Shape{Duration: 28 * time.Second, Warmup: 4 * time.Second, Settle: 9 * time.Second, Session: 2 * time.Second,
+		Workers: 6, Committers: 2, ClassicCommitters: 2, Failover: true}
+	firsts := map[string]int{}
+	for seed := range uint64(100) {
+		fs := Schedule(seed, s)
+		if !reflect.DeepEqual(fs, Schedule(seed, s)) {
+			t.Fatalf("seed %d drew two schedules", seed)
+		}
+		if len(fs) != 3 || fs[1].Kind != JoinNode {
+			t.Fatalf("seed %d: %v, want a loss, a join, a loss", seed, fs)
+		}
+		if kinds := []string{fs[0].Kind, fs[2].Kind}; !slices.Contains(kinds, LoseNode) || !slices.Contains(kinds, FreezeNode) {
+			t.Fatalf("seed %d: %v, want one lose-node and one freeze-node", seed, fs)
+		}
+		if fs[0].Target == fs[2].Target {
+			t.Fatalf("seed %d: %v aims twice at one group", seed, fs)
+		}
+		for _, f := range fs {
+			if f.For != 0 || f.At < s.Warmup || f.At > s.Duration-s.Settle {
+				t.Fatalf("seed %d: %v outside the fault window or healing", seed, f)
+			}
+		}
+		firsts[fs[0].Kind+" "+fs[0].Target]++
+	}
+	if len(firsts) != 4 {
+		t.Fatalf("100 seeds drew the first faults %v, want each kind at each group", firsts)
+	}
+	s.ClassicCommitters = 0
+	for seed := range uint64(20) {
+		for _, f := range Schedule(seed, s) {
+			if f.Target == classicGroup {
+				t.Fatalf("seed %d: %v without classic committers", seed, f)
+			}
+		}
+	}
+}

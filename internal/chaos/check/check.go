@@ -76,6 +76,16 @@ func Check(in *Input, opts Options) (*Report, error) {
 	vs = append(vs, h.checkOffsets()...)                       // 7
 	vs = append(vs, checkLiveness(run, h, c, st.Bound, st)...) // 8
 	vs = append(vs, checkForgeries(in.Rows, in.Attempts)...)   // 9
+	cvs, err := checkConsumerGroups(run, in.History)           // 2, for the stock consumers' groups
+	if err != nil {
+		return nil, err
+	}
+	vs = append(vs, cvs...)
+	cvs, err = checkClients(run, in.History, in.Callbacks, c.to(), c.revs[len(c.revs)-1]) // 10
+	if err != nil {
+		return nil, err
+	}
+	vs = append(vs, cvs...)
 	countForgeries(in.Attempts, st)
 	sortViolations(vs)
 	rep.Violations = vs

@@ -34,8 +34,9 @@
 //	                "worker":"w3","member":"<id>","order":1234}; order is the
 //	                resource's acceptance order (PostgreSQL id, etcd mod revision)
 //	history.jsonl   KV: {"rev":812,"key":"<base64>","value":"<base64>","deleted":false},
-//	                every revision of every key under <prefix>groups/, in revision
-//	                order (an etcd Watch from revision 1 on an uncompacted etcd)
+//	                every revision of every key under <prefix>groups/ (or, sharded,
+//	                <prefix>shards/<s>/groups/), in revision order (an etcd Watch
+//	                from revision 1 on an uncompacted etcd)
 //	revtimes.jsonl  RevTime: {"rev":812,"t":"..."}, etcd's current revision sampled
 //	                about every 100 ms for the whole run
 //	offsets.jsonl   OffsetOp: {"client":"c1","member":"<id>","partition":5,
@@ -44,6 +45,10 @@
 //	                nothing written), or pending (as in attempts, matched by client:
 //	                a consumer learns its member ID with the answer); "group" if
 //	                not run.json's
+//	callbacks.jsonl Callback (optional): {"client":"c2","group":"chaos-classic",
+//	                "member":"<id>","epoch":3,"callback":"revoked","partition":5,"t":"..."},
+//	                one line per partition of each call of a stock consumer's
+//	                OnPartitionsAssigned, OnPartitionsRevoked or OnPartitionsLost
 //
 // All times are wall-clock times of one machine: check 1's attempt part,
 // check 5 and check 8 compare times logged by different processes. Run on
@@ -142,6 +147,9 @@
 //     owner until its session expires; the recovery times measure that
 //     expiry as well.
 //
+// The stock consumers' groups (Run.ConsumerGroups) are replayed too, for
+// TwoOwners and, KIP-848, GrantOrder of their own.
+//
 // The forging variant (signed grants, verifying resources, one client
 // forging tokens):
 //
@@ -151,6 +159,18 @@
 //     of unknown outcome or not); no honest append or admit was refused
 //     as unverified (outcome "unverified"). Without a forging client
 //     there is nothing to see.
+//
+// The fail-over variant (Run.Unnoticed: every fault is one stock
+// consumers must not notice):
+//
+//  10. Noticed, ClientTwoOwners and Expelled. No OnPartitionsRevoked or
+//     OnPartitionsLost of a stock consumer (Callbacks) from the first
+//     fault's start to the end of the observation; replaying the
+//     callbacks in time, no partition assigned to a consumer while
+//     another of its group holds it; no MemberRecord of a consumers'
+//     group deleted at a revision the observation saw (the consumers
+//     leave after it). Limit: the callbacks are stamped by the consumers'
+//     own clocks, on one machine.
 //
 // Stats: faults by kind; appends (accepted, stale, unknown, held by a
 // pause) and admits per resource; commits and fetches of the workers and

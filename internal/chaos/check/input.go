@@ -26,6 +26,9 @@ type Input struct {
 	RevTimes []RevTime
 	// Offsets are the stock kgo consumers' commits and fetches.
 	Offsets []OffsetOp
+	// Callbacks are the stock kgo consumers' rebalance callbacks, one
+	// line per partition of each call, in file order.
+	Callbacks []Callback
 	// Notes are remarks of the loader (a skipped torn line); Check copies
 	// them into the Report.
 	Notes []string
@@ -46,6 +49,14 @@ type Run struct {
 	RebalanceTimeout time.Duration
 	// Faults is the fault schedule, as it was carried out.
 	Faults []Fault
+	// ConsumerGroups are the groups of the stock consumers (Offsets,
+	// Callbacks), which the history replay checks for two owners and
+	// grant order too.
+	ConsumerGroups []string
+	// Unnoticed says that every fault of the run is one the stock
+	// consumers must not notice (a coordinating node lost for good,
+	// frozen for good, or a node joining): check 10 applies.
+	Unnoticed bool
 }
 
 // Fault is one fault of the schedule. End is when it healed (the process
@@ -60,14 +71,16 @@ type Fault struct {
 
 // runJSON is run.json: Run with its durations in Go's notation ("20s").
 type runJSON struct {
-	Seed             int64   `json:"seed"`
-	Group            string  `json:"group"`
-	Topic            string  `json:"topic"`
-	Partitions       int32   `json:"partitions"`
-	Prefix           string  `json:"prefix"`
-	SessionTimeout   string  `json:"session_timeout"`
-	RebalanceTimeout string  `json:"rebalance_timeout"`
-	Faults           []Fault `json:"faults"`
+	Seed             int64    `json:"seed"`
+	Group            string   `json:"group"`
+	Topic            string   `json:"topic"`
+	Partitions       int32    `json:"partitions"`
+	Prefix           string   `json:"prefix"`
+	SessionTimeout   string   `json:"session_timeout"`
+	RebalanceTimeout string   `json:"rebalance_timeout"`
+	Faults           []Fault  `json:"faults"`
+	ConsumerGroups   []string `json:"consumer_groups,omitempty"`
+	Unnoticed        bool     `json:"unnoticed,omitempty"`
 }
 
 // MarshalJSON writes the form of run.json.
@@ -79,7 +92,7 @@ func (r Run) MarshalJSON() ([]byte, error) {
 	return json.Marshal(runJSON{
 		Seed: r.Seed, Group: r.Group, Topic: r.Topic, Partitions: r.Partitions, Prefix: r.Prefix,
 		SessionTimeout: r.SessionTimeout.String(), RebalanceTimeout: r.RebalanceTimeout.String(),
-		Faults: faults,
+		Faults: faults, ConsumerGroups: r.ConsumerGroups, Unnoticed: r.Unnoticed,
 	})
 }
 
@@ -100,6 +113,7 @@ func (r *Run) UnmarshalJSON(b []byte) error {
 	*r = Run{
 		Seed: j.Seed, Group: j.Group, Topic: j.Topic, Partitions: j.Partitions, Prefix: j.Prefix,
 		SessionTimeout: st, RebalanceTimeout: rt, Faults: j.Faults,
+		ConsumerGroups: j.ConsumerGroups, Unnoticed: j.Unnoticed,
 	}
 	return nil
 }
@@ -249,4 +263,24 @@ type OffsetOp struct {
 	T1        time.Time `json:"t1"`
 	Outcome   string    `json:"outcome"`
 	Err       string    `json:"err,omitempty"`
+}
+
+// The kinds of a Callback: which of kgo's rebalance callbacks was called.
+const (
+	CallbackAssigned = "assigned" // OnPartitionsAssigned
+	CallbackRevoked  = "revoked"  // OnPartitionsRevoked
+	CallbackLost     = "lost"     // OnPartitionsLost
+)
+
+// Callback is one partition of one call of a stock consumer's rebalance
+// callback, at wall time T, with the member ID and epoch (the generation,
+// for a classic group) the client knew then. The topic is Run.Topic.
+type Callback struct {
+	Client    string    `json:"client"`
+	Group     string    `json:"group"`
+	Member    string    `json:"member,omitempty"`
+	Epoch     int32     `json:"epoch"`
+	Callback  string    `json:"callback"`
+	Partition int32     `json:"partition"`
+	T         time.Time `json:"t"`
 }

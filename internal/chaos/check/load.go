@@ -22,6 +22,9 @@ const (
 	HistoryFile  = "history.jsonl"
 	RevTimesFile = "revtimes.jsonl"
 	OffsetsFile  = "offsets.jsonl"
+	// CallbacksFile is optional: a run without stock consumers' callbacks
+	// (or a folder of an older runner) has none.
+	CallbacksFile = "callbacks.jsonl"
 )
 
 // maxLine bounds one JSON line (a history value is at most etcd's request
@@ -71,6 +74,11 @@ func Load(dir string) (*Input, error) {
 	}
 	if in.Offsets, _, err = readJSONL[OffsetOp](filepath.Join(dir, OffsetsFile), false); err != nil {
 		return nil, err
+	}
+	if _, err := os.Stat(filepath.Join(dir, CallbacksFile)); err == nil {
+		if in.Callbacks, _, err = readJSONL[Callback](filepath.Join(dir, CallbacksFile), false); err != nil {
+			return nil, err
+		}
 	}
 	return in, nil
 }
@@ -165,7 +173,13 @@ func Write(dir string, in *Input) error {
 	if err := writeFile(filepath.Join(dir, RevTimesFile), in.RevTimes); err != nil {
 		return err
 	}
-	return writeFile(filepath.Join(dir, OffsetsFile), in.Offsets)
+	if err := writeFile(filepath.Join(dir, OffsetsFile), in.Offsets); err != nil {
+		return err
+	}
+	if len(in.Callbacks) == 0 {
+		return nil
+	}
+	return writeFile(filepath.Join(dir, CallbacksFile), in.Callbacks)
 }
 
 func writeFile[T any](path string, vs []T) (err error) {

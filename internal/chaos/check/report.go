@@ -51,6 +51,16 @@ const (
 	// HonestRefused (check 9): a resource's verifier refused an honest
 	// owner's token.
 	HonestRefused
+	// Noticed (check 10): a stock consumer's OnPartitionsRevoked or
+	// OnPartitionsLost fired, in a run whose faults are all ones stock
+	// consumers must not notice (Run.Unnoticed).
+	Noticed
+	// ClientTwoOwners (check 10): two stock consumers of one group held a
+	// partition at once, as their own callbacks tell it (Run.Unnoticed).
+	ClientTwoOwners
+	// Expelled (check 10): the coordinator deleted a stock consumer's
+	// member record while the run was observed (Run.Unnoticed).
+	Expelled
 )
 
 var kindNames = [...]string{
@@ -66,6 +76,9 @@ var kindNames = [...]string{
 	NoOwner:          "no-owner",
 	ForgedAccepted:   "forged-accepted",
 	HonestRefused:    "honest-refused",
+	Noticed:          "noticed",
+	ClientTwoOwners:  "client-two-owners",
+	Expelled:         "expelled",
 }
 
 func (k Kind) String() string {
