@@ -45,6 +45,7 @@ var envRenames = map[string]map[string]string{
 		"rebalance-timeout": "TENURE_CHAOS_REBALANCE_TIMEOUT",
 		"seed":              "TENURE_CHAOS_SEED",
 		"session-timeout":   "TENURE_CHAOS_SESSION_TIMEOUT",
+		"shards":            "TENURE_CHAOS_SHARDS",
 		"work-interval":     "TENURE_CHAOS_WORK_INTERVAL",
 	},
 	"chaos-committer": {

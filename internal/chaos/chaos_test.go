@@ -84,9 +84,12 @@ func TestChaos(t *testing.T) {
 			replay := map[bool]string{true: " --forge"}[forge]
 			if sp.failover {
 				// Stock consumers of both protocols, groups spread over
-				// six shards.
+				// six shards; three workers, whose group forms faster,
+				// and a shorter run (faults at 4, 10 and 16 s), to keep
+				// make test's time.
 				cfg.ClassicCommitters, cfg.Shards, cfg.Failover = 2, 6, true
-				replay = " --failover --classic-committers 2 --shards 6"
+				cfg.Workers, cfg.Duration = 3, 25*time.Second
+				replay = " --failover --classic-committers 2 --shards 6 --workers 3 --duration 25s"
 			}
 			if testing.Verbose() {
 				cfg.Progress = os.Stdout
@@ -104,6 +107,7 @@ func TestChaos(t *testing.T) {
 				if control {
 					t.Fatalf("seed %d: the control run, unfenced, passed the checker: it would miss stale writes (folder %s)", s, dir)
 				}
+				// Flags given twice: the last one counts.
 				t.Fatalf("seed %d: %d violations (folder %s; replay: tenure chaos --seed %d --runs 1 --duration 28s --warmup 4s --settle 9s --workers 6 --committers 2 --session-timeout 2s --rebalance-timeout 4s --election-ttl 1s%s)",
 					s, len(res.Report.Violations), dir, s, replay)
 			}

@@ -464,7 +464,8 @@ func (r *run) dumpHistory(ctx context.Context) ([]check.KV, error) {
 // by exactly one committer of each group, and no callback came for a
 // second) and the coordinator's records say the workers' group has.
 func (r *run) waitSettled(ctx context.Context, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
+	began := time.Now()
+	deadline := began.Add(timeout)
 	var why string
 	for {
 		_, cbs, err := r.mergeOffsets()
@@ -476,7 +477,7 @@ func (r *run) waitSettled(ctx context.Context, timeout time.Duration) error {
 			why = r.workersSettled(ctx)
 		}
 		if why == "" {
-			r.logf("the stock consumers' groups have settled")
+			r.logf("every group has settled, %v after the processes were up", time.Since(began).Round(time.Millisecond))
 			return nil
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
