@@ -182,13 +182,12 @@ func (r *run) execute(ctx context.Context) (*check.Input, error) {
 	if err := r.startClients(ctx); err != nil {
 		return nil, err
 	}
-	if r.cfg.Failover {
-		// Check 10 judges every callback after the first fault, and a
-		// fault that lands on a group still forming tests its joining:
-		// the groups must have settled before it, whatever the warm-up.
-		if err := r.waitSettled(ctx, time.Minute); err != nil {
-			return nil, err
-		}
+	// A fault that lands on a group still forming tests its joining: a
+	// zombie that has not joined holds no write for the control run to
+	// land, and check 10 judges every callback after the first fault.
+	// The groups must have settled before it, whatever the warm-up.
+	if err := r.waitSettled(ctx, time.Minute); err != nil {
+		return nil, err
 	}
 	start := time.Now()
 	r.logf("seed %d: %d processes up; %d faults from %v to %v", r.cfg.Seed, len(r.procs), len(r.schedule), r.cfg.Warmup, r.cfg.Duration-r.cfg.Settle)
