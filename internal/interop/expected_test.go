@@ -76,6 +76,13 @@ var expectedFailures = func() map[string]expectation {
 			"eager rebalance: it gives up everything it owns for a JoinGroup/SyncGroup round trip, though it keeps its member " +
 			"ID and its partitions; while the members rejoin the group is not Stable, which may take past TTL + 2 s to serve",
 	})
+	add("kafkajs", []fault{faultStop, faultIsolate}, expectation{
+		checks: []string{"expelled", "lost", "unowned"},
+		why: "kafkajs keeps the coordinator it found when it joined (consumerGroup.js, this.coordinator, set in " +
+			"[PRIVATE.JOIN] only) and heartbeats to it; against a node that accepts and never answers each attempt waits " +
+			"requestTimeout (30 s) before its retries, so no member reaches the survivors before the takeover grace (30 s) " +
+			"ends: all are expelled while they still consume, and a crash and restart as a new member may follow",
+	})
 	add("platformatic", []fault{faultKill}, expectation{
 		checks: []string{"revoked", "unowned"}, mayPass: true,
 		why: "@platformatic/kafka 1.35 caches its coordinator's node ID for the client's life (#coordinatorId); against a " +

@@ -279,7 +279,7 @@ func runOne(t *testing.T, cl client, cfg setConfig, f fault) (r row) {
 		lastPoll time.Time
 		minMem   = *members
 	)
-	for time.Now().Before(faultAt.Add(*observe)) {
+	for time.Now().Before(faultAt.Add(max(*observe, cl.observe))) {
 		now := time.Now()
 		view, n, ok := describe(ctx, survivors, cl.protocol)
 		if ok && view.members == *members && r.served < 0 {
