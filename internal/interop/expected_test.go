@@ -85,9 +85,11 @@ var expectedFailures = func() map[string]expectation {
 	})
 	add("platformatic", []fault{faultKill}, expectation{
 		checks: []string{"revoked", "unowned"}, mayPass: true,
-		why: "@platformatic/kafka 1.35 caches its coordinator's node ID for the client's life (#coordinatorId); against a " +
-			"refused address its heartbeats and fetches fail their retries and members give partitions up, unless a metadata " +
-			"reload that aliases the dead node's ID to a survivor comes first (seen both ways)",
+		why: "@platformatic/kafka 1.35 fetches a partition from the leader its cached metadata names; when the fetch to the " +
+			"dead leader fails its retries (3, a second apart) the MessagesStream destroys itself (messages-stream.js, " +
+			"this.destroy(error)), and the stream's close untracks its topics (consumer.js, topics.untrackAll): the next " +
+			"heartbeat subscribes to nothing and the coordinator takes every partition away. It passes when a metadata " +
+			"reload moves the leadership to a survivor before the fourth failure (seen both ways)",
 	})
 	return m
 }()
