@@ -35,6 +35,7 @@ type Store struct {
 	// unsettled mirrors fence.unsettled for loads, which do not take wmu
 	// unless it is set.
 	unsettled atomic.Bool
+	busy      busyState // etcd refusing proposals (busy.go); guarded by wmu
 
 	lifeMu      sync.RWMutex
 	closed      bool
@@ -170,10 +171,14 @@ const maxFenceMoves = 3
 func (s *Store) commit(ctx context.Context, t *plannedTxn) error {
 	ops := t.clientOps()
 	for range maxFenceMoves {
-		start := time.Now()
-		resp, err := s.cli.Txn(ctx).If(s.writeCmps()...).Then(ops...).
-			Else(clientv3.OpGet(s.keys.fence())).Commit()
-		s.metrics.txn(time.Since(start).Seconds(), t.records, t.bytes)
+		var resp *clientv3.TxnResponse
+		err := s.whenAccepted(ctx, func() (err error) {
+			start := time.Now()
+			resp, err = s.cli.Txn(ctx).If(s.writeCmps()...).Then(ops...).
+				Else(clientv3.OpGet(s.keys.fence())).Commit()
+			s.metrics.txn(time.Since(start).Seconds(), t.records, t.bytes)
+			return err
+		})
 		if err != nil {
 			if knownRejection(err) {
 				return fmt.Errorf("rejected by etcd, nothing written: %w", err)
