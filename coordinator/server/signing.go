@@ -141,6 +141,12 @@ func (s *Server) reloadKeys(ctx context.Context, expire bool) error {
 			keys, changed = store.Rotate(keys, k, time.Now()), true
 			s.log.Info("signing key created: the key ring had no active key", zap.String("key", string(k.ID())))
 		}
+		if next, promoted := store.Promote(keys, time.Now(), s.cfg.KeyPublishDelay); promoted {
+			keys, changed = next, true
+			a, _ := store.Active(keys)
+			s.log.Info("signing key activated after its publish delay", zap.String("key", string(a.ID())),
+				zap.Duration("publish_delay", s.cfg.KeyPublishDelay))
+		}
 		if expire {
 			var revoked bool
 			if keys, revoked = store.Expire(keys, time.Now(), sg.retention); revoked {
@@ -266,16 +272,45 @@ func (s *Server) SigningKeys(ctx context.Context) (*epoch.KeySet, error) {
 // which verifies until it is revoked (KeyRetention after, or by
 // RevokeKey); every node signs with the new key as soon as it sees the
 // ring change (its watch) and grants its members everything again under
-// it. It returns the new key set. Any node of an HA set may rotate.
+// it. With a KeyPublishDelay the new key is first published as pending
+// (it verifies, it does not sign) and becomes active after the delay; a
+// rotation while one is pending is refused (store.ErrRotationPending:
+// RotateKeyNow activates it). It returns the new key set. Any node of an
+// HA set may rotate.
 func (s *Server) RotateKey(ctx context.Context) (*epoch.KeySet, error) {
+	return s.rotate(ctx, s.cfg.KeyPublishDelay == 0)
+}
+
+// RotateKeyNow is RotateKey without the publish delay, for a compromised
+// key: the pending key if there is one, else a new key, signs at once.
+// Resources refuse its tokens until they fetch the new key set.
+func (s *Server) RotateKeyNow(ctx context.Context) (*epoch.KeySet, error) {
+	return s.rotate(ctx, true)
+}
+
+func (s *Server) rotate(ctx context.Context, now bool) (*epoch.KeySet, error) {
 	return s.changeKeys(ctx, func(keys []store.SigningKey) ([]store.SigningKey, bool, error) {
-		now := time.Now()
-		k, err := newSigningKey(now)
+		at := time.Now()
+		if p, ok := store.Pending(keys); ok && now {
+			s.log.Info("signing key activated before its publish delay", zap.String("key", string(p.ID())))
+			out, _ := store.ActivatePending(keys, at)
+			return out, true, nil
+		}
+		k, err := newSigningKey(at)
 		if err != nil {
 			return nil, false, err
 		}
-		s.log.Info("signing key rotated", zap.String("key", string(k.ID())))
-		return store.Rotate(keys, k, now), true, nil
+		if now {
+			s.log.Info("signing key rotated", zap.String("key", string(k.ID())))
+			return store.Rotate(keys, k, at), true, nil
+		}
+		out, err := store.Stage(keys, k)
+		if err != nil {
+			return nil, false, err
+		}
+		s.log.Info("signing key published; it signs after the publish delay", zap.String("key", string(k.ID())),
+			zap.Duration("publish_delay", s.cfg.KeyPublishDelay))
+		return out, true, nil
 	})
 }
 
