@@ -3,12 +3,14 @@ package server
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/tenure-dev/tenure/coordinator/store"
 	"github.com/tenure-dev/tenure/epoch"
@@ -501,5 +503,77 @@ func TestSigningPublishDelay(t *testing.T) {
 	}
 	if r := ts.signing.cur.Load(); r.signer.ID() != third {
 		t.Fatalf("after RotateKeyNow the node signs with %s, want %s", r.signer.ID(), third)
+	}
+}
+
+// racingKeys is a key store on which another node changes the ring
+// (race) right before this node's next write, which then loses the
+// compare-and-swap.
+type racingKeys struct {
+	store.KeyStore
+	mu   sync.Mutex
+	race func(store.KeyStore)
+}
+
+func (r *racingKeys) StoreKeys(ctx context.Context, keys []store.SigningKey, version int64) error {
+	r.mu.Lock()
+	race := r.race
+	r.race = nil
+	r.mu.Unlock()
+	if race != nil {
+		race(r.KeyStore)
+	}
+	return r.KeyStore.StoreKeys(ctx, keys, version)
+}
+
+// TestSigningLogsOnlyWhatItStored: a node whose promotion of the pending
+// key loses the compare-and-swap to another node's (which promoted it
+// first) signs with the promoted key, and does not log a promotion it
+// did not make.
+func TestSigningLogsOnlyWhatItStored(t *testing.T) {
+	core, logs := observer.New(zap.InfoLevel)
+	keys := &racingKeys{KeyStore: store.NewMemory()}
+	ts := startServerLogger(t, zap.New(core), func(c *Config) {
+		c.Store, c.KeyStore, c.SignGrants = store.NewMemory(), keys, true
+		c.KeyPublishDelay, c.KeyRefresh = 200*time.Millisecond, 50*time.Millisecond
+	})
+	eventually(t, 5*time.Second, "the server's signing keys loaded", func() bool { return ts.signing.cur.Load() != nil })
+	staged, err := ts.RotateKey(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var next epoch.KeyID
+	for _, k := range staged.Keys() {
+		if k.State == epoch.KeyPending {
+			next = k.ID
+		}
+	}
+	// The other node promotes the pending key just before this node's
+	// write of the same promotion, due once the delay has passed.
+	keys.mu.Lock()
+	keys.race = func(ks store.KeyStore) {
+		if _, err := store.UpdateKeys(context.Background(), ks, func(ring []store.SigningKey) ([]store.SigningKey, bool, error) {
+			out, changed := store.ActivatePending(ring, time.Now())
+			return out, changed, nil
+		}); err != nil {
+			t.Errorf("the other node's promotion: %v", err)
+		}
+	}
+	keys.mu.Unlock()
+	eventually(t, 10*time.Second, "the node to sign with the promoted key", func() bool {
+		r := ts.signing.cur.Load()
+		return r != nil && r.signer.ID() == next
+	})
+	keys.mu.Lock()
+	raced := keys.race == nil
+	keys.mu.Unlock()
+	if !raced {
+		t.Fatal("the node promoted the key without writing the ring: the race never ran")
+	}
+	if n := logs.FilterMessage("signing key activated after its publish delay").Len(); n != 0 {
+		t.Errorf("the node logged %d promotions, want 0: the other node made it", n)
+	}
+	if n := logs.FilterMessage("signing key published; it signs after the publish delay").Len(); n != 1 {
+		t.Errorf("the node logged %d publications of the rotation it made, want 1", n)
 	}
 }
