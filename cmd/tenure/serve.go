@@ -80,6 +80,7 @@ func setupServe(fs *flag.FlagSet) func(ctx context.Context, args []string) error
 		parkedGroup   = fs.Int("max-parked-per-group", def.MaxParkedPerGroup, "most requests one group may hold parked; beyond it a JoinGroup or SyncGroup is answered COORDINATOR_LOAD_IN_PROGRESS")
 		signGrants    = fs.Bool("sign-grants", false, "sign every partition grant (Ed25519, over group, topic ID, partition, token and member) with a key kept in the store, so that fences with the published keys refuse tokens nobody issued; stock clients are unaffected (tenure keys --help)")
 		keyRetention  = fs.Duration("key-retention", def.KeyRetention, "how long a key retired by a rotation goes on verifying before it is revoked")
+		keyPublish    = fs.Duration("key-publish-delay", time.Minute, "how long a rotation publishes the next key (pending: it verifies) before it signs, so that resources that fetch the keys more often than that hold it before its first token (0: sign with it at once)")
 		storeFlags    = addStoreFlags(fs)
 		shards        = fs.Int("shards", 1, "with a shared etcd (an HA set): the number of coordinator shards the groups hash onto, each owned by one node at a time and spread evenly over the live nodes, like Kafka's __consumer_offsets partitions; 1 keeps one leader for every group. Fixed once the store's prefix is used: every node must give the same")
 		standby       = fs.Bool("standby", true, "with a shared etcd (an HA set): keep this node a warm standby, following the store of the groups other nodes coordinate and keeping them rebuilt in memory, so that a node that takes over serves them at once instead of loading the store; costs about the groups' memory on their coordinator (false: load the store at each takeover, for small machines)")
@@ -152,7 +153,7 @@ func setupServe(fs *flag.FlagSet) func(ctx context.Context, args []string) error
 		cfg.MaxConnectionsPerIP = *maxPerIP
 		cfg.MaxParkedPerConnection = *parkedConn
 		cfg.MaxParkedPerGroup = *parkedGroup
-		cfg.SignGrants, cfg.KeyRetention = *signGrants, *keyRetention
+		cfg.SignGrants, cfg.KeyRetention, cfg.KeyPublishDelay = *signGrants, *keyRetention, *keyPublish
 		cfg.PeerProbe = *peerProbe
 		cfg.Core.TakeoverGrace = *takeoverGrace
 		cfg.CoordinatorWait = min(*electionTTL+time.Second, 8*time.Second)
@@ -247,7 +248,10 @@ func setupServe(fs *flag.FlagSet) func(ctx context.Context, args []string) error
 		switch {
 		case be.memory != nil:
 			cfg.Store = be.memory
-			log.Warn("group state is kept in memory only: generations, assignments and offsets are lost when this process exits, so fencing tokens restart from zero")
+			log.Warn("group state is kept in memory only (--store memory): generations, assignments and offsets are lost when this process exits, " +
+				"so after a restart fencing tokens start again from 1, below the tokens owners held before: fences downstream (sqlfence, etcdfence, " +
+				"a worker's resources) refuse the new owners' writes until each group's generation passes its old one, while describe shows them owning " +
+				"their partitions. For tokens that survive restarts, use --store etcd (the default)")
 		case !storeFlags.shared():
 			// The embedded etcd alone is this node's: no other node can
 			// coordinate its groups, so there is nothing to elect, and a
@@ -280,7 +284,7 @@ func setupServe(fs *flag.FlagSet) func(ctx context.Context, args []string) error
 			if hln != nil {
 				httpAdv = httpAdvertise(hln.Addr(), adv)
 			}
-			cluster, err = joinCluster(ctx, be.cli, adv, advs, httpAdv, storeFlags.prefix, *electionTTL, *shards, be.storeOpts, log, reg)
+			cluster, err = joinCluster(ctx, be.cli, adv, advs, httpAdv, storeFlags.prefix, *electionTTL, *shards, storeFlags.nodeID(), be.storeOpts, log, reg)
 			if err != nil {
 				ln.Close()
 				return fmt.Errorf("joining the HA set: %w", err)
@@ -384,6 +388,25 @@ func addStoreFlags(fs *flag.FlagSet) *storeFlags {
 	fs.IntVar(&f.maxTxnOps, "max-txn-ops", 0, "most operations in one etcd transaction, at most the server's --max-txn-ops (default: 128, etcd's default, with --etcd-endpoints; 10000 with the embedded etcd, which is started with that limit)")
 	fs.DurationVar(&f.dialTimeout, "etcd-dial-timeout", 5*time.Second, "how long to wait for a connection to --etcd-endpoints at start-up")
 	return f
+}
+
+// nodeID is the node ID an embedded etcd member's name asks for: the
+// number it ends in (n1 is node 1, tenure-12 node 12), so that the nodes
+// of an HA set are numbered as their members are; -1 for a name without
+// one, or without an embedded member.
+func (f *storeFlags) nodeID() int32 {
+	if f.endpoints != "" {
+		return -1
+	}
+	i := len(f.name)
+	for i > 0 && f.name[i-1] >= '0' && f.name[i-1] <= '9' {
+		i--
+	}
+	id, err := strconv.ParseInt(f.name[i:], 10, 32)
+	if err != nil || i == len(f.name) {
+		return -1
+	}
+	return int32(id)
 }
 
 // etcdStartTimeout bounds starting an embedded etcd of this node alone,
