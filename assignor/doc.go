@@ -51,7 +51,8 @@
 //
 // # Kafka clients
 //
-// UniformBalancer and RendezvousBalancer wrap the assignors as franz-go
-// kgo.GroupBalancers, so classic consumer groups can use them, on tenure or
-// on Kafka itself. Both are cooperative (incremental rebalancing).
+// Package kgobalancer wraps the assignors as franz-go kgo.GroupBalancers,
+// so classic consumer groups can use them, on tenure or on Kafka itself.
+// It is a package of its own so that this one, which the coordinator's
+// core imports, does not bring the Kafka client in.
 package assignor

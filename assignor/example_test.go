@@ -5,8 +5,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/twmb/franz-go/pkg/kgo"
-
 	"github.com/tenure-dev/tenure/assignor"
 )
 
@@ -163,19 +161,4 @@ func ExampleByName() {
 	// range: range
 	// rendezvous: rendezvous
 	// roundrobin: unknown
-}
-
-// A franz-go consumer in a classic consumer group, balanced by Uniform. The
-// group's leader runs the balancer; all members must offer it.
-func ExampleUniformBalancer() {
-	cl, err := kgo.NewClient(
-		kgo.SeedBrokers("localhost:9092"),
-		kgo.ConsumerGroup("workers"),
-		kgo.ConsumeTopics("events"),
-		kgo.Balancers(assignor.UniformBalancer()),
-	)
-	if err != nil {
-		panic(err)
-	}
-	defer cl.Close()
 }

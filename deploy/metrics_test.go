@@ -16,6 +16,7 @@ import (
 	"github.com/tenure-dev/tenure/coordinator/ha"
 	"github.com/tenure-dev/tenure/coordinator/server"
 	"github.com/tenure-dev/tenure/coordinator/store"
+	"github.com/tenure-dev/tenure/coordinator/store/embedetcd"
 	"github.com/tenure-dev/tenure/coordinator/store/etcdstore"
 	"github.com/tenure-dev/tenure/internal/testenv"
 )
@@ -88,7 +89,7 @@ func (d *describing) MustRegister(cs ...prometheus.Collector) {
 func registered(t *testing.T) map[string]*family {
 	ctx := testenv.Context(t)
 	log := zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
-	e, err := etcdstore.StartEmbedded(ctx, t.TempDir()+"/data", log) // created 0700 by etcd
+	e, err := embedetcd.Start(ctx, t.TempDir()+"/data", log) // created 0700 by etcd
 	if err != nil {
 		t.Fatalf("StartEmbedded: %v", err)
 	}

@@ -34,21 +34,34 @@ func Example() {
 	defer cluster.Close()
 
 	var resource epoch.MemFence // a downstream store that rejects stale tokens
-	started := make(chan string, 4)
+	started := make(chan string, 8)
 
-	handler := func(c *member.Claim) {
+	// start resumes where the previous owner stopped. Every write carries
+	// the claim's token, so a former owner's is rejected.
+	start := func(c *member.Claim) (int64, error) {
 		ctx := c.Context()
 		next, err := c.Committed(ctx) // -1: nothing committed yet
 		if err != nil {
-			return
+			return 0, err
 		}
 		next++
-		// Every write carries the token; a former owner's is rejected.
 		if err := resource.AdmitSigned(ctx, epoch.Partition(c.Partition()), c.Token()); err != nil {
-			return
+			return 0, err
 		}
-		if err := c.Commit(ctx, next, ""); err != nil {
-			return
+		return next, c.Commit(ctx, next, "")
+	}
+	handler := func(c *member.Claim) {
+		ctx := c.Context()
+		next, err := start(c)
+		for err != nil {
+			// A transient error (a timeout, the coordinator moving)
+			// leaves the claim as it is: try again while it lives.
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+			next, err = start(c)
 		}
 		started <- fmt.Sprintf("%v: committed %d", c, next)
 
@@ -74,7 +87,12 @@ func Example() {
 
 	var lines []string
 	for range 4 {
-		lines = append(lines, <-started)
+		select {
+		case l := <-started:
+			lines = append(lines, l)
+		case <-time.After(time.Minute):
+			panic(fmt.Sprintf("a minute in, only %d of 4 claims started: %q", len(lines), lines))
+		}
 	}
 	slices.Sort(lines)
 	for _, l := range lines {

@@ -23,6 +23,7 @@ import (
 	"github.com/tenure-dev/tenure/coordinator/ha"
 	"github.com/tenure-dev/tenure/coordinator/server"
 	"github.com/tenure-dev/tenure/coordinator/store"
+	"github.com/tenure-dev/tenure/coordinator/store/embedetcd"
 	"github.com/tenure-dev/tenure/coordinator/store/etcdstore"
 	"github.com/tenure-dev/tenure/coordinator/web"
 	"github.com/tenure-dev/tenure/epoch"
@@ -370,9 +371,9 @@ func addStoreFlags(fs *flag.FlagSet) *storeFlags {
 	fs.StringVar(&f.kind, "store", "etcd", "where group state is persisted: etcd (durable; an embedded etcd in --data-dir unless --etcd-endpoints is given) or memory (not durable: lost when the process exits)")
 	fs.StringVar(&f.dataDir, "data-dir", "./tenure-data", "`directory` of the embedded etcd's data, created if missing")
 	fs.StringVar(&f.endpoints, "etcd-endpoints", "", "comma-separated client `URLs` of an etcd cluster to use instead of the embedded one")
-	fs.StringVar(&f.name, "etcd-name", etcdstore.DefaultMemberName, "`name` of the embedded etcd member; with --etcd-initial-cluster, its entry there")
+	fs.StringVar(&f.name, "etcd-name", embedetcd.DefaultMemberName, "`name` of the embedded etcd member; with --etcd-initial-cluster, its entry there")
 	fs.StringVar(&f.cluster, "etcd-initial-cluster", "", "`members` of an etcd cluster whose members the tenure nodes embed, one each, in etcd's syntax: n1=http://10.0.0.1:2380,n2=http://10.0.0.2:2380,n3=http://10.0.0.3:2380, the same on every node (default: an etcd of this node alone). The first start on --data-dir bootstraps from it; later starts follow the data. Peer traffic is plain HTTP: keep it on a private network")
-	fs.StringVar(&f.token, "etcd-initial-cluster-token", etcdstore.DefaultClusterToken, "`token` that makes the ID of a new --etcd-initial-cluster, the same on every node; another token makes another cluster on the same addresses")
+	fs.StringVar(&f.token, "etcd-initial-cluster-token", embedetcd.DefaultClusterToken, "`token` that makes the ID of a new --etcd-initial-cluster, the same on every node; another token makes another cluster on the same addresses")
 	fs.StringVar(&f.state, "etcd-initial-cluster-state", "new", "`state` of --etcd-initial-cluster: new to bootstrap it with the other nodes, existing to join a running cluster on an empty --data-dir after etcdctl member add (to replace a node whose data is lost)")
 	fs.StringVar(&f.peerListen, "etcd-peer-listen", "", "`host:port` the embedded member accepts its peers on (default: the host and port of its --etcd-initial-cluster entry; every interface when that host is a name)")
 	fs.StringVar(&f.clientListen, "etcd-client-listen", "", "`host:port` the embedded etcd serves etcd clients on (default: 127.0.0.1 and a port the kernel chooses). In a cluster, the other nodes use it while their own member is down if they can reach it: 10.0.0.1:2379, or 0.0.0.0:2379 (published with the peer URL's host); it has no authentication")
@@ -407,7 +408,7 @@ func (f *storeFlags) validate() error {
 	if f.endpoints != "" {
 		for _, g := range []given{
 			{"--etcd-initial-cluster", f.cluster != ""},
-			{"--etcd-name", f.name != etcdstore.DefaultMemberName},
+			{"--etcd-name", f.name != embedetcd.DefaultMemberName},
 			{"--etcd-peer-listen", f.peerListen != ""},
 			{"--etcd-client-listen", f.clientListen != ""},
 		} {
@@ -418,7 +419,7 @@ func (f *storeFlags) validate() error {
 	}
 	if f.cluster == "" {
 		for _, g := range []given{
-			{"--etcd-initial-cluster-token", f.token != etcdstore.DefaultClusterToken},
+			{"--etcd-initial-cluster-token", f.token != embedetcd.DefaultClusterToken},
 			{"--etcd-initial-cluster-state", f.state != "new"},
 			{"--etcd-peer-listen", f.peerListen != ""},
 		} {
@@ -506,24 +507,24 @@ func (f *storeFlags) open(ctx context.Context, log *zap.Logger, reg prometheus.R
 // etcdStartTimeout; a member of a cluster waits for a quorum until ctx
 // ends, as etcd does, since the other nodes may come up minutes later,
 // and logs every few seconds which peers it reached.
-func (f *storeFlags) startEmbedded(ctx context.Context, log *zap.Logger) (*etcdstore.Embedded, error) {
-	opts := []etcdstore.EmbeddedOpt{etcdstore.MemberName(f.name)}
+func (f *storeFlags) startEmbedded(ctx context.Context, log *zap.Logger) (*embedetcd.Etcd, error) {
+	opts := []embedetcd.Opt{embedetcd.MemberName(f.name)}
 	if f.clientListen != "" {
-		opts = append(opts, etcdstore.ClientListen(f.clientListen))
+		opts = append(opts, embedetcd.ClientListen(f.clientListen))
 	}
 	if f.cluster == "" {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, etcdStartTimeout)
 		defer cancel()
 	} else {
-		opts = append(opts, etcdstore.InitialCluster(f.cluster), etcdstore.InitialClusterToken(f.token),
-			etcdstore.InitialClusterState(f.state))
+		opts = append(opts, embedetcd.InitialCluster(f.cluster), embedetcd.InitialClusterToken(f.token),
+			embedetcd.InitialClusterState(f.state))
 		if f.peerListen != "" {
-			opts = append(opts, etcdstore.PeerListen(f.peerListen))
+			opts = append(opts, embedetcd.PeerListen(f.peerListen))
 		}
 	}
-	e, err := etcdstore.StartEmbedded(ctx, f.dataDir, log, opts...)
-	if errors.Is(err, etcdstore.ErrInvalidOption) {
+	e, err := embedetcd.Start(ctx, f.dataDir, log, opts...)
+	if errors.Is(err, embedetcd.ErrInvalidOption) {
 		return nil, usagef("%v", err)
 	}
 	return e, err

@@ -24,6 +24,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/tenure-dev/tenure/coordinator"
+	"github.com/tenure-dev/tenure/coordinator/store/embedetcd"
 	"github.com/tenure-dev/tenure/coordinator/store/etcdstore"
 	"github.com/tenure-dev/tenure/internal/proctest"
 	"github.com/tenure-dev/tenure/internal/testenv"
@@ -381,7 +382,7 @@ func TestServeEmbeddedEtcd(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	e, err := etcdstore.StartEmbedded(ctx, dir, zap.NewNop())
+	e, err := embedetcd.Start(ctx, dir, zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -51,7 +51,7 @@ func init() {
 
 func (s *Server) handleFetch(c *conn, sl *slot, req *kmsg.FetchRequest) {
 	if s.view != nil {
-		if g := s.view.gen.Load(); c.viewGen.Swap(g) != g {
+		if g := s.view.told(); c.viewGen.Swap(g) != g {
 			c.respond(sl, movedFetch(req))
 			return
 		}
@@ -145,6 +145,9 @@ func (c *conn) moved(gen uint64) {
 		sl  *slot
 		seq uint64
 		req *kmsg.FetchRequest
+	}
+	if c.viewGen.Load() == gen {
+		return // a Fetch already carried this change
 	}
 	var ps []parked
 	c.mu.Lock()

@@ -103,7 +103,7 @@ func TestClientNeverReads(t *testing.T) {
 	go func() {
 		// The server stops reading once it cannot write, so this write
 		// may block until the server closes the connection.
-		c.nc.SetWriteDeadline(time.Now().Add(10 * time.Second))
+		c.nc.SetWriteDeadline(time.Now().Add(30 * time.Second))
 		c.nc.Write(batch)
 	}()
 
@@ -116,7 +116,9 @@ func TestClientNeverReads(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	eventually(t, 10*time.Second, "the non-reading client to be cut off", func() bool {
+	// The cut comes once the server's answers fill both sockets' buffers
+	// (several MB on loopback), which takes a while under -race.
+	eventually(t, 30*time.Second, "the non-reading client to be cut off", func() bool {
 		return ts.metric(t, "tenure_connections_closed_total", "reason", closeWrite) == 1
 	})
 	other.roundTrip(kmsg.NewPtrApiVersionsRequest())

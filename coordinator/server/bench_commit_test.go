@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/tenure-dev/tenure/coordinator/store"
+	"github.com/tenure-dev/tenure/coordinator/store/embedetcd"
 	"github.com/tenure-dev/tenure/coordinator/store/etcdstore"
 )
 
@@ -71,7 +72,7 @@ func benchCommits(b *testing.B, maxWrites int, memory bool) float64 {
 	defer cancel()
 	var st store.Store = store.NewMemory()
 	if !memory {
-		emb, err := etcdstore.StartEmbedded(ctx, b.TempDir(), zap.NewNop())
+		emb, err := embedetcd.Start(ctx, b.TempDir(), zap.NewNop())
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -97,7 +97,7 @@ func newConn(s *Server, nc, raw net.Conn, ln *listener) *conn {
 		principal: AnonymousPrincipal,
 	}
 	if s.view != nil {
-		c.viewGen.Store(s.view.gen.Load())
+		c.viewGen.Store(s.view.told())
 	}
 	c.host = c.addr
 	if h, _, err := net.SplitHostPort(c.addr); err == nil {

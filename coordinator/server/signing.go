@@ -280,16 +280,16 @@ func (s *Server) RotateKey(ctx context.Context) (*epoch.KeySet, error) {
 }
 
 // RevokeKey revokes a retired key at once: a token it signed is refused
-// from then on (by verifiers that have the new key set). The active key
-// cannot be revoked (store.ErrActiveKey); an unknown one is
-// store.ErrNoSuchKey.
+// from then on (by verifiers that have the new key set). Revoking a
+// revoked key changes nothing. The active key cannot be revoked
+// (store.ErrActiveKey); an unknown one is store.ErrNoSuchKey.
 func (s *Server) RevokeKey(ctx context.Context, id epoch.KeyID) (*epoch.KeySet, error) {
 	return s.changeKeys(ctx, func(keys []store.SigningKey) ([]store.SigningKey, bool, error) {
-		out, err := store.RevokeKey(keys, id, time.Now())
-		if err == nil {
+		out, changed, err := store.RevokeKey(keys, id, time.Now())
+		if changed {
 			s.log.Info("signing key revoked", zap.String("key", string(id)))
 		}
-		return out, err == nil, err
+		return out, changed, err
 	})
 }
 

@@ -164,6 +164,27 @@ func TestSignedGrants848(t *testing.T) {
 	if old, _ := revoked.Lookup(first); old.State != epoch.KeyRevoked {
 		t.Fatalf("the old key after its revocation: %v", old.State)
 	}
+	// Revoking it again changes nothing: no write of the ring (which every
+	// node's watch would follow), the revocation keeps its time.
+	before, err := ts.signing.store.LoadKeys(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := ts.RevokeKey(context.Background(), first)
+	if err != nil {
+		t.Fatalf("revoking a revoked key: %v", err)
+	}
+	after, err := ts.signing.store.LoadKeys(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Version != before.Version {
+		t.Errorf("revoking a revoked key wrote the ring: version %d -> %d", before.Version, after.Version)
+	}
+	was, _ := revoked.Lookup(first)
+	if a, _ := again.Lookup(first); a.State != epoch.KeyRevoked || !a.Revoked.Equal(was.Revoked) {
+		t.Errorf("the key after a second revocation: %+v", a)
+	}
 	if n := ts.metric(t, "tenure_grants_signed_total"); n != 8 {
 		t.Errorf("tenure_grants_signed_total = %v, want 8", n)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
 
+	"github.com/tenure-dev/tenure/coordinator/store/embedetcd"
 	"github.com/tenure-dev/tenure/coordinator/store/etcdstore"
 )
 
@@ -21,7 +22,7 @@ import (
 func TestStandbyTakeover(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	emb, err := etcdstore.StartEmbedded(ctx, t.TempDir(), zap.NewNop())
+	emb, err := embedetcd.Start(ctx, t.TempDir(), zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -67,6 +67,16 @@ type viewSnap struct {
 	live     []Node // sorted by ID; this node is always among them
 	liveIDs  []int32
 	departed []departure // sorted by ID
+	gen      uint64      // clusterView.gen when this snapshot was made
+}
+
+// told is the change count a connection must have been told of to be
+// up to date.
+func (v *clusterView) told() uint64 {
+	if snap := v.snap.Load(); snap != nil {
+		return snap.gen
+	}
+	return 0
 }
 
 // clusterView is a node's view of its HA set as clients should see it.
@@ -74,8 +84,9 @@ type clusterView struct {
 	s *Server
 
 	snap atomic.Pointer[viewSnap]
-	// gen counts the changes clients are told of; each connection
-	// remembers the last it was told (conn.viewGen).
+	// gen counts the changes clients are told of; each snapshot carries
+	// the count it was made at, and each connection remembers the last it
+	// was told (conn.viewGen).
 	gen atomic.Uint64
 
 	chMu sync.Mutex
@@ -220,6 +231,27 @@ func (v *clusterView) refresh(ctx context.Context, now time.Time) {
 		snap.departed = append(snap.departed, d)
 	}
 	slices.SortFunc(snap.departed, func(a, b departure) int { return cmp.Compare(a.node.ID, b.node.ID) })
+
+	// What clients see: the live nodes and where each alias points. The
+	// change count travels in the snapshot it counts, so a connection
+	// made from (or a Fetch checked against) a snapshot is never told of
+	// that snapshot's own change afterwards.
+	var b strings.Builder
+	for _, n := range live {
+		fmt.Fprintf(&b, "%d=%s;", n.ID, n.Addr)
+	}
+	for _, d := range snap.departed {
+		fmt.Fprintf(&b, "%d>%d;", d.node.ID, s.aliasTarget(d, now).ID)
+	}
+	changed := false
+	if fp := b.String(); fp != v.fingerprint {
+		changed = v.fingerprint != ""
+		v.fingerprint = fp
+		if changed {
+			v.gen.Add(1)
+		}
+	}
+	snap.gen = v.gen.Load()
 	v.snap.Store(snap)
 
 	down := 0
@@ -232,24 +264,11 @@ func (v *clusterView) refresh(ctx context.Context, now time.Time) {
 	v.probeMu.RUnlock()
 	s.m.peersDown.Set(float64(down))
 
-	// What clients see: the live nodes and where each alias points.
-	var b strings.Builder
-	for _, n := range live {
-		fmt.Fprintf(&b, "%d=%s;", n.ID, n.Addr)
-	}
-	for _, d := range snap.departed {
-		fmt.Fprintf(&b, "%d>%d;", d.node.ID, s.aliasTarget(d, now).ID)
-	}
-	if fp := b.String(); fp != v.fingerprint {
-		first := v.fingerprint == ""
-		v.fingerprint = fp
-		if !first {
-			gen := v.gen.Add(1)
-			s.m.viewChanges.Inc()
-			s.log.Info("the set's view changed; telling fetching clients to reload metadata",
-				zap.String("view", fp), zap.Uint64("view_gen", gen))
-			s.eachConn(func(c *conn) { c.moved(gen) })
-		}
+	if changed {
+		s.m.viewChanges.Inc()
+		s.log.Info("the set's view changed; telling fetching clients to reload metadata",
+			zap.String("view", v.fingerprint), zap.Uint64("view_gen", snap.gen))
+		s.eachConn(func(c *conn) { c.moved(snap.gen) })
 	}
 
 	v.chMu.Lock()

@@ -90,9 +90,10 @@ func Rotate(keys []SigningKey, next SigningKey, now time.Time) []SigningKey {
 }
 
 // RevokeKey returns keys with the key of id revoked at now: it verifies
-// nothing from then on. The active key cannot be revoked (ErrActiveKey);
-// revoking a revoked key changes nothing.
-func RevokeKey(keys []SigningKey, id epoch.KeyID, now time.Time) ([]SigningKey, error) {
+// nothing from then on. It reports whether that changed anything:
+// revoking a revoked key does not (it keeps the time of its revocation).
+// The active key cannot be revoked (ErrActiveKey).
+func RevokeKey(keys []SigningKey, id epoch.KeyID, now time.Time) ([]SigningKey, bool, error) {
 	out := cloneKeys(keys)
 	for i := range out {
 		k := &out[i]
@@ -101,13 +102,14 @@ func RevokeKey(keys []SigningKey, id epoch.KeyID, now time.Time) ([]SigningKey, 
 		}
 		switch k.State {
 		case epoch.KeyActive:
-			return nil, fmt.Errorf("%w: %s", ErrActiveKey, id)
+			return nil, false, fmt.Errorf("%w: %s", ErrActiveKey, id)
 		case epoch.KeyRetired:
 			k.State, k.Revoked, k.Seed = epoch.KeyRevoked, now, nil
+			return out, true, nil
 		}
-		return out, nil
+		return out, false, nil
 	}
-	return nil, fmt.Errorf("%w: %s", ErrNoSuchKey, id)
+	return nil, false, fmt.Errorf("%w: %s", ErrNoSuchKey, id)
 }
 
 // Expire revokes every key retired at least retention before now: by then

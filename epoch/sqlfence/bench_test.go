@@ -7,7 +7,6 @@ import (
 
 	"github.com/tenure-dev/tenure/epoch/internal/fencetest"
 	"github.com/tenure-dev/tenure/epoch/sqlfence"
-	"github.com/tenure-dev/tenure/internal/testenv"
 )
 
 // BenchmarkDo measures an admitted guarded write with a one-row effect: BEGIN,
@@ -15,7 +14,9 @@ import (
 func BenchmarkDo(b *testing.B) {
 	f, _ := newFence(b, "bench")
 	effects := newEffects(b, "bench")
-	ctx := testenv.Context(b)
+	// No fixed deadline (testenv's 20 s): a benchmark's run of -benchtime 100x
+	// can outlast any fixed deadline on a loaded machine.
+	ctx := b.Context()
 	// label is UNIQUE in the effects table; the effect here rewrites one row.
 	if _, err := testDB.ExecContext(ctx, `INSERT INTO `+effects+` (part, token, label) VALUES (0, 1, 'x')`); err != nil {
 		b.Fatal(err)
@@ -34,7 +35,7 @@ func BenchmarkDo(b *testing.B) {
 // BenchmarkAdmit measures an admitted Admit: one autocommitted statement.
 func BenchmarkAdmit(b *testing.B) {
 	f, _ := newFence(b, "benchadmit")
-	ctx := testenv.Context(b)
+	ctx := b.Context()
 	for b.Loop() {
 		if err := f.Admit(ctx, 0, 1); err != nil {
 			b.Fatal(err)
@@ -56,7 +57,7 @@ func BenchmarkDoVerified(b *testing.B) {
 		b.Fatal(err)
 	}
 	effects := newEffects(b, "benchverify")
-	ctx := testenv.Context(b)
+	ctx := b.Context()
 	if _, err := db.ExecContext(ctx, `INSERT INTO `+effects+` (part, token, label) VALUES (0, 1, 'off'), (1, 1, 'on')`); err != nil {
 		b.Fatal(err)
 	}

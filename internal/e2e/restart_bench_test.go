@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/tenure-dev/tenure/coordinator"
+	"github.com/tenure-dev/tenure/coordinator/store/embedetcd"
 	"github.com/tenure-dev/tenure/coordinator/store/etcdstore"
 	"github.com/tenure-dev/tenure/internal/proctest"
 	"github.com/tenure-dev/tenure/internal/testgroups"
@@ -28,7 +29,7 @@ func BenchmarkRestart1000Groups(b *testing.B) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	group, members := testgroups.Stable(b, "template")
-	emb, err := etcdstore.StartEmbedded(ctx, dir, zap.NewNop())
+	emb, err := embedetcd.Start(ctx, dir, zap.NewNop())
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/tenure-dev/tenure/coordinator"
+	"github.com/tenure-dev/tenure/coordinator/store/embedetcd"
 	"github.com/tenure-dev/tenure/coordinator/store/etcdstore"
 	"github.com/tenure-dev/tenure/internal/testenv"
 	"github.com/tenure-dev/tenure/internal/testgroups"
@@ -85,9 +86,9 @@ func openWithPrefix(t *testing.T, prefix string) (*etcdstore.Store, *clientv3.Cl
 }
 
 // benchEmbedded starts an embedded etcd (fsync on) for a benchmark.
-func benchEmbedded(b *testing.B) *etcdstore.Embedded {
+func benchEmbedded(b *testing.B) *embedetcd.Etcd {
 	b.Helper()
-	e, err := etcdstore.StartEmbedded(context.Background(), b.TempDir(), zap.NewNop())
+	e, err := embedetcd.Start(context.Background(), b.TempDir(), zap.NewNop())
 	if err != nil {
 		b.Fatal(err)
 	}

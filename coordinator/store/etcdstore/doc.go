@@ -3,9 +3,9 @@
 // committed offset) under one etcd key each, overwritten in place, so that
 // it holds exactly what a coordinator.RecordSet holds.
 //
-// New opens a store on any etcd cluster; StartEmbedded runs an etcd member
-// in this process: alone, for a tenure that runs alone, or as one member of
-// a cluster whose other members the other tenure nodes embed. Topics is
+// New opens a store on any etcd cluster, through a client: the package
+// does not link the etcd server; embedetcd runs an etcd member in this
+// process and hands New its client. Topics is
 // the fence-free topic registry that every node of an HA set shares, and
 // Users the SASL users' SCRAM credentials, shared alike.
 //

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/tenure-dev/tenure/coordinator"
+	"github.com/tenure-dev/tenure/coordinator/store/embedetcd"
 	"github.com/tenure-dev/tenure/coordinator/store/etcdstore"
 	"github.com/tenure-dev/tenure/internal/testenv"
 )
@@ -33,7 +34,7 @@ func childRecords() []coordinator.Record {
 func embeddedChild(dir string) int {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	e, err := etcdstore.StartEmbedded(ctx, dir, zap.NewNop())
+	e, err := embedetcd.Start(ctx, dir, zap.NewNop())
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -53,11 +54,11 @@ func embeddedChild(dir string) int {
 }
 
 // startEmbedded starts an embedded etcd in dir, stopped when t ends.
-func startEmbedded(t *testing.T, dir string, log *zap.Logger) *etcdstore.Embedded {
+func startEmbedded(t *testing.T, dir string, log *zap.Logger) *embedetcd.Etcd {
 	t.Helper()
-	e, err := etcdstore.StartEmbedded(testenv.Context(t), dir, log)
+	e, err := embedetcd.Start(testenv.Context(t), dir, log)
 	if err != nil {
-		t.Fatalf("StartEmbedded: %v", err)
+		t.Fatalf("embedetcd.Start: %v", err)
 	}
 	t.Cleanup(func() { e.Close() })
 	return e

@@ -4,13 +4,9 @@ import (
 	"errors"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"testing"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
-	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
-	"go.uber.org/zap/zaptest/observer"
 	"pgregory.net/rapid"
 
 	"github.com/tenure-dev/tenure/coordinator"
@@ -235,30 +231,5 @@ func BenchmarkDecodeAssignment(b *testing.B) {
 		if _, err := decodeValue(pk, val); err != nil {
 			b.Fatal(err)
 		}
-	}
-}
-
-// TestQuietCore: etcd's noise is dropped, its long strings cut, its
-// warnings passed on.
-func TestQuietCore(t *testing.T) {
-	obs, logs := observer.New(zapcore.DebugLevel)
-	closing := new(atomic.Bool)
-	log := zap.New(&quietCore{Core: obs, closing: closing}).With(zap.String("component", "etcd"))
-	log.Info("chatter")
-	log.Warn("Running http and grpc server on single port. This is not recommended for production.")
-	log.Warn("apply request took too long", zap.String("request", strings.Repeat("x", 5000)), zap.Int("n", 1))
-	log.Error("setting up serving from embedded etcd failed.", zap.Error(errors.New("mux: server closed")))
-	closing.Store(true)
-	log.Error("setting up serving from embedded etcd failed.", zap.Error(errors.New("mux: server closed")))
-	var got []string
-	for _, e := range logs.All() {
-		got = append(got, e.Message)
-	}
-	if want := []string{"apply request took too long", "setting up serving from embedded etcd failed."}; !slices.Equal(got, want) {
-		t.Fatalf("passed %q, want %q", got, want)
-	}
-	req := logs.All()[0].ContextMap()["request"].(string)
-	if len(req) > maxLogString+32 || !strings.HasSuffix(req, "(5000 bytes)") {
-		t.Fatalf("a long string passed as %d bytes: ...%s", len(req), req[len(req)-20:])
 	}
 }

@@ -118,18 +118,26 @@ func Keys(t *testing.T, ks store.KeyStore) {
 	// A revocation; the active key cannot be revoked.
 	old := keys[0].ID()
 	if _, err := store.UpdateKeys(ctx, ks, func(keys []store.SigningKey) ([]store.SigningKey, bool, error) {
-		out, err := store.RevokeKey(keys, old, at.Add(9*time.Hour))
-		return out, err == nil, err
+		return store.RevokeKey(keys, old, at.Add(9*time.Hour))
 	}); err != nil {
 		t.Fatalf("revoke: %v", err)
 	}
 	if k := load().Keys[0]; k.State != epoch.KeyRevoked || !k.Revoked.Equal(at.Add(9*time.Hour)) {
 		t.Fatalf("revoked key: %+v", k)
 	}
+	// Revoking it again writes nothing and keeps the revocation's time.
+	version := load().Version
+	if _, err := store.UpdateKeys(ctx, ks, func(keys []store.SigningKey) ([]store.SigningKey, bool, error) {
+		return store.RevokeKey(keys, old, at.Add(10*time.Hour))
+	}); err != nil {
+		t.Fatalf("revoking a revoked key: %v", err)
+	}
+	if r := load(); r.Version != version || !r.Keys[0].Revoked.Equal(at.Add(9*time.Hour)) {
+		t.Fatalf("revoking a revoked key: version %d -> %d, key %+v", version, r.Version, r.Keys[0])
+	}
 	active, _ := store.Active(load().Keys)
 	if _, err := store.UpdateKeys(ctx, ks, func(keys []store.SigningKey) ([]store.SigningKey, bool, error) {
-		out, err := store.RevokeKey(keys, active.ID(), at)
-		return out, err == nil, err
+		return store.RevokeKey(keys, active.ID(), at)
 	}); !errors.Is(err, store.ErrActiveKey) {
 		t.Fatalf("revoking the active key: %v, want ErrActiveKey", err)
 	}

@@ -1,4 +1,4 @@
-package etcdstore_test
+package embedetcd_test
 
 import (
 	"strings"
@@ -9,10 +9,9 @@ import (
 
 // TestEmbeddedMetrics gathers the embedded server's own metrics: etcd's
 // families from the default registry, with a leader, and none of what
-// else is registered there (the Go collector's go_goroutines). The test
-// process runs another etcd (the shared one), which sets the same
-// process-wide gauges, so this checks the selection, not which server
-// set the values.
+// else is registered there (the Go collector's go_goroutines). The
+// gauges are process-wide, so this checks the selection, not which
+// server set the values.
 func TestEmbeddedMetrics(t *testing.T) {
 	e := startEmbedded(t, t.TempDir(), testLogger(t))
 	mfs, err := e.Metrics().Gather()

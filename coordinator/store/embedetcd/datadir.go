@@ -1,4 +1,4 @@
-package etcdstore
+package embedetcd
 
 import (
 	"errors"
@@ -15,18 +15,18 @@ import (
 	"go.etcd.io/etcd/client/pkg/v3/fileutil"
 )
 
-// Errors of StartEmbedded for a data dir it cannot use.
+// Errors of Start for a data dir it cannot use.
 var (
 	// ErrDataDirInUse is returned when another process (or another
-	// Embedded of this one) runs on the data dir. etcd would wait for
+	// Etcd of this one) runs on the data dir. etcd would wait for
 	// the database's file lock forever, saying nothing.
-	ErrDataDirInUse = errors.New("etcdstore: the data dir is in use")
+	ErrDataDirInUse = errors.New("embedetcd: the data dir is in use")
 	// ErrNotDataDir is returned for a directory that holds files but
 	// no etcd data: a mistyped path, which etcd would fill beside them.
-	ErrNotDataDir = errors.New("etcdstore: not a data dir")
+	ErrNotDataDir = errors.New("embedetcd: not a data dir")
 	// ErrCorruptDataDir is returned when the data dir's database cannot
 	// be opened; etcd would panic in a goroutine of its own.
-	ErrCorruptDataDir = errors.New("etcdstore: the data dir's database is damaged")
+	ErrCorruptDataDir = errors.New("embedetcd: the data dir's database is damaged")
 )
 
 // lockFileName is the file in a data dir that the process running on it
@@ -46,7 +46,7 @@ func checkDataDirEntries(dir string) error {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("etcdstore: data dir: %w", err)
+		return fmt.Errorf("embedetcd: data dir: %w", err)
 	}
 	var foreign []string
 	for _, e := range entries {
@@ -66,7 +66,7 @@ func checkDataDirEntries(dir string) error {
 }
 
 // heldLocks keeps each locked data dir's lock file reachable until Close
-// releases it: an Embedded dropped without Close still runs its etcd
+// releases it: an Etcd dropped without Close still runs its etcd
 // server, which must keep the data dir, and a collected *os.File would
 // close, and release, the lock.
 var heldLocks sync.Map // *fileutil.LockedFile -> struct{}
@@ -90,7 +90,7 @@ func lockDataDir(dir string) (*fileutil.LockedFile, error) {
 		return nil, fmt.Errorf("%w: %s is used by %s: stop it, or give this one another data dir", ErrDataDirInUse, dir, holder)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("etcdstore: locking data dir %s: %w", dir, err)
+		return nil, fmt.Errorf("embedetcd: locking data dir %s: %w", dir, err)
 	}
 	err = f.Truncate(0)
 	if err == nil {
@@ -98,7 +98,7 @@ func lockDataDir(dir string) (*fileutil.LockedFile, error) {
 	}
 	if err != nil {
 		f.Close()
-		return nil, fmt.Errorf("etcdstore: locking data dir %s: %w", dir, err)
+		return nil, fmt.Errorf("embedetcd: locking data dir %s: %w", dir, err)
 	}
 	heldLocks.Store(f, struct{}{})
 	return f, nil

@@ -1,4 +1,4 @@
-package assignor
+package kgobalancer
 
 import (
 	"slices"
@@ -6,16 +6,18 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tenure-dev/tenure/assignor"
 )
 
-// UniformBalancer returns Uniform as a franz-go group balancer, so that kgo
+// Uniform returns assignor.Uniform as a franz-go group balancer, so that kgo
 // consumers in a classic consumer group (JoinGroup/SyncGroup, on Kafka or on
 // tenure) can use it:
 //
 //	cl, err := kgo.NewClient(
 //		kgo.ConsumerGroup("g"),
 //		kgo.ConsumeTopics("events"),
-//		kgo.Balancers(assignor.UniformBalancer()),
+//		kgo.Balancers(kgobalancer.Uniform()),
 //	)
 //
 // Its protocol name is "uniform" and it is cooperative (KIP-429): Uniform
@@ -25,10 +27,10 @@ import (
 // of a group must offer it; a group cannot mix cooperative and eager
 // balancers. For KIP-848 groups (kgo.ServerSideBalancer) the assignment is
 // computed by the broker instead, and kgo ignores these balancers.
-func UniformBalancer() kgo.GroupBalancer { return &balancer{a: Uniform()} }
+func Uniform() kgo.GroupBalancer { return &balancer{a: assignor.Uniform()} }
 
-// RendezvousBalancer returns Rendezvous(epsilon) as a franz-go group balancer
-// (see UniformBalancer for use). Its protocol name is "rendezvous".
+// Rendezvous returns assignor.Rendezvous(epsilon) as a franz-go group
+// balancer (see Uniform for use). Its protocol name is "rendezvous".
 //
 // It is cooperative too: its placement is consistent, so after a membership
 // change most partitions stay where they are and need no revocation; an
@@ -36,14 +38,14 @@ func UniformBalancer() kgo.GroupBalancer { return &balancer{a: Uniform()} }
 // move a few partitions. Rendezvous does not read ownership, but the
 // adapter still reports it, because the cooperative protocol needs it to
 // find what to revoke.
-func RendezvousBalancer(epsilon float64) kgo.GroupBalancer {
-	return &balancer{a: Rendezvous(epsilon)}
+func Rendezvous(epsilon float64) kgo.GroupBalancer {
+	return &balancer{a: assignor.Rendezvous(epsilon)}
 }
 
-// balancer adapts an Assignor to kgo's GroupBalancer, with the consumer
+// balancer adapts an assignor.Assignor to kgo's GroupBalancer, with the consumer
 // protocol's member metadata (kmsg.ConsumerMemberMetadata) as kgo's own
 // cooperative-sticky balancer writes it.
-type balancer struct{ a Assignor }
+type balancer struct{ a assignor.Assignor }
 
 func (b *balancer) ProtocolName() string { return b.a.Name() }
 
@@ -91,25 +93,25 @@ func (b *balancer) MemberBalancer(members []kmsg.JoinGroupResponseMember) (kgo.G
 // partition moving between members is left out until its old owner has
 // revoked it.
 func (b *balancer) Balance(cb *kgo.ConsumerBalancer, topics map[string]int32) kgo.IntoSyncAssignment {
-	in := Input{Topics: make([]Topic, 0, len(topics))}
+	in := assignor.Input{Topics: make([]assignor.Topic, 0, len(topics))}
 	for name, partitions := range topics {
-		in.Topics = append(in.Topics, Topic{Name: name, Partitions: partitions})
+		in.Topics = append(in.Topics, assignor.Topic{Name: name, Partitions: partitions})
 	}
 
-	newest := make(map[TopicPartition]int32)
+	newest := make(map[assignor.TopicPartition]int32)
 	cb.EachMember(func(_ *kmsg.JoinGroupResponseMember, meta *kmsg.ConsumerMemberMetadata) {
 		for _, owned := range meta.OwnedPartitions {
 			for _, p := range owned.Partitions {
-				tp := TopicPartition{owned.Topic, p}
+				tp := assignor.TopicPartition{Topic: owned.Topic, Partition: p}
 				if g, ok := newest[tp]; !ok || meta.Generation > g {
 					newest[tp] = meta.Generation
 				}
 			}
 		}
 	})
-	in.Members = make([]Member, 0, len(cb.Members()))
+	in.Members = make([]assignor.Member, 0, len(cb.Members()))
 	cb.EachMember(func(member *kmsg.JoinGroupResponseMember, meta *kmsg.ConsumerMemberMetadata) {
-		m := Member{ID: member.MemberID, Topics: meta.Topics}
+		m := assignor.Member{ID: member.MemberID, Topics: meta.Topics}
 		if m.Topics == nil {
 			m.Topics = []string{} // nil would mean every topic
 		}
@@ -121,7 +123,7 @@ func (b *balancer) Balance(cb *kgo.ConsumerBalancer, topics map[string]int32) kg
 		}
 		for _, owned := range meta.OwnedPartitions {
 			for _, p := range owned.Partitions {
-				tp := TopicPartition{owned.Topic, p}
+				tp := assignor.TopicPartition{Topic: owned.Topic, Partition: p}
 				if meta.Generation >= newest[tp] {
 					m.Owned = append(m.Owned, tp)
 				}

@@ -1,4 +1,4 @@
-package etcdstore
+package embedetcd
 
 import (
 	"strings"
@@ -13,10 +13,10 @@ import (
 // default Prometheus registry when its packages load, not in a Registerer
 // of ours; they are gathered from there, every family whose name starts
 // with "etcd_". A process that starts no embedded server has them too,
-// unset (etcd_server_has_leader 0), which is why only an Embedded hands
+// unset (etcd_server_has_leader 0), which is why only an Etcd hands
 // them out. With two embedded servers in one process (tests) they are
 // shared, so they describe neither.
-func (m *Embedded) Metrics() prometheus.Gatherer { return prometheus.GathererFunc(gatherEtcd) }
+func (m *Etcd) Metrics() prometheus.Gatherer { return prometheus.GathererFunc(gatherEtcd) }
 
 func gatherEtcd() ([]*dto.MetricFamily, error) {
 	mfs, err := prometheus.DefaultGatherer.Gather()

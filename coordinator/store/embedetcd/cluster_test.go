@@ -1,4 +1,4 @@
-package etcdstore_test
+package embedetcd_test
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"github.com/tenure-dev/tenure/coordinator/store/etcdstore"
+	"github.com/tenure-dev/tenure/coordinator/store/embedetcd"
 	"github.com/tenure-dev/tenure/internal/proctest"
 	"github.com/tenure-dev/tenure/internal/testenv"
 )
@@ -27,7 +27,7 @@ type testCluster struct {
 	names   []string
 	dirs    []string
 	spec    string // the initial cluster
-	members []*etcdstore.Embedded
+	members []*embedetcd.Etcd
 }
 
 // startCluster starts n members together (each waits for a quorum) and
@@ -47,7 +47,7 @@ func startCluster(t *testing.T, n int) *testCluster {
 	})
 	var lastErr error
 	for range 3 {
-		c := &testCluster{t: t, members: make([]*etcdstore.Embedded, n)}
+		c := &testCluster{t: t, members: make([]*embedetcd.Etcd, n)}
 		var entries []string
 		for i := range n {
 			addr, err := proctest.FreeAddr()
@@ -95,11 +95,11 @@ func httpConnsLeft() bool {
 
 // start starts member i on its data dir with the cluster's options and
 // more.
-func (c *testCluster) start(i int, more ...etcdstore.EmbeddedOpt) (*etcdstore.Embedded, error) {
-	opts := append([]etcdstore.EmbeddedOpt{etcdstore.MemberName(c.names[i]), etcdstore.InitialCluster(c.spec)}, more...)
+func (c *testCluster) start(i int, more ...embedetcd.Opt) (*embedetcd.Etcd, error) {
+	opts := append([]embedetcd.Opt{embedetcd.MemberName(c.names[i]), embedetcd.InitialCluster(c.spec)}, more...)
 	ctx, cancel := context.WithTimeout(testenv.Context(c.t), 30*time.Second)
 	defer cancel()
-	return etcdstore.StartEmbedded(ctx, c.dirs[i], testLogger(c.t).With(zap.String("test_member", c.names[i])), opts...)
+	return embedetcd.Start(ctx, c.dirs[i], testLogger(c.t).With(zap.String("test_member", c.names[i])), opts...)
 }
 
 // restart starts member i again on its data dir.
@@ -256,8 +256,8 @@ func TestEmbeddedClusterMistakes(t *testing.T) {
 
 	// n3 on another token: its peers serve another cluster.
 	c.dirs[2] = filepath.Join(t.TempDir(), "other-token")
-	_, err := c.start(2, etcdstore.InitialClusterToken("another"))
-	if !errors.Is(err, etcdstore.ErrClusterMismatch) {
+	_, err := c.start(2, embedetcd.InitialClusterToken("another"))
+	if !errors.Is(err, embedetcd.ErrClusterMismatch) {
 		t.Fatalf("another token: got %v, want ErrClusterMismatch", err)
 	}
 	t.Log(err)
@@ -283,7 +283,7 @@ func TestEmbeddedClusterMistakes(t *testing.T) {
 		_, err := cli.MemberAdd(testenv.Context(t), []string{peerURL})
 		return err == nil
 	})
-	e, err := c.start(2, etcdstore.InitialClusterState("existing")) // on what the failed start left
+	e, err := c.start(2, embedetcd.InitialClusterState("existing")) // on what the failed start left
 
 	if err != nil {
 		t.Fatalf("joining as a replacement: %v", err)
@@ -297,21 +297,21 @@ func TestEmbeddedClusterMistakes(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		dir  string
-		opts []etcdstore.EmbeddedOpt
+		opts []embedetcd.Opt
 		want string
 	}{
-		{"another member's", n1Dir, []etcdstore.EmbeddedOpt{etcdstore.MemberName("n2"), etcdstore.InitialCluster(c.spec)}, `holds etcd member "n1", not "n2"`},
-		{"a cluster member's, alone", n1Dir, []etcdstore.EmbeddedOpt{etcdstore.MemberName("n1")}, "of an etcd cluster of 3"},
-		{"a single member's, in a cluster", singleDataDir(t), []etcdstore.EmbeddedOpt{etcdstore.MemberName("tenure"), etcdstore.InitialCluster("tenure=http://127.0.0.1:1,n2=http://127.0.0.1:2,n3=http://127.0.0.1:3")}, "holds an etcd cluster of its own"},
+		{"another member's", n1Dir, []embedetcd.Opt{embedetcd.MemberName("n2"), embedetcd.InitialCluster(c.spec)}, `holds etcd member "n1", not "n2"`},
+		{"a cluster member's, alone", n1Dir, []embedetcd.Opt{embedetcd.MemberName("n1")}, "of an etcd cluster of 3"},
+		{"a single member's, in a cluster", singleDataDir(t), []embedetcd.Opt{embedetcd.MemberName("tenure"), embedetcd.InitialCluster("tenure=http://127.0.0.1:1,n2=http://127.0.0.1:2,n3=http://127.0.0.1:3")}, "holds an etcd cluster of its own"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(testenv.Context(t), 10*time.Second)
 			defer cancel()
-			e, err := etcdstore.StartEmbedded(ctx, tc.dir, testLogger(t), tc.opts...)
+			e, err := embedetcd.Start(ctx, tc.dir, testLogger(t), tc.opts...)
 			if err == nil {
 				e.Close()
 			}
-			if !errors.Is(err, etcdstore.ErrForeignDataDir) || !strings.Contains(err.Error(), tc.want) {
+			if !errors.Is(err, embedetcd.ErrForeignDataDir) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("got %v, want ErrForeignDataDir saying %q", err, tc.want)
 			}
 			t.Log(err)

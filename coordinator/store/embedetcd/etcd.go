@@ -1,4 +1,4 @@
-package etcdstore
+package embedetcd
 
 import (
 	"context"
@@ -25,6 +25,8 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"google.golang.org/grpc"
+
+	"github.com/tenure-dev/tenure/coordinator/store/etcdstore"
 )
 
 // The embedded server's limits, raised from etcd's defaults (128 operations,
@@ -62,7 +64,10 @@ const (
 	peerProbeTimeout = time.Second
 )
 
-// Errors of StartEmbedded for a member that cannot join the cluster it is
+// ErrInvalidOption is wrapped by Start's errors for bad options.
+var ErrInvalidOption = errors.New("embedetcd: invalid option")
+
+// Errors of Start for a member that cannot join the cluster it is
 // given.
 var (
 	// ErrForeignDataDir is returned when the data dir holds another
@@ -70,22 +75,22 @@ var (
 	// cluster was asked for. etcd reads its membership from an existing
 	// data dir and ignores the initial cluster, so starting anyway would
 	// run the wrong member, or a second cluster beside the first.
-	ErrForeignDataDir = errors.New("etcdstore: the data dir belongs to another etcd member or cluster")
+	ErrForeignDataDir = errors.New("embedetcd: the data dir belongs to another etcd member or cluster")
 	// ErrClusterMismatch is returned when so many peers serve another
 	// cluster than this member's that it can never reach a quorum: the
 	// members were bootstrapped with different initial clusters or tokens,
 	// or some run on data dirs left from another cluster.
-	ErrClusterMismatch = errors.New("etcdstore: the peers serve another etcd cluster")
+	ErrClusterMismatch = errors.New("embedetcd: the peers serve another etcd cluster")
 )
 
-// EmbeddedOpt configures StartEmbedded.
-type EmbeddedOpt interface{ applyEmbedded(*embeddedCfg) }
+// Opt configures Start.
+type Opt interface{ apply(*startCfg) }
 
-type embeddedOpt func(*embeddedCfg)
+type optFunc func(*startCfg)
 
-func (o embeddedOpt) applyEmbedded(c *embeddedCfg) { o(c) }
+func (o optFunc) apply(c *startCfg) { o(c) }
 
-type embeddedCfg struct {
+type startCfg struct {
 	retention    time.Duration
 	name         string
 	cluster      string // etcd's --initial-cluster; "" for a member on its own
@@ -103,16 +108,16 @@ type embeddedCfg struct {
 // retention ago, so between one and two retentions of writes are kept. A
 // minute is far more than a Load needs (it reads at one revision, and
 // starts again if that revision is compacted under it).
-func CompactionRetention(d time.Duration) EmbeddedOpt {
-	return embeddedOpt(func(c *embeddedCfg) { c.retention = d })
+func CompactionRetention(d time.Duration) Opt {
+	return optFunc(func(c *startCfg) { c.retention = d })
 }
 
 // MemberName names the embedded member, overriding "tenure"
 // (DefaultMemberName). In a cluster it picks this member's entry of
 // InitialCluster. A data dir keeps the name its member first started
 // with; another name is ErrForeignDataDir.
-func MemberName(name string) EmbeddedOpt {
-	return embeddedOpt(func(c *embeddedCfg) { c.name = name })
+func MemberName(name string) Opt {
+	return optFunc(func(c *startCfg) { c.name = name })
 }
 
 // InitialCluster makes the embedded server one member of a cluster, in
@@ -126,16 +131,16 @@ func MemberName(name string) EmbeddedOpt {
 // one is refused for a cluster of several (ErrForeignDataDir). Every
 // member must be given the same list and token. Peer traffic is plain
 // HTTP without authentication: keep it on a private network.
-func InitialCluster(spec string) EmbeddedOpt {
-	return embeddedOpt(func(c *embeddedCfg) { c.cluster = spec })
+func InitialCluster(spec string) Opt {
+	return optFunc(func(c *startCfg) { c.cluster = spec })
 }
 
 // InitialClusterToken sets the token that, with the initial cluster, makes
 // the IDs of a new cluster and its members, overriding "tenure"
 // (DefaultClusterToken), so that two clusters bootstrapped on the same
 // addresses refuse each other's traffic. It needs InitialCluster.
-func InitialClusterToken(token string) EmbeddedOpt {
-	return embeddedOpt(func(c *embeddedCfg) { c.token = token })
+func InitialClusterToken(token string) Opt {
+	return optFunc(func(c *startCfg) { c.token = token })
 }
 
 // InitialClusterState is "new" (the default) to bootstrap the initial
@@ -144,8 +149,8 @@ func InitialClusterToken(token string) EmbeddedOpt {
 // add: the way to replace a member whose data is lost. The initial
 // cluster then lists every current member. It needs InitialCluster, and a
 // data dir with data ignores it.
-func InitialClusterState(state string) EmbeddedOpt {
-	return embeddedOpt(func(c *embeddedCfg) { c.state = state })
+func InitialClusterState(state string) Opt {
+	return optFunc(func(c *startCfg) { c.state = state })
 }
 
 // PeerListen sets the host:port on which the member accepts its peers,
@@ -153,8 +158,8 @@ func InitialClusterState(state string) EmbeddedOpt {
 // when that host is a name, every interface on its port). The host is an
 // IP address or localhost, as etcd binds nothing else. It needs
 // InitialCluster.
-func PeerListen(hostport string) EmbeddedOpt {
-	return embeddedOpt(func(c *embeddedCfg) { c.peerListen = hostport })
+func PeerListen(hostport string) Opt {
+	return optFunc(func(c *startCfg) { c.peerListen = hostport })
 }
 
 // ClientListen sets the host:port on which the member serves etcd clients,
@@ -164,8 +169,8 @@ func PeerListen(hostport string) EmbeddedOpt {
 // members use it while this one is down: a loopback client URL serves only
 // the members on the same host, those whose peer URLs are loopback too.
 // The client port is open like the peer port, without authentication.
-func ClientListen(hostport string) EmbeddedOpt {
-	return embeddedOpt(func(c *embeddedCfg) { c.clientListen = hostport })
+func ClientListen(hostport string) Opt {
+	return optFunc(func(c *startCfg) { c.clientListen = hostport })
 }
 
 // initialPeer is one member of an initial cluster.
@@ -277,7 +282,7 @@ type layout struct {
 	clientPublicHost string
 }
 
-func (c *embeddedCfg) layout() (*layout, error) {
+func (c *startCfg) layout() (*layout, error) {
 	var errs []error
 	bad := func(format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%w: "+format, append([]any{ErrInvalidOption}, args...)...))
@@ -367,7 +372,7 @@ func (l *layout) config(dir string, retention time.Duration, elog *zap.Logger) (
 	if l.peers != nil && port == "0" {
 		var err error
 		if port, err = freePort(l.clientHost); err != nil {
-			return nil, fmt.Errorf("etcdstore: a client port: %w", err)
+			return nil, fmt.Errorf("embedetcd: a client port: %w", err)
 		}
 	}
 	listen := url.URL{Scheme: "http", Host: net.JoinHostPort(l.clientHost, port)}
@@ -406,10 +411,10 @@ func freePort(host string) (string, error) {
 	return port, err
 }
 
-// Embedded is an etcd server in this process, with its data in a
+// Etcd is an etcd server in this process, with its data in a
 // directory: the store of a tenure that runs alone, or one member of a
 // cluster of tenure nodes that each embed one (InitialCluster).
-type Embedded struct {
+type Etcd struct {
 	e   *embed.Etcd
 	cli *clientv3.Client
 	dir string
@@ -431,7 +436,7 @@ type Embedded struct {
 	stopOnce  sync.Once
 }
 
-// StartEmbedded starts an etcd server with its data in dir (created if
+// Start starts an etcd server with its data in dir (created if
 // missing; an existing one is reopened with its data) and returns once it
 // serves. On its own, it listens for clients and peers on loopback ports
 // the kernel chooses, so several run side by side; the peer URL recorded
@@ -442,10 +447,10 @@ type Embedded struct {
 // it reached. Every write is fsynced before it is acknowledged. etcd's own
 // logs go to log, named "etcd", from warn level up. Use Client for a
 // client and StoreOpts with New; Close stops it.
-func StartEmbedded(ctx context.Context, dir string, log *zap.Logger, opts ...EmbeddedOpt) (*Embedded, error) {
-	ec := embeddedCfg{retention: DefaultCompactionRetention, name: DefaultMemberName}
+func Start(ctx context.Context, dir string, log *zap.Logger, opts ...Opt) (*Etcd, error) {
+	ec := startCfg{retention: DefaultCompactionRetention, name: DefaultMemberName}
 	for _, o := range opts {
-		o.applyEmbedded(&ec)
+		o.apply(&ec)
 	}
 	l, err := ec.layout()
 	if err != nil {
@@ -453,7 +458,7 @@ func StartEmbedded(ctx context.Context, dir string, log *zap.Logger, opts ...Emb
 	}
 	abs, err := filepath.Abs(dir)
 	if err != nil {
-		return nil, fmt.Errorf("etcdstore: data dir: %w", err)
+		return nil, fmt.Errorf("embedetcd: data dir: %w", err)
 	}
 	// As etcd decides (wal.Exist): a start that failed before its first
 	// WAL leaves a member directory behind, and bootstraps again.
@@ -463,7 +468,7 @@ func StartEmbedded(ctx context.Context, dir string, log *zap.Logger, opts ...Emb
 		return nil, err
 	}
 	if err := os.MkdirAll(abs, 0o700); err != nil {
-		return nil, fmt.Errorf("etcdstore: data dir: %w", err)
+		return nil, fmt.Errorf("embedetcd: data dir: %w", err)
 	}
 	lock, err := lockDataDir(abs)
 	if err != nil {
@@ -502,7 +507,7 @@ func StartEmbedded(ctx context.Context, dir string, log *zap.Logger, opts ...Emb
 		}
 		return nil, l.startError(abs, err)
 	}
-	m := &Embedded{e: e, dir: abs, name: l.name, cluster: l.peers != nil, log: log, closing: closing, lock: lock, grpcs: grpcs}
+	m := &Etcd{e: e, dir: abs, name: l.name, cluster: l.peers != nil, log: log, closing: closing, lock: lock, grpcs: grpcs}
 	m.endpoint = localEndpoint(e.Clients[0].Addr())
 	if existing {
 		if err := m.checkDataDir(l); err != nil {
@@ -531,7 +536,7 @@ func StartEmbedded(ctx context.Context, dir string, log *zap.Logger, opts ...Emb
 	m.cli, err = clientv3.New(ccfg)
 	if err != nil {
 		m.stop()
-		return nil, fmt.Errorf("etcdstore: client of embedded etcd: %w", err)
+		return nil, fmt.Errorf("embedetcd: client of embedded etcd: %w", err)
 	}
 	fields := []zap.Field{zap.String("data_dir", abs), zap.Bool("existing_data", existing),
 		zap.String("endpoint", m.endpoint), zap.Bool("fsync", true),
@@ -571,23 +576,23 @@ func (l *layout) startError(dir string, err error) error {
 	msg := err.Error()
 	switch {
 	case strings.Contains(msg, "has already been bootstrapped"):
-		return fmt.Errorf("etcdstore: member %s is already in the running etcd cluster, but its data dir %s is new: "+
+		return fmt.Errorf("embedetcd: member %s is already in the running etcd cluster, but its data dir %s is new: "+
 			"its data was lost or lives in another directory. Start it on its old data dir, or replace it: "+
 			"etcdctl member remove <its ID>, etcdctl member add %s --peer-urls=%s, then start it on an empty data dir "+
 			"with the initial cluster state \"existing\" (etcd: %w)", l.name, dir, l.name, l.peerURL.String(), err)
 	case l.state == embed.ClusterStateFlagExisting &&
 		(strings.Contains(msg, "cannot fetch cluster info") || strings.Contains(msg, "error validating peerURLs")):
-		return fmt.Errorf("etcdstore: member %s cannot join the running etcd cluster: it must have been added first "+
+		return fmt.Errorf("embedetcd: member %s cannot join the running etcd cluster: it must have been added first "+
 			"(etcdctl member add %s --peer-urls=%s), a member of the cluster must be reachable, and the initial cluster "+
 			"must list every current member with its peer URL (etcd: %w)", l.name, l.name, l.peerURL.String(), err)
 	}
-	return fmt.Errorf("etcdstore: starting embedded etcd in %s: %w", dir, err)
+	return fmt.Errorf("embedetcd: starting embedded etcd in %s: %w", dir, err)
 }
 
 // checkDataDir refuses a data dir whose membership would run the wrong
 // member, or a second cluster beside the one asked for: etcd itself
 // follows an existing data dir whatever it is told.
-func (m *Embedded) checkDataDir(l *layout) error {
+func (m *Etcd) checkDataDir(l *layout) error {
 	cl := m.e.Server.Cluster()
 	members := cl.Members()
 	if self := cl.Member(m.e.Server.MemberID()); self != nil && self.Name != "" && self.Name != l.name {
@@ -632,7 +637,7 @@ func describePeers(peers []initialPeer) string {
 
 // waitReady waits until the server serves: at once on its own, once the
 // cluster has a quorum that took this member in otherwise.
-func (m *Embedded) waitReady(ctx context.Context, existing bool) error {
+func (m *Etcd) waitReady(ctx context.Context, existing bool) error {
 	var tick <-chan time.Time
 	if m.cluster {
 		t := time.NewTicker(quorumWaitInterval)
@@ -644,9 +649,9 @@ func (m *Embedded) waitReady(ctx context.Context, existing bool) error {
 		case <-m.e.Server.ReadyNotify():
 			return nil
 		case err := <-m.e.Err():
-			return fmt.Errorf("etcdstore: embedded etcd in %s: %w", m.dir, err)
+			return fmt.Errorf("embedetcd: embedded etcd in %s: %w", m.dir, err)
 		case <-ctx.Done():
-			return fmt.Errorf("etcdstore: embedded etcd in %s not ready: %w", m.dir, context.Cause(ctx))
+			return fmt.Errorf("embedetcd: embedded etcd in %s not ready: %w", m.dir, context.Cause(ctx))
 		case <-tick:
 			if err := m.checkPeers(ctx, existing); err != nil {
 				return err
@@ -660,7 +665,7 @@ func (m *Embedded) waitReady(ctx context.Context, existing bool) error {
 // cluster for a quorum ever to form. etcd only logs warnings for that
 // (its peers drop the messages of another cluster), and would wait
 // forever.
-func (m *Embedded) checkPeers(ctx context.Context, existing bool) error {
+func (m *Etcd) checkPeers(ctx context.Context, existing bool) error {
 	cl := m.e.Server.Cluster()
 	ours := cl.ID().String()
 	members := cl.Members()
@@ -733,7 +738,7 @@ func peerClusterID(ctx context.Context, peerURL string) (string, error) {
 // syncLoop keeps the client's endpoints on the cluster's members: soon
 // while some member has not published its client URL yet, every
 // endpointSyncInterval after.
-func (m *Embedded) syncLoop(ctx context.Context) {
+func (m *Etcd) syncLoop(ctx context.Context) {
 	defer close(m.syncDone)
 	interval := time.Second
 	for {
@@ -758,7 +763,7 @@ func (m *Embedded) syncLoop(ctx context.Context) {
 // member has published its client URL. clientv3's AutoSyncInterval is not
 // used because it takes every URL in the member list: another host's
 // loopback URL would dial whatever listens on that port here.
-func (m *Embedded) syncEndpoints(ctx context.Context) (complete bool) {
+func (m *Etcd) syncEndpoints(ctx context.Context) (complete bool) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	resp, err := m.cli.MemberList(ctx)
@@ -805,26 +810,26 @@ func loopbackURL(raw string) bool {
 	return err == nil && isLoopback(u.Hostname())
 }
 
-// Client returns a client of the server; it is the Embedded's, closed by
+// Client returns a client of the server; it is the Etcd's, closed by
 // Close. In a cluster it knows every member's client URL that it can
 // reach, following the member list.
-func (m *Embedded) Client() *clientv3.Client { return m.cli }
+func (m *Etcd) Client() *clientv3.Client { return m.cli }
 
 // Endpoint returns the server's client URL, for etcdctl.
-func (m *Embedded) Endpoint() string { return m.endpoint }
+func (m *Etcd) Endpoint() string { return m.endpoint }
 
 // Dir returns the absolute path of the data directory.
-func (m *Embedded) Dir() string { return m.dir }
+func (m *Etcd) Dir() string { return m.dir }
 
 // StoreOpts returns the options that match the server's raised limits, for
 // New.
-func (m *Embedded) StoreOpts() []Opt {
-	return []Opt{MaxTxnOps(embeddedMaxTxnOps), MaxTxnBytes(embeddedMaxTxnBytes)}
+func (m *Etcd) StoreOpts() []etcdstore.Opt {
+	return []etcdstore.Opt{etcdstore.MaxTxnOps(embeddedMaxTxnOps), etcdstore.MaxTxnBytes(embeddedMaxTxnBytes)}
 }
 
 // Close closes the client and stops the server, waiting for it. Calls
 // after the first do nothing.
-func (m *Embedded) Close() error {
+func (m *Etcd) Close() error {
 	var err error
 	m.closeOnce.Do(func() {
 		m.closing.Store(true)
@@ -845,7 +850,7 @@ func (m *Embedded) Close() error {
 	return err
 }
 
-func (m *Embedded) stop() {
+func (m *Etcd) stop() {
 	m.stopOnce.Do(func() {
 		m.closing.Store(true)
 		select {

@@ -1,4 +1,4 @@
-package assignor_test
+package kgobalancer_test
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/tenure-dev/tenure/assignor"
+	"github.com/tenure-dev/tenure/assignor/kgobalancer"
 )
 
 // ownership tracks which client owns which partition of topic "t", as
@@ -74,7 +75,7 @@ func TestBalancersWithKafkaClients(t *testing.T) {
 		// want reports whether the per-client counts are final.
 		want func(counts map[string]int, clients int) bool
 	}{
-		{"uniform", assignor.UniformBalancer(), func(counts map[string]int, clients int) bool {
+		{"uniform", kgobalancer.Uniform(), func(counts map[string]int, clients int) bool {
 			for _, n := range counts {
 				if n != 64/clients && n != 64/clients+1 {
 					return false
@@ -82,7 +83,7 @@ func TestBalancersWithKafkaClients(t *testing.T) {
 			}
 			return true
 		}},
-		{"rendezvous", assignor.RendezvousBalancer(assignor.DefaultEpsilon), func(counts map[string]int, clients int) bool {
+		{"rendezvous", kgobalancer.Rendezvous(assignor.DefaultEpsilon), func(counts map[string]int, clients int) bool {
 			even := (64 + clients - 1) / clients
 			capacity := (even*5 + 3) / 4 // ⌈even × 1.25⌉
 			for _, n := range counts {

@@ -1,4 +1,4 @@
-package etcdstore
+package embedetcd
 
 import (
 	"errors"
@@ -20,7 +20,7 @@ import (
 // StopServer stops the server and leaves its client open, as when the
 // member fails inside a running process: the client must go on through
 // the other members.
-func (m *Embedded) StopServer() { m.stop() }
+func (m *Etcd) StopServer() { m.stop() }
 
 func TestReachableEndpoints(t *testing.T) {
 	member := func(id uint64, name, peer string, clients ...string) *pb.Member {
@@ -88,31 +88,31 @@ func TestEmbeddedBadOptions(t *testing.T) {
 	const three = "n1=http://127.0.0.1:2380,n2=http://127.0.0.1:2381,n3=http://127.0.0.1:2382"
 	for _, tc := range []struct {
 		name string
-		opts []EmbeddedOpt
+		opts []Opt
 		want string
 	}{
-		{"name not in the cluster", []EmbeddedOpt{MemberName("n4"), InitialCluster(three)}, `member name "n4" is not in the initial cluster (members: n1, n2, n3)`},
-		{"default name not in the cluster", []EmbeddedOpt{InitialCluster(three)}, `member name "tenure" is not in the initial cluster`},
-		{"no equals sign", []EmbeddedOpt{MemberName("n1"), InitialCluster("n1=http://127.0.0.1:2380,n2")}, `entry "n2" is not name=http://host:port`},
-		{"no port", []EmbeddedOpt{MemberName("n1"), InitialCluster("n1=http://127.0.0.1")}, "needs a port"},
-		{"https", []EmbeddedOpt{MemberName("n1"), InitialCluster("n1=https://127.0.0.1:2380")}, "https needs peer TLS"},
-		{"not a URL", []EmbeddedOpt{MemberName("n1"), InitialCluster("n1=127.0.0.1:2380")}, "is not http://host:port"},
-		{"a path", []EmbeddedOpt{MemberName("n1"), InitialCluster("n1=http://127.0.0.1:2380/x")}, "is not http://host:port"},
-		{"unspecified host", []EmbeddedOpt{MemberName("n1"), InitialCluster("n1=http://0.0.0.0:2380")}, "not an address the others can reach"},
-		{"member twice", []EmbeddedOpt{MemberName("n1"), InitialCluster("n1=http://127.0.0.1:2380,n1=http://127.0.0.1:2381")}, "n1 is listed twice"},
-		{"shared peer URL", []EmbeddedOpt{MemberName("n1"), InitialCluster("n1=http://127.0.0.1:2380,n2=http://127.0.0.1:2380")}, "same peer URL"},
-		{"bad state", []EmbeddedOpt{MemberName("n1"), InitialCluster(three), InitialClusterState("old")}, "neither new nor existing"},
-		{"peer listen alone", []EmbeddedOpt{PeerListen("127.0.0.1:2380")}, "needs an initial cluster"},
-		{"token alone", []EmbeddedOpt{InitialClusterToken("x")}, "needs an initial cluster"},
-		{"peer listen on a name", []EmbeddedOpt{MemberName("n1"), InitialCluster(three), PeerListen("host.example:2380")}, "must be an IP address or localhost"},
-		{"peer listen on port 0", []EmbeddedOpt{MemberName("n1"), InitialCluster(three), PeerListen("127.0.0.1:0")}, "bad port"},
-		{"client listen without host", []EmbeddedOpt{ClientListen(":2379")}, "needs a host"},
-		{"empty name", []EmbeddedOpt{MemberName("")}, "must be non-empty"},
-		{"no retention", []EmbeddedOpt{CompactionRetention(0)}, "must be positive"},
+		{"name not in the cluster", []Opt{MemberName("n4"), InitialCluster(three)}, `member name "n4" is not in the initial cluster (members: n1, n2, n3)`},
+		{"default name not in the cluster", []Opt{InitialCluster(three)}, `member name "tenure" is not in the initial cluster`},
+		{"no equals sign", []Opt{MemberName("n1"), InitialCluster("n1=http://127.0.0.1:2380,n2")}, `entry "n2" is not name=http://host:port`},
+		{"no port", []Opt{MemberName("n1"), InitialCluster("n1=http://127.0.0.1")}, "needs a port"},
+		{"https", []Opt{MemberName("n1"), InitialCluster("n1=https://127.0.0.1:2380")}, "https needs peer TLS"},
+		{"not a URL", []Opt{MemberName("n1"), InitialCluster("n1=127.0.0.1:2380")}, "is not http://host:port"},
+		{"a path", []Opt{MemberName("n1"), InitialCluster("n1=http://127.0.0.1:2380/x")}, "is not http://host:port"},
+		{"unspecified host", []Opt{MemberName("n1"), InitialCluster("n1=http://0.0.0.0:2380")}, "not an address the others can reach"},
+		{"member twice", []Opt{MemberName("n1"), InitialCluster("n1=http://127.0.0.1:2380,n1=http://127.0.0.1:2381")}, "n1 is listed twice"},
+		{"shared peer URL", []Opt{MemberName("n1"), InitialCluster("n1=http://127.0.0.1:2380,n2=http://127.0.0.1:2380")}, "same peer URL"},
+		{"bad state", []Opt{MemberName("n1"), InitialCluster(three), InitialClusterState("old")}, "neither new nor existing"},
+		{"peer listen alone", []Opt{PeerListen("127.0.0.1:2380")}, "needs an initial cluster"},
+		{"token alone", []Opt{InitialClusterToken("x")}, "needs an initial cluster"},
+		{"peer listen on a name", []Opt{MemberName("n1"), InitialCluster(three), PeerListen("host.example:2380")}, "must be an IP address or localhost"},
+		{"peer listen on port 0", []Opt{MemberName("n1"), InitialCluster(three), PeerListen("127.0.0.1:0")}, "bad port"},
+		{"client listen without host", []Opt{ClientListen(":2379")}, "needs a host"},
+		{"empty name", []Opt{MemberName("")}, "must be non-empty"},
+		{"no retention", []Opt{CompactionRetention(0)}, "must be positive"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "data")
-			_, err := StartEmbedded(testenv.Context(t), dir, zap.NewNop(), tc.opts...)
+			_, err := Start(testenv.Context(t), dir, zap.NewNop(), tc.opts...)
 			if !errors.Is(err, ErrInvalidOption) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("got %v, want ErrInvalidOption saying %q", err, tc.want)
 			}
@@ -145,5 +145,30 @@ func TestQuietCoreCluster(t *testing.T) {
 	want := []string{"failed to update storage version", "lost TCP streaming connection with remote peer", "failed to save raft snapshot"}
 	if !slices.Equal(got, want) {
 		t.Fatalf("passed %q, want %q", got, want)
+	}
+}
+
+// TestQuietCore: etcd's noise is dropped, its long strings cut, its
+// warnings passed on.
+func TestQuietCore(t *testing.T) {
+	obs, logs := observer.New(zapcore.DebugLevel)
+	closing := new(atomic.Bool)
+	log := zap.New(&quietCore{Core: obs, closing: closing}).With(zap.String("component", "etcd"))
+	log.Info("chatter")
+	log.Warn("Running http and grpc server on single port. This is not recommended for production.")
+	log.Warn("apply request took too long", zap.String("request", strings.Repeat("x", 5000)), zap.Int("n", 1))
+	log.Error("setting up serving from embedded etcd failed.", zap.Error(errors.New("mux: server closed")))
+	closing.Store(true)
+	log.Error("setting up serving from embedded etcd failed.", zap.Error(errors.New("mux: server closed")))
+	var got []string
+	for _, e := range logs.All() {
+		got = append(got, e.Message)
+	}
+	if want := []string{"apply request took too long", "setting up serving from embedded etcd failed."}; !slices.Equal(got, want) {
+		t.Fatalf("passed %q, want %q", got, want)
+	}
+	req := logs.All()[0].ContextMap()["request"].(string)
+	if len(req) > maxLogString+32 || !strings.HasSuffix(req, "(5000 bytes)") {
+		t.Fatalf("a long string passed as %d bytes: ...%s", len(req), req[len(req)-20:])
 	}
 }

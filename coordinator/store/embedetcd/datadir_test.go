@@ -1,4 +1,4 @@
-package etcdstore_test
+package embedetcd_test
 
 import (
 	"bufio"
@@ -11,21 +11,21 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tenure-dev/tenure/coordinator/store/etcdstore"
+	"github.com/tenure-dev/tenure/coordinator/store/embedetcd"
 	"github.com/tenure-dev/tenure/internal/testenv"
 )
 
-// startWithin runs StartEmbedded on dir and fails t if it does not return
+// startWithin runs Start on dir and fails t if it does not return
 // within a minute: etcd waits for its database's file lock forever.
-func startWithin(t *testing.T, dir string) (*etcdstore.Embedded, error) {
+func startWithin(t *testing.T, dir string) (*embedetcd.Etcd, error) {
 	t.Helper()
 	type started struct {
-		e   *etcdstore.Embedded
+		e   *embedetcd.Etcd
 		err error
 	}
 	done := make(chan started, 1)
 	go func() {
-		e, err := etcdstore.StartEmbedded(testenv.Context(t), dir, testLogger(t))
+		e, err := embedetcd.Start(testenv.Context(t), dir, testLogger(t))
 		done <- started{e, err}
 	}()
 	select {
@@ -35,7 +35,7 @@ func startWithin(t *testing.T, dir string) (*etcdstore.Embedded, error) {
 		}
 		return s.e, s.err
 	case <-time.After(time.Minute):
-		t.Fatalf("StartEmbedded on %s has not returned after a minute", dir)
+		t.Fatalf("Start on %s has not returned after a minute", dir)
 		return nil, nil
 	}
 }
@@ -47,7 +47,7 @@ func TestDataDirInUse(t *testing.T) {
 	dir := t.TempDir()
 	startEmbedded(t, dir, testLogger(t))
 	_, err := startWithin(t, dir)
-	if !errors.Is(err, etcdstore.ErrDataDirInUse) || !strings.Contains(err.Error(), dir) || !strings.Contains(err.Error(), "this process") {
+	if !errors.Is(err, embedetcd.ErrDataDirInUse) || !strings.Contains(err.Error(), dir) || !strings.Contains(err.Error(), "this process") {
 		t.Fatalf("second start in this process: %v; want ErrDataDirInUse naming %s and this process", err, dir)
 	}
 
@@ -65,10 +65,10 @@ func TestDataDirInUse(t *testing.T) {
 	defer cmd.Wait()
 	defer cmd.Process.Kill()
 	lines := bufio.NewScanner(out)
-	for lines.Scan() && lines.Text() != "persisted" {
+	for lines.Scan() && lines.Text() != "started" {
 	}
 	_, err = startWithin(t, other)
-	if want := fmt.Sprintf("process %d", cmd.Process.Pid); !errors.Is(err, etcdstore.ErrDataDirInUse) || !strings.Contains(err.Error(), want) {
+	if want := fmt.Sprintf("process %d", cmd.Process.Pid); !errors.Is(err, embedetcd.ErrDataDirInUse) || !strings.Contains(err.Error(), want) {
 		t.Fatalf("start beside another process: %v; want ErrDataDirInUse naming %s", err, want)
 	}
 
@@ -87,7 +87,7 @@ func TestDataDirNotOurs(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := startWithin(t, dir)
-	if !errors.Is(err, etcdstore.ErrNotDataDir) || !strings.Contains(err.Error(), "notes.txt") {
+	if !errors.Is(err, embedetcd.ErrNotDataDir) || !strings.Contains(err.Error(), "notes.txt") {
 		t.Fatalf("start on a directory of other files: %v; want ErrNotDataDir naming notes.txt", err)
 	}
 	entries, _ := os.ReadDir(dir)
@@ -100,7 +100,7 @@ func TestDataDirNotOurs(t *testing.T) {
 // start says so and what to do, instead of etcd's panic.
 func TestDataDirCorrupt(t *testing.T) {
 	dir := t.TempDir()
-	e, err := etcdstore.StartEmbedded(testenv.Context(t), dir, testLogger(t))
+	e, err := embedetcd.Start(testenv.Context(t), dir, testLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +110,7 @@ func TestDataDirCorrupt(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = startWithin(t, dir)
-	if !errors.Is(err, etcdstore.ErrCorruptDataDir) || !strings.Contains(err.Error(), db) || !strings.Contains(err.Error(), "backup") {
+	if !errors.Is(err, embedetcd.ErrCorruptDataDir) || !strings.Contains(err.Error(), db) || !strings.Contains(err.Error(), "backup") {
 		t.Fatalf("start on a damaged database: %v; want ErrCorruptDataDir naming %s and what to do", err, db)
 	}
 }
