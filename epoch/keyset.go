@@ -25,9 +25,15 @@ const (
 	// KeyRevoked verifies nothing: a token it signed is refused with
 	// [ErrRevokedKey].
 	KeyRevoked
+	// KeyPending is published and verifies, but does not sign yet: a
+	// rotation publishes the next key for a while before it becomes
+	// active, so that resources that fetch the key set now and then hold
+	// it before the first token it signs reaches them. A key set has at
+	// most one.
+	KeyPending
 )
 
-var keyStateNames = [...]string{KeyActive: "active", KeyRetired: "retired", KeyRevoked: "revoked"}
+var keyStateNames = [...]string{KeyActive: "active", KeyRetired: "retired", KeyRevoked: "revoked", KeyPending: "pending"}
 
 func (s KeyState) String() string {
 	if int(s) < len(keyStateNames) && keyStateNames[s] != "" {
@@ -43,7 +49,7 @@ func ParseKeyState(s string) (KeyState, error) {
 			return KeyState(st), nil
 		}
 	}
-	return 0, fmt.Errorf("epoch: key state %q is not active, retired or revoked", s)
+	return 0, fmt.Errorf("epoch: key state %q is not pending, active, retired or revoked", s)
 }
 
 // PublicKey is one signing key as the coordinator publishes it: its
@@ -68,7 +74,7 @@ type KeySet struct {
 
 // NewKeySet returns the set of keys. Each key's ID must be [KeyIDOf] its
 // public key, no ID may appear twice, every state must be valid, and at
-// most one key may be active.
+// most one key may be active and one pending.
 func NewKeySet(keys []PublicKey) (*KeySet, error) {
 	ks := &KeySet{keys: slices.Clone(keys), byID: make(map[KeyID]*PublicKey, len(keys))}
 	slices.SortFunc(ks.keys, func(a, b PublicKey) int {
@@ -77,7 +83,7 @@ func NewKeySet(keys []PublicKey) (*KeySet, error) {
 		}
 		return strings.Compare(string(a.ID), string(b.ID))
 	})
-	active := 0
+	var count [len(keyStateNames)]int
 	for i := range ks.keys {
 		k := &ks.keys[i]
 		switch {
@@ -85,19 +91,19 @@ func NewKeySet(keys []PublicKey) (*KeySet, error) {
 			return nil, fmt.Errorf("epoch: key %s: a public key is %d bytes, not %d", k.ID, ed25519.PublicKeySize, len(k.Key))
 		case KeyIDOf(k.Key) != k.ID:
 			return nil, fmt.Errorf("epoch: key %s: its ID is %s", k.ID, KeyIDOf(k.Key))
-		case k.State < KeyActive || k.State > KeyRevoked:
+		case k.State < KeyActive || k.State > KeyPending:
 			return nil, fmt.Errorf("epoch: key %s: invalid state %v", k.ID, k.State)
 		case ks.byID[k.ID] != nil:
 			return nil, fmt.Errorf("epoch: key %s appears twice", k.ID)
 		}
-		if k.State == KeyActive {
-			active++
-		}
+		count[k.State]++
 		k.Key = slices.Clone(k.Key)
 		ks.byID[k.ID] = k
 	}
-	if active > 1 {
-		return nil, fmt.Errorf("epoch: %d active keys; a key set has at most one", active)
+	for _, st := range []KeyState{KeyActive, KeyPending} {
+		if count[st] > 1 {
+			return nil, fmt.Errorf("epoch: %d %v keys; a key set has at most one", count[st], st)
+		}
 	}
 	return ks, nil
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"pgregory.net/rapid"
 
@@ -93,11 +94,13 @@ func TestKeySetRefuses(t *testing.T) {
 	good := epoch.PublicKey{ID: k.Active.ID(), Key: k.Active.Public(), State: epoch.KeyActive}
 	other := epoch.PublicKey{ID: k.Old.ID(), Key: k.Old.Public(), State: epoch.KeyActive}
 	for name, keys := range map[string][]epoch.PublicKey{
-		"wrong ID":         {{ID: k.Old.ID(), Key: k.Active.Public(), State: epoch.KeyActive}},
-		"short key":        {{ID: k.Active.ID(), Key: k.Active.Public()[:31], State: epoch.KeyActive}},
-		"no state":         {{ID: k.Active.ID(), Key: k.Active.Public()}},
-		"twice":            {good, good},
-		"two active keys":  {good, other},
+		"wrong ID":        {{ID: k.Old.ID(), Key: k.Active.Public(), State: epoch.KeyActive}},
+		"short key":       {{ID: k.Active.ID(), Key: k.Active.Public()[:31], State: epoch.KeyActive}},
+		"no state":        {{ID: k.Active.ID(), Key: k.Active.Public()}},
+		"twice":           {good, good},
+		"two active keys": {good, other},
+		"two pending keys": {{ID: k.Active.ID(), Key: k.Active.Public(), State: epoch.KeyPending},
+			{ID: k.Old.ID(), Key: k.Old.Public(), State: epoch.KeyPending}},
 		"state out of set": {{ID: k.Active.ID(), Key: k.Active.Public(), State: 9}},
 	} {
 		if _, err := epoch.NewKeySet(keys); err == nil {
@@ -155,6 +158,44 @@ func TestVerifierRevocationReachesCache(t *testing.T) {
 	fencetest.WantRefused(t, v.Verify(3, st), epoch.ErrRevokedKey)
 	v.SetKeys(nil)
 	fencetest.WantRefused(t, v.Verify(3, st), epoch.ErrUnknownKey)
+}
+
+// TestPendingKeyVerifies: a key published before it signs (a rotation's
+// next key) is in the set's JSON as "pending" and verifies, so a resource
+// that fetched the set during the publish delay admits the first tokens
+// the key signs; the set still has one active key.
+func TestPendingKeyVerifies(t *testing.T) {
+	k := fencetest.NewKeys(t)
+	keys := append(k.Set.Keys(), epoch.PublicKey{ID: k.Stranger.ID(), Key: k.Stranger.Public(), State: epoch.KeyPending,
+		Created: time.Date(2026, 3, 1, 5, 0, 0, 0, time.UTC)})
+	set, err := epoch.NewKeySet(keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := set.MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(b, []byte(`"state":"pending"`)) {
+		t.Fatalf("the pending key is not published as pending: %s", b)
+	}
+	parsed, err := epoch.ParseKeySet(b)
+	if err != nil {
+		t.Fatalf("ParseKeySet(%s): %v", b, err)
+	}
+	if p, ok := parsed.Lookup(k.Stranger.ID()); !ok || p.State != epoch.KeyPending {
+		t.Fatalf("the pending key read back as %+v, %v", p, ok)
+	}
+	if a, _ := parsed.Active(); a.ID != k.Active.ID() {
+		t.Fatalf("Active() = %s, want %s: a pending key is not the active one", a.ID, k.Active.ID())
+	}
+	v := epoch.NewVerifier(epoch.VerifierConfig{Group: fencetest.Group, TopicID: fencetest.Topic, Keys: parsed, RequireSigned: true})
+	if err := v.Verify(3, fencetest.Grant(k.Stranger, 3, 4, "bob")); err != nil {
+		t.Fatalf("a token of the pending key: %v", err)
+	}
+	if st, err := epoch.ParseKeyState("pending"); err != nil || st != epoch.KeyPending || st.String() != "pending" {
+		t.Fatalf("ParseKeyState(pending) = %v, %v", st, err)
+	}
 }
 
 // TestVerifierOptional: without RequireSigned, plain tokens pass and

@@ -19,8 +19,7 @@ func benchMachine(b *testing.B, n int) (*Machine, time.Time) {
 	})
 	now := t0
 	m.Start(now)
-	m.Ready()
-	m.Advance()
+	m.Advance(m.Ready())
 	resp := kmsg.NewPtrConsumerGroupHeartbeatResponse()
 	resp.MemberEpoch, resp.HeartbeatIntervalMillis = 3, 1000
 	at := kmsg.NewConsumerGroupHeartbeatResponseAssignmentTopic()
@@ -30,14 +29,14 @@ func benchMachine(b *testing.B, n int) (*Machine, time.Time) {
 	}
 	resp.Assignment = &kmsg.ConsumerGroupHeartbeatResponseAssignment{Topics: []kmsg.ConsumerGroupHeartbeatResponseAssignmentTopic{at}}
 	m.Step(now, HeartbeatResponse{Resp: resp})
-	for _, c := range m.Ready().Changes {
+	rd := m.Ready()
+	for _, c := range rd.Changes {
 		m.Step(now, Started{Topic: c.Topic, Partition: c.Partition, Token: c.Token})
 	}
-	m.Advance()
+	m.Advance(rd)
 	resp.Assignment = nil
 	m.Step(now, HeartbeatResponse{Resp: resp})
-	m.Ready()
-	m.Advance()
+	m.Advance(m.Ready())
 	return m, now
 }
 
@@ -56,12 +55,13 @@ func BenchmarkMachineHeartbeat(b *testing.B) {
 		if rd.Heartbeat == nil {
 			b.Fatal("no heartbeat")
 		}
-		m.Advance()
+		m.Advance(rd)
 		m.Step(now.Add(time.Millisecond), HeartbeatResponse{Resp: resp, Req: rd.Heartbeat})
-		if rd := m.Ready(); len(rd.Changes) != 0 {
+		rd = m.Ready()
+		if len(rd.Changes) != 0 {
 			b.Fatal("changes in the steady state")
 		}
-		m.Advance()
+		m.Advance(rd)
 	}
 }
 
@@ -82,9 +82,8 @@ func BenchmarkMachineFullHeartbeat(b *testing.B) {
 		now = now.Add(time.Second)
 		m.Tick(now)
 		rd := m.Ready()
-		m.Advance()
+		m.Advance(rd)
 		m.Step(now.Add(time.Millisecond), HeartbeatResponse{Resp: resp, Req: rd.Heartbeat})
-		m.Ready()
-		m.Advance()
+		m.Advance(m.Ready())
 	}
 }

@@ -137,7 +137,7 @@ func ExampleMachine() {
 		} else {
 			fmt.Println("next tick", rd.NextTick.Sub(t0))
 		}
-		m.Advance()
+		m.Advance(rd)
 	}
 
 	m.Start(t0)

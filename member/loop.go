@@ -71,7 +71,7 @@ func (s *Session) apply() bool {
 			s.resolve()
 		}
 		if rd.Left {
-			s.m.Advance()
+			s.m.Advance(rd)
 			if rd.Err != nil {
 				s.log.Error("member stopped by the coordinator", zap.Error(rd.Err))
 			} else {
@@ -81,7 +81,7 @@ func (s *Session) apply() bool {
 			return true
 		}
 		s.arm(now, rd.NextTick)
-		s.m.Advance()
+		s.m.Advance(rd)
 	}
 	s.publish()
 	return s.isDone()

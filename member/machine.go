@@ -1,6 +1,7 @@
 package member
 
 import (
+	"fmt"
 	"slices"
 	"time"
 
@@ -64,8 +65,8 @@ type Machine struct {
 	stale      bool // counts need a recount
 
 	rd           Ready
-	lastNextTick time.Time
-	changesBuf   []ClaimChange
+	advanced     uint64    // Seq of the last Ready retired by Advance
+	lastNextTick time.Time // NextTick of that Ready
 }
 
 // key identifies a partition as the coordinator does: by topic ID.
@@ -207,25 +208,56 @@ func (m *Machine) HasReady() bool {
 		rd.Left || rd.Err != nil || !m.nextTick().Equal(m.lastNextTick)
 }
 
-// Ready hands the accumulated effects to the shell, which must perform
-// them in order; the machine starts accumulating anew. Call
-// [Machine.Advance] once they are performed, before the next Ready.
+// Ready returns what the shell must do now (see [Ready] for the order and
+// the obligations). It returns the same Seq, and what it held, until
+// [Machine.Advance] retires it; a Step in between only adds to it. The
+// Changes slice is valid until Advance.
 func (m *Machine) Ready() Ready {
 	rd := m.rd
+	rd.Seq = m.advanced + 1
 	rd.NextTick = m.nextTick()
-	m.lastNextTick = rd.NextTick
-	m.changesBuf = rd.Changes
-	m.rd = Ready{}
 	return rd
 }
 
-// Advance tells the machine the shell is done with the last Ready, so its
-// buffers may be reused.
-func (m *Machine) Advance() {
-	if len(m.rd.Changes) == 0 && m.changesBuf != nil {
-		m.rd.Changes = m.changesBuf[:0]
+// Advance tells the machine the shell has performed rd, which Ready
+// returned. Only what rd held is retired: a heartbeat, changes or topics
+// to resolve that a Step added after that Ready stay for the next one
+// (raft's rule, and [coordinator.Group.Advance]'s). The machine reuses the
+// memory of rd.Changes. Advancing any Ready but the machine's current one
+// is a bug of the shell, and panics.
+func (m *Machine) Advance(rd Ready) {
+	if rd.Seq != m.advanced+1 {
+		panic(fmt.Sprintf("member: Advance of Ready %d, but the machine's next Ready is %d", rd.Seq, m.advanced+1))
 	}
-	m.changesBuf = nil
+	m.advanced = rd.Seq
+	// The heartbeat and the topics to resolve are replaced, not queued: a
+	// later Step's own stays.
+	if m.rd.Heartbeat == rd.Heartbeat {
+		m.rd.Heartbeat = nil
+	}
+	if sameSlice(m.rd.Resolve, rd.Resolve) {
+		m.rd.Resolve = nil
+	}
+	m.rd.Changes = retire(m.rd.Changes, len(rd.Changes))
+	if rd.Left {
+		// Err is only ever set with Left.
+		m.rd.Left, m.rd.Err = false, nil
+	}
+	m.lastNextTick = rd.NextTick
+}
+
+// retire drops the first n elements of s, keeping what is left in s's
+// memory.
+func retire[T any](s []T, n int) []T {
+	k := copy(s, s[n:])
+	clear(s[k:])
+	return s[:k]
+}
+
+// sameSlice reports whether a and b are the same elements of the same
+// memory.
+func sameSlice[T any](a, b []T) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
 
 // MemberID returns the member's ID (the configured one, or the one the

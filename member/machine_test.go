@@ -413,7 +413,7 @@ func (e *machineEnv) ready() string {
 	} else {
 		fmt.Fprintf(&b, "next-tick %v", rd.NextTick.Sub(t0))
 	}
-	e.m.Advance()
+	e.m.Advance(rd)
 	return b.String()
 }
 

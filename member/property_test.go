@@ -224,7 +224,7 @@ func (pm *propModel) drain(t *rapid.T, m *Machine, now time.Time) {
 		if !rd.NextTick.IsZero() && rd.NextTick.Before(now) {
 			t.Fatalf("next tick %v is in the past (now %v)", rd.NextTick.Sub(t0), now.Sub(t0))
 		}
-		m.Advance()
+		m.Advance(rd)
 		pm.checkNextTick(t, rd.NextTick, now)
 	}
 	deadline := pm.window.Deadline(pm.maxAck)

@@ -8,9 +8,33 @@ import (
 	"github.com/tenure-dev/tenure/epoch"
 )
 
-// Ready is what the shell must do now, taken from [Machine.Ready]. Perform
-// it in field order.
+// Ready is what the shell must do now, taken from [Machine.Ready]. The
+// shell performs it in field order, then passes it back to
+// [Machine.Advance] (raft's contract, and [coordinator.Ready]'s):
+//
+//  1. Send Heartbeat, if any. The machine counts the safe-ownership
+//     deadline from the instant it emitted the request, so a shell that
+//     sends late only shortens its own safe window; it must report the
+//     response or the failure (HeartbeatResponse, HeartbeatFailed), or
+//     the machine sends no other heartbeat.
+//  2. Apply Changes, in order: start work on Pending claims (once the
+//     work under an older token of the same partition has stopped), and
+//     cancel it on Revoking, Suspect and Lost; report Started and
+//     Released in later Steps, as the work starts and stops (the field's
+//     doc has each case).
+//  3. Look up Resolve, and report [TopicIDs].
+//  4. If Left, the member is done: perform the Changes above (every claim
+//     is given up), and feed the machine nothing more.
+//  5. Call Tick no later than NextTick (when it is not zero), even if
+//     nothing else arrives.
+//
+// Then call Advance(rd). Steps made while performing rd (a Released
+// reported at once, say) add to the next Ready, never to rd.
 type Ready struct {
+	// Seq numbers the Readies of one machine: 1, 2, ... [Machine.Ready]
+	// returns the same number until Advance retires it, and Advance
+	// refuses (panics on) any other.
+	Seq uint64
 	// Heartbeat, if not nil, must be sent now. At most one heartbeat is in
 	// flight: the next is emitted only after the shell reports the
 	// previous one's response or failure. The machine counts the

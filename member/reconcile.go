@@ -105,7 +105,8 @@ func (m *Machine) reconcile(now time.Time, a *kmsg.ConsumerGroupHeartbeatRespons
 		}
 	}
 	if len(m.unresolved) > 0 {
-		m.rd.Resolve = m.rd.Resolve[:0]
+		// New memory: the shell may hold the last list until Advance.
+		m.rd.Resolve = make([][16]byte, 0, len(m.unresolved))
 		for _, g := range m.unresolved {
 			if !slices.Contains(m.rd.Resolve, g.id) {
 				m.rd.Resolve = append(m.rd.Resolve, g.id)

@@ -267,7 +267,7 @@ func (w *world) memberReady(n *memberNode) {
 		} else {
 			n.nextTick = vnever
 		}
-		n.m.Advance()
+		n.m.Advance(rd)
 		if left {
 			w.exited(n, lerr)
 			return

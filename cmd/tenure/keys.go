@@ -22,8 +22,8 @@ func keysCommand() *command {
 		summary: "list, rotate and revoke the keys grants are signed with (admin API)",
 		subs: []subcommand{
 			{name: "list", help: "every key: its ID, state, times and public key\n(Ed25519)"},
-			{name: "rotate", help: "a new key signs every grant from now on; the active\none retires: it still verifies, and every member is\ngranted its partitions again under the new key\nwithin a heartbeat"},
-			{name: "revoke", args: []string{"ID"}, help: "a retired key verifies nothing from now on (the\nactive key cannot be revoked: rotate first)"},
+			{name: "rotate", help: "a new key is published (pending: it verifies) and,\nafter the nodes' --key-publish-delay, signs every\ngrant; the active one then retires: it still\nverifies, and every member is granted its\npartitions again under the new key within a\nheartbeat. --now: the pending key, or a new one,\nsigns at once (after a compromise)"},
+			{name: "revoke", args: []string{"ID"}, help: "a retired key verifies nothing from now on; a\npending one is cancelled (the active key cannot be\nrevoked: rotate first)"},
 		},
 		help: `A coordinator signs grants with tenure serve --sign-grants. The keys live in
 its store, shared by every node of an HA set, so any node's --http listener
@@ -32,7 +32,10 @@ answers (--admin). A retired key is revoked by the nodes --key-retention
 
 Fences verify tokens with the public keys: --output json prints them in the
 form the admin API's GET /api/keys serves and epoch.ParseKeySet reads, for a
-resource to load at start and again after each rotation.`,
+resource to load at start and again now and then. A rotation publishes the
+next key --key-publish-delay (default 1m) before it signs, so that a
+resource that fetches the keys more often than that refuses no honest
+write; rotate --now skips the delay.`,
 		setup: setupKeys,
 	}
 }
@@ -46,6 +49,7 @@ func setupKeysOut(fs *flag.FlagSet, out io.Writer) func(ctx context.Context, arg
 	adminURL := fs.String("admin", "http://"+defaultHTTP, "`URL` of a node's --http listener (its admin API)")
 	timeout := fs.Duration("timeout", 10*time.Second, "how long to wait for the node's answer")
 	output := addOutputFlag(fs)
+	now := fs.Bool("now", false, "rotate: make the pending key, or a new one, sign at once, without the publish delay (after a compromise)")
 	return func(ctx context.Context, args []string) error {
 		args, err := parseInterleaved(fs, args)
 		if err != nil {
@@ -74,6 +78,9 @@ func setupKeysOut(fs *flag.FlagSet, out io.Writer) func(ctx context.Context, arg
 		if *timeout <= 0 {
 			return usagef("--timeout must be positive")
 		}
+		if *now && sub != "rotate" {
+			return usagef("--now goes with rotate only")
+		}
 		ctx, cancel := context.WithTimeout(ctx, *timeout)
 		defer cancel()
 		api := &adminapi.Client{Base: *adminURL}
@@ -82,7 +89,11 @@ func setupKeysOut(fs *flag.FlagSet, out io.Writer) func(ctx context.Context, arg
 		case "list":
 			ks, err = api.Keys(ctx)
 		case "rotate":
-			ks, err = api.RotateKey(ctx)
+			if *now {
+				ks, err = api.RotateKeyNow(ctx)
+			} else {
+				ks, err = api.RotateKey(ctx)
+			}
 		case "revoke":
 			ks, err = api.RevokeKey(ctx, id)
 		}

@@ -90,6 +90,7 @@ func TestKeysCommand(t *testing.T) {
 		{[]string{"revoke"}, "takes one key ID"},
 		{[]string{"revoke", "KEY"}, "is not 16 lower-case hex"},
 		{[]string{"list", "--timeout", "0s"}, "--timeout must be positive"},
+		{[]string{"list", "--now"}, "--now goes with rotate only"},
 	} {
 		_, err := runKeys(t, c.args...)
 		if _, ok := err.(usageError); !ok || !strings.Contains(err.Error(), c.want) {
@@ -98,6 +99,36 @@ func TestKeysCommand(t *testing.T) {
 	}
 	if _, err := runKeys(t, "list", "--admin", "http://127.0.0.1:1"); err == nil || !strings.Contains(err.Error(), "--http") {
 		t.Errorf("keys list of a node that is not there: %v, want an error naming --http", err)
+	}
+}
+
+// TestKeysRotateStaged: against a coordinator with a publish delay,
+// rotate publishes a pending key and the active one stays; a second
+// rotate says a rotation is pending; rotate --now makes the pending key
+// active.
+func TestKeysRotateStaged(t *testing.T) {
+	cfg := testenv.TenureConfig(t, 3*time.Second, 300*time.Millisecond, 4)
+	cfg.SignGrants, cfg.KeyPublishDelay = true, time.Hour
+	srv, _ := testenv.StartTenureServer(t, cfg)
+	mux := http.NewServeMux()
+	adminapi.Register(mux, srv)
+	hs := httptest.NewServer(mux)
+	defer hs.Close()
+	admin := []string{"--admin", hs.URL}
+
+	out, err := runKeys(t, append([]string{"rotate"}, admin...)...)
+	active := regexp.MustCompile(`(?m)^([0-9a-f]{16})\s+active\s`).FindStringSubmatch(out)
+	pending := regexp.MustCompile(`(?m)^([0-9a-f]{16})\s+pending\s`).FindStringSubmatch(out)
+	if err != nil || active == nil || pending == nil {
+		t.Fatalf("rotate with a publish delay: %v, want an active and a pending key:\n%s", err, out)
+	}
+	if _, err := runKeys(t, append([]string{"rotate"}, admin...)...); err == nil || !strings.Contains(err.Error(), "rotation is pending") {
+		t.Fatalf("a second rotate: %v, want one saying a rotation is pending", err)
+	}
+	out, err = runKeys(t, append([]string{"rotate", "--now"}, admin...)...)
+	if err != nil || !regexp.MustCompile(`(?m)^`+pending[1]+`\s+active\s`).MatchString(out) ||
+		!regexp.MustCompile(`(?m)^`+active[1]+`\s+retired\s`).MatchString(out) {
+		t.Fatalf("rotate --now: %v, want %s active and %s retired:\n%s", err, pending[1], active[1], out)
 	}
 }
 

@@ -81,6 +81,7 @@ func setupServe(fs *flag.FlagSet) func(ctx context.Context, args []string) error
 		parkedGroup   = fs.Int("max-parked-per-group", def.MaxParkedPerGroup, "most requests one group may hold parked; beyond it a JoinGroup or SyncGroup is answered COORDINATOR_LOAD_IN_PROGRESS")
 		signGrants    = fs.Bool("sign-grants", false, "sign every partition grant (Ed25519, over group, topic ID, partition, token and member) with a key kept in the store, so that fences with the published keys refuse tokens nobody issued; stock clients are unaffected (tenure keys --help)")
 		keyRetention  = fs.Duration("key-retention", def.KeyRetention, "how long a key retired by a rotation goes on verifying before it is revoked")
+		keyPublish    = fs.Duration("key-publish-delay", time.Minute, "how long a rotation publishes the next key (pending: it verifies) before it signs, so that resources that fetch the keys more often than that hold it before its first token (0: sign with it at once)")
 		storeFlags    = addStoreFlags(fs)
 		shards        = fs.Int("shards", 1, "with a shared etcd (an HA set): the number of coordinator shards the groups hash onto, each owned by one node at a time and spread evenly over the live nodes, like Kafka's __consumer_offsets partitions; 1 keeps one leader for every group. Fixed once the store's prefix is used: every node must give the same")
 		standby       = fs.Bool("standby", true, "with a shared etcd (an HA set): keep this node a warm standby, following the store of the groups other nodes coordinate and keeping them rebuilt in memory, so that a node that takes over serves them at once instead of loading the store; costs about the groups' memory on their coordinator (false: load the store at each takeover, for small machines)")
@@ -154,7 +155,7 @@ func setupServe(fs *flag.FlagSet) func(ctx context.Context, args []string) error
 		cfg.MaxConnectionsPerIP = *maxPerIP
 		cfg.MaxParkedPerConnection = *parkedConn
 		cfg.MaxParkedPerGroup = *parkedGroup
-		cfg.SignGrants, cfg.KeyRetention = *signGrants, *keyRetention
+		cfg.SignGrants, cfg.KeyRetention, cfg.KeyPublishDelay = *signGrants, *keyRetention, *keyPublish
 		cfg.PeerProbe = *peerProbe
 		cfg.Core.TakeoverGrace = *takeoverGrace
 		cfg.CoordinatorWait = min(*electionTTL+time.Second, 8*time.Second)

@@ -35,7 +35,10 @@ const (
 // The server runs in this process with its store, as `tenure serve` does.
 //
 //   - group-commit: the server's writer, which persists everything queued
-//     since its last write in one etcd transaction;
+//     since its last write in one etcd transaction, up to four
+//     transactions in flight;
+//   - group-commit-serial: the same with one transaction in flight, as
+//     the writer was before its pipeline;
 //   - txn-per-commit: the same server writing one transaction per Ready,
 //     the baseline group commit is measured against;
 //   - memory: the same server on the memory store, which the durable
@@ -52,22 +55,23 @@ func BenchmarkCommits1000(b *testing.B) {
 	for _, mode := range []struct {
 		name      string
 		maxWrites int
+		serial    bool
 		memory    bool
-	}{{"group-commit", 0, false}, {"txn-per-commit", 1, false}, {"memory", 0, true}} {
+	}{{"group-commit", 0, false, false}, {"group-commit-serial", 0, true, false}, {"txn-per-commit", 1, true, false}, {"memory", 0, false, true}} {
 		b.Run(mode.name, func(b *testing.B) {
 			for range b.N {
-				rates[mode.name] = benchCommits(b, mode.maxWrites, mode.memory)
+				rates[mode.name] = benchCommits(b, mode.maxWrites, mode.serial, mode.memory)
 			}
 		})
 	}
 	if m := rates["memory"]; m > 0 {
-		b.Logf("against memory's %.0f commits/s: group-commit %.2f, txn-per-commit %.2f",
-			m, rates["group-commit"]/m, rates["txn-per-commit"]/m)
+		b.Logf("against memory's %.0f commits/s: group-commit %.2f, group-commit-serial %.2f, txn-per-commit %.2f",
+			m, rates["group-commit"]/m, rates["group-commit-serial"]/m, rates["txn-per-commit"]/m)
 	}
 }
 
 // benchCommits runs one mode and returns its rate.
-func benchCommits(b *testing.B, maxWrites int, memory bool) float64 {
+func benchCommits(b *testing.B, maxWrites int, serial, memory bool) float64 {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	var st store.Store = store.NewMemory()
@@ -94,6 +98,9 @@ func benchCommits(b *testing.B, maxWrites int, memory bool) float64 {
 	wr := ts.term(b).writer
 	wr.mu.Lock()
 	wr.maxWrites = maxWrites
+	if serial {
+		wr.maxBatches = 1
+	}
 	wr.mu.Unlock()
 	clients := newBenchClients(b, ts.addr, commitClients)
 	if created, err := kadm.NewClient(clients[0]).CreateTopics(ctx, commitMembers, 1, nil, commitTopic); err != nil || created[commitTopic].Err != nil {

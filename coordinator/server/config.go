@@ -297,6 +297,15 @@ type Config struct {
 	// see the rotation) and the writes in flight with the old signature.
 	// Default 24 h.
 	KeyRetention time.Duration
+
+	// KeyPublishDelay is how long RotateKey publishes the next key (as
+	// pending: it verifies, it does not sign) before the nodes sign with
+	// it, so that resources that fetch the keys now and then (tenure
+	// worker: every 30 s) hold it before the first token it signs reaches
+	// them, and refuse no honest write. A node promotes a pending key at
+	// its first key refresh (KeyRefresh) after the delay. 0, the default
+	// here (tenure serve's is 1 m), signs with the new key at once.
+	KeyPublishDelay time.Duration
 }
 
 // TopicSpec names a topic and its partition count.
@@ -451,6 +460,9 @@ func (c *Config) Validate() error {
 	}
 	if c.KeyRefresh <= 0 {
 		bad("key refresh %v must be positive", c.KeyRefresh)
+	}
+	if c.KeyPublishDelay < 0 {
+		bad("key publish delay %v must not be negative", c.KeyPublishDelay)
 	}
 	if c.KeyRetention <= 0 {
 		bad("key retention %v must be positive", c.KeyRetention)

@@ -182,8 +182,10 @@
 // (signing.go, package epoch/grantwire). The member library hands the
 // signature out with the claim's token, and fences with an
 // epoch.Verifier of the published keys (SigningKeys) refuse tokens nobody
-// issued. RotateKey and RevokeKey change the ring, which every node of an
-// HA set shares and follows. docs/SECURITY.md has the threat model.
+// issued. RotateKey (which publishes the next key for KeyPublishDelay
+// before it signs), RotateKeyNow and RevokeKey change the ring, which
+// every node of an HA set shares and follows. docs/SECURITY.md has the
+// threat model.
 //
 // # Metrics
 //

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime/debug"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -53,7 +54,8 @@ func (s *Server) queueWrite(e *groupEntry, recs []coordinator.Record) {
 	e.inflight++
 	seq, inc := e.issued, e.inc
 	e.tm.writer.submit(&write{
-		recs: recs,
+		recs:  recs,
+		group: e,
 		live: func() bool {
 			e.mu.Lock()
 			defer e.mu.Unlock()
@@ -91,11 +93,28 @@ func (s *Server) written(e *groupEntry, seq, inc uint64, err error) {
 		s.takeOffline(e, "store write failed", zap.Error(err))
 		return
 	}
-	e.durable = seq
+	s.landed(e, seq)
 	s.release(e)
 	if e.g != nil && e.g.Deleted() && e.durable == e.issued && !e.gone {
 		e.tm.groups.remove(e)
 	}
+}
+
+// landed records that write seq of e is durable, and moves e.durable as
+// far as every write up to it is. e.mu must be held.
+func (s *Server) landed(e *groupEntry, seq uint64) {
+	if seq != e.durable+1 {
+		i, _ := slices.BinarySearch(e.landed, seq)
+		e.landed = slices.Insert(e.landed, i, seq)
+		return
+	}
+	e.durable = seq
+	n := 0
+	for n < len(e.landed) && e.landed[n] == e.durable+1 {
+		e.durable++
+		n++
+	}
+	e.landed = shift(e.landed, n)
 }
 
 // release sends the held replies and ends the barriers that e's durable
@@ -232,6 +251,7 @@ func (s *Server) reload(e *groupEntry, now time.Time) bool {
 	}
 	e.g, e.offline, e.offlineAt = g, false, time.Time{}
 	e.durable = e.issued
+	e.landed = e.landed[:0]
 	s.performReady(e, nil)
 	return true
 }

@@ -46,9 +46,14 @@ type groupEntry struct {
 	// replies held until the writes their Ready followed are durable,
 	// and barriers the reads held likewise.
 	issued, durable uint64
-	inflight        int
-	waiting         []heldReply
-	barriers        []barrier
+	// landed are writes above durable that are durable already, sorted:
+	// offset writes of one group may be written in concurrent batches
+	// and land out of order (writer.go); durable moves past them once
+	// everything below them is durable too.
+	landed   []uint64
+	inflight int
+	waiting  []heldReply
+	barriers []barrier
 
 	timer *time.Timer
 	armed time.Time // the NextTick the timer is set for; zero if none

@@ -131,7 +131,7 @@ func (s *Server) reloadKeys(ctx context.Context, expire bool) error {
 	defer sg.mu.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.StoreTimeout)
 	defer cancel()
-	keys, err := store.UpdateKeys(ctx, sg.store, func(keys []store.SigningKey) ([]store.SigningKey, bool, error) {
+	keys, err := s.updateKeys(ctx, func(keys []store.SigningKey, note noteFunc) ([]store.SigningKey, bool, error) {
 		changed := false
 		if _, ok := store.Active(keys); !ok {
 			k, err := newSigningKey(time.Now())
@@ -139,13 +139,19 @@ func (s *Server) reloadKeys(ctx context.Context, expire bool) error {
 				return nil, false, err
 			}
 			keys, changed = store.Rotate(keys, k, time.Now()), true
-			s.log.Info("signing key created: the key ring had no active key", zap.String("key", string(k.ID())))
+			note("signing key created: the key ring had no active key", zap.String("key", string(k.ID())))
+		}
+		if next, promoted := store.Promote(keys, time.Now(), s.cfg.KeyPublishDelay); promoted {
+			keys, changed = next, true
+			a, _ := store.Active(keys)
+			note("signing key activated after its publish delay", zap.String("key", string(a.ID())),
+				zap.Duration("publish_delay", s.cfg.KeyPublishDelay))
 		}
 		if expire {
 			var revoked bool
 			if keys, revoked = store.Expire(keys, time.Now(), sg.retention); revoked {
 				changed = true
-				s.log.Info("retired signing keys revoked after their retention", zap.Duration("retention", sg.retention))
+				note("retired signing keys revoked after their retention", zap.Duration("retention", sg.retention))
 			}
 		}
 		return keys, changed, nil
@@ -266,16 +272,45 @@ func (s *Server) SigningKeys(ctx context.Context) (*epoch.KeySet, error) {
 // which verifies until it is revoked (KeyRetention after, or by
 // RevokeKey); every node signs with the new key as soon as it sees the
 // ring change (its watch) and grants its members everything again under
-// it. It returns the new key set. Any node of an HA set may rotate.
+// it. With a KeyPublishDelay the new key is first published as pending
+// (it verifies, it does not sign) and becomes active after the delay; a
+// rotation while one is pending is refused (store.ErrRotationPending:
+// RotateKeyNow activates it). It returns the new key set. Any node of an
+// HA set may rotate.
 func (s *Server) RotateKey(ctx context.Context) (*epoch.KeySet, error) {
-	return s.changeKeys(ctx, func(keys []store.SigningKey) ([]store.SigningKey, bool, error) {
-		now := time.Now()
-		k, err := newSigningKey(now)
+	return s.rotate(ctx, s.cfg.KeyPublishDelay == 0)
+}
+
+// RotateKeyNow is RotateKey without the publish delay, for a compromised
+// key: the pending key if there is one, else a new key, signs at once.
+// Resources refuse its tokens until they fetch the new key set.
+func (s *Server) RotateKeyNow(ctx context.Context) (*epoch.KeySet, error) {
+	return s.rotate(ctx, true)
+}
+
+func (s *Server) rotate(ctx context.Context, now bool) (*epoch.KeySet, error) {
+	return s.changeKeys(ctx, func(keys []store.SigningKey, note noteFunc) ([]store.SigningKey, bool, error) {
+		at := time.Now()
+		if p, ok := store.Pending(keys); ok && now {
+			note("signing key activated before its publish delay", zap.String("key", string(p.ID())))
+			out, _ := store.ActivatePending(keys, at)
+			return out, true, nil
+		}
+		k, err := newSigningKey(at)
 		if err != nil {
 			return nil, false, err
 		}
-		s.log.Info("signing key rotated", zap.String("key", string(k.ID())))
-		return store.Rotate(keys, k, now), true, nil
+		if now {
+			note("signing key rotated", zap.String("key", string(k.ID())))
+			return store.Rotate(keys, k, at), true, nil
+		}
+		out, err := store.Stage(keys, k)
+		if err != nil {
+			return nil, false, err
+		}
+		note("signing key published; it signs after the publish delay", zap.String("key", string(k.ID())),
+			zap.Duration("publish_delay", s.cfg.KeyPublishDelay))
+		return out, true, nil
 	})
 }
 
@@ -284,16 +319,16 @@ func (s *Server) RotateKey(ctx context.Context) (*epoch.KeySet, error) {
 // revoked key changes nothing. The active key cannot be revoked
 // (store.ErrActiveKey); an unknown one is store.ErrNoSuchKey.
 func (s *Server) RevokeKey(ctx context.Context, id epoch.KeyID) (*epoch.KeySet, error) {
-	return s.changeKeys(ctx, func(keys []store.SigningKey) ([]store.SigningKey, bool, error) {
+	return s.changeKeys(ctx, func(keys []store.SigningKey, note noteFunc) ([]store.SigningKey, bool, error) {
 		out, changed, err := store.RevokeKey(keys, id, time.Now())
 		if changed {
-			s.log.Info("signing key revoked", zap.String("key", string(id)))
+			note("signing key revoked", zap.String("key", string(id)))
 		}
 		return out, changed, err
 	})
 }
 
-func (s *Server) changeKeys(ctx context.Context, fn func([]store.SigningKey) ([]store.SigningKey, bool, error)) (*epoch.KeySet, error) {
+func (s *Server) changeKeys(ctx context.Context, fn func([]store.SigningKey, noteFunc) ([]store.SigningKey, bool, error)) (*epoch.KeySet, error) {
 	sg := s.signing
 	if !sg.on {
 		return nil, ErrSigningOff
@@ -302,7 +337,7 @@ func (s *Server) changeKeys(ctx context.Context, fn func([]store.SigningKey) ([]
 	defer sg.mu.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.StoreTimeout)
 	defer cancel()
-	keys, err := store.UpdateKeys(ctx, sg.store, fn)
+	keys, err := s.updateKeys(ctx, fn)
 	if err != nil {
 		return nil, err
 	}
@@ -310,4 +345,37 @@ func (s *Server) changeKeys(ctx context.Context, fn func([]store.SigningKey) ([]
 		return nil, err
 	}
 	return store.PublicKeys(keys)
+}
+
+// noteFunc records a log line (info) saying what a change of the key ring
+// did.
+type noteFunc func(msg string, fields ...zap.Field)
+
+// updateKeys is store.UpdateKeys for the node: fn's notes are logged only
+// once the ring it changed is stored. An attempt that loses the
+// compare-and-swap to another node (which made the same change: two
+// nodes promoting a pending key, say) is tried again from the new ring,
+// and its notes are dropped, so a change is logged by the node that made
+// it, once.
+func (s *Server) updateKeys(ctx context.Context, fn func([]store.SigningKey, noteFunc) ([]store.SigningKey, bool, error)) ([]store.SigningKey, error) {
+	type line struct {
+		msg    string
+		fields []zap.Field
+	}
+	var lines []line
+	keys, err := store.UpdateKeys(ctx, s.signing.store, func(keys []store.SigningKey) ([]store.SigningKey, bool, error) {
+		lines = lines[:0]
+		out, changed, err := fn(keys, func(msg string, fields ...zap.Field) { lines = append(lines, line{msg, fields}) })
+		if err != nil || !changed {
+			lines = lines[:0]
+		}
+		return out, changed, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, l := range lines {
+		s.log.Info(l.msg, l.fields...)
+	}
+	return keys, nil
 }

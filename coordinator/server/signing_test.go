@@ -3,12 +3,14 @@ package server
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/tenure-dev/tenure/coordinator/store"
 	"github.com/tenure-dev/tenure/epoch"
@@ -413,5 +415,165 @@ func TestSigningFailoverMidRotation(t *testing.T) {
 		if err := v.Verify(epoch.Partition(g.Partition), gs.Signed(g, m1)); err != nil {
 			t.Fatalf("grant of %d after the fail-over: %v", g.Partition, err)
 		}
+	}
+}
+
+// TestSigningPublishDelay: with a KeyPublishDelay, a rotation first
+// publishes the next key as pending: grants go on under the active key,
+// and a resource that fetched the keys right after the rotation (and
+// never again) verifies every token the new key signs once the delay has
+// passed and the node has promoted it, so no honest write is refused. A
+// rotation while one is pending is refused; RotateKeyNow activates the
+// pending key at once.
+func TestSigningPublishDelay(t *testing.T) {
+	ts := signingServer(t, nil, func(c *Config) {
+		c.KeyPublishDelay = 300 * time.Millisecond
+		c.KeyRefresh = 50 * time.Millisecond
+	})
+	c := dial(t, ts.addr)
+	topic := jobsID(t, c)
+	resp := beat848(c, "m1", 0, nil, topic)
+	gs, _ := grantsOf(t, resp)
+	first := gs.Key
+	resp = beat848(c, "m1", resp.MemberEpoch, []int32{0, 1, 2, 3}, topic)
+
+	staged, err := ts.RotateKey(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, _ := staged.Active(); a.ID != first {
+		t.Fatalf("right after a rotation with a publish delay the active key is %s, want %s still", a.ID, first)
+	}
+	var next epoch.KeyID
+	for _, k := range staged.Keys() {
+		if k.State == epoch.KeyPending {
+			next = k.ID
+		}
+	}
+	if next == "" {
+		t.Fatalf("the rotation published no pending key: %+v", staged.Keys())
+	}
+	if _, err := ts.RotateKey(context.Background()); !errors.Is(err, store.ErrRotationPending) {
+		t.Fatalf("a rotation while one is pending: %v, want ErrRotationPending", err)
+	}
+	// The resource fetches the keys now, once.
+	v := epoch.NewVerifier(epoch.VerifierConfig{Group: "g", TopicID: topic, Keys: staged, RequireSigned: true})
+	if gs, ok := grantsOf(t, beat848(c, "m1", resp.MemberEpoch, nil, topic)); ok {
+		t.Fatalf("a pending key made the node grant again: %+v", gs)
+	}
+
+	eventually(t, 10*time.Second, "the node to sign with the pending key after its delay", func() bool {
+		r := ts.signing.cur.Load()
+		return r != nil && r.signer.ID() == next
+	})
+	gs, ok := grantsOf(t, beat848(c, "m1", resp.MemberEpoch, nil, topic))
+	if !ok || gs.Key != next || len(gs.Grants) != 4 {
+		t.Fatalf("after the promotion: %+v %v, want 4 grants by %s", gs, ok, next)
+	}
+	for _, g := range gs.Grants {
+		if err := v.Verify(epoch.Partition(g.Partition), gs.Signed(g, "m1")); err != nil {
+			t.Fatalf("a resource holding the keys of the rotation's moment refuses the new key's grant of %d: %v", g.Partition, err)
+		}
+	}
+	ks, err := ts.SigningKeys(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if old, _ := ks.Lookup(first); old.State != epoch.KeyRetired {
+		t.Fatalf("the old key after the promotion: %v", old.State)
+	}
+
+	// An emergency rotation: staged, then activated at once.
+	staged, err = ts.RotateKey(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var third epoch.KeyID
+	for _, k := range staged.Keys() {
+		if k.State == epoch.KeyPending {
+			third = k.ID
+		}
+	}
+	now, err := ts.RotateKeyNow(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, _ := now.Active(); a.ID != third || third == "" {
+		t.Fatalf("RotateKeyNow made %s active, want the pending %s", a.ID, third)
+	}
+	if r := ts.signing.cur.Load(); r.signer.ID() != third {
+		t.Fatalf("after RotateKeyNow the node signs with %s, want %s", r.signer.ID(), third)
+	}
+}
+
+// racingKeys is a key store on which another node changes the ring
+// (race) right before this node's next write, which then loses the
+// compare-and-swap.
+type racingKeys struct {
+	store.KeyStore
+	mu   sync.Mutex
+	race func(store.KeyStore)
+}
+
+func (r *racingKeys) StoreKeys(ctx context.Context, keys []store.SigningKey, version int64) error {
+	r.mu.Lock()
+	race := r.race
+	r.race = nil
+	r.mu.Unlock()
+	if race != nil {
+		race(r.KeyStore)
+	}
+	return r.KeyStore.StoreKeys(ctx, keys, version)
+}
+
+// TestSigningLogsOnlyWhatItStored: a node whose promotion of the pending
+// key loses the compare-and-swap to another node's (which promoted it
+// first) signs with the promoted key, and does not log a promotion it
+// did not make.
+func TestSigningLogsOnlyWhatItStored(t *testing.T) {
+	core, logs := observer.New(zap.InfoLevel)
+	keys := &racingKeys{KeyStore: store.NewMemory()}
+	ts := startServerLogger(t, zap.New(core), func(c *Config) {
+		c.Store, c.KeyStore, c.SignGrants = store.NewMemory(), keys, true
+		c.KeyPublishDelay, c.KeyRefresh = 200*time.Millisecond, 50*time.Millisecond
+	})
+	eventually(t, 5*time.Second, "the server's signing keys loaded", func() bool { return ts.signing.cur.Load() != nil })
+	staged, err := ts.RotateKey(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var next epoch.KeyID
+	for _, k := range staged.Keys() {
+		if k.State == epoch.KeyPending {
+			next = k.ID
+		}
+	}
+	// The other node promotes the pending key just before this node's
+	// write of the same promotion, due once the delay has passed.
+	keys.mu.Lock()
+	keys.race = func(ks store.KeyStore) {
+		if _, err := store.UpdateKeys(context.Background(), ks, func(ring []store.SigningKey) ([]store.SigningKey, bool, error) {
+			out, changed := store.ActivatePending(ring, time.Now())
+			return out, changed, nil
+		}); err != nil {
+			t.Errorf("the other node's promotion: %v", err)
+		}
+	}
+	keys.mu.Unlock()
+	eventually(t, 10*time.Second, "the node to sign with the promoted key", func() bool {
+		r := ts.signing.cur.Load()
+		return r != nil && r.signer.ID() == next
+	})
+	keys.mu.Lock()
+	raced := keys.race == nil
+	keys.mu.Unlock()
+	if !raced {
+		t.Fatal("the node promoted the key without writing the ring: the race never ran")
+	}
+	if n := logs.FilterMessage("signing key activated after its publish delay").Len(); n != 0 {
+		t.Errorf("the node logged %d promotions, want 0: the other node made it", n)
+	}
+	if n := logs.FilterMessage("signing key published; it signs after the publish delay").Len(); n != 1 {
+		t.Errorf("the node logged %d publications of the rotation it made, want 1", n)
 	}
 }

@@ -193,8 +193,10 @@ func (s *Server) deleteOffsetsOffline(e *groupEntry, ts []*topic) <-chan error {
 	done := make(chan error, 1)
 	e.inflight++
 	e.tm.writer.submit(&write{
-		recs: recs,
-		live: func() bool { return true },
+		recs:  recs,
+		group: e,
+		alone: true, // after every write of e in flight
+		live:  func() bool { return true },
 		done: func(err error) {
 			e.mu.Lock()
 			e.inflight--

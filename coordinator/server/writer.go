@@ -14,45 +14,101 @@ import (
 
 // writer persists the records of every group's Readies through the Store
 // (raft's asynchronous storage writes, with group commit): stepping a group
-// only queues its records, and one goroutine writes everything queued
-// since its last write in one Store.Persist call, while the groups keep
-// stepping. Each queued write is acknowledged, in the order it was queued,
-// when its batch is durable (or failed); the group then releases the
-// replies that waited for it.
+// only queues its records, and the writer writes everything queued since
+// its last write in one Store.Persist call, while the groups keep
+// stepping. Each queued write is acknowledged when its batch is durable (or
+// failed); the group then releases the replies that waited for it.
 //
-// One batch is in flight at a time, so a group's writes reach the store in
-// the order the group produced them, and a later write of a group never
-// lands before an earlier one.
+// Up to maxBatches batches are written at once (a pipeline: etcd shares
+// its fsyncs and apply between them, and a batch's round trip no longer
+// holds up what queued behind it). A batch starts beside others only once
+// minPipelined records wait: every transaction costs etcd as much as
+// hundreds of records, so a trickle of writes is better served by one
+// batch at a time, each growing while the one before is written.
+// Concurrent batches are independent, so that the order in which they
+// land does not matter:
+//
+//   - a write that touches a group's state beyond its offsets (members,
+//     assignments, epochs, the generation log) goes into a batch only when
+//     no write of its group is in flight, and while it is in flight no
+//     other write of the group starts;
+//   - writes of offsets only may overlap with other such writes of their
+//     group, provided they touch different partitions: two commits of one
+//     partition land in the order they were made.
+//
+// A write that must wait stays queued, and so does every later write of
+// its group, so a group's writes start in the order it made them; the
+// group acknowledges them in that order too (durability.go, written).
 type writer struct {
 	s     *Server
 	store store.Store
 
 	mu      sync.Mutex
 	queue   []*write
-	busy    bool // a batch is being written
+	queued  int                     // records in queue
+	batches int                     // being written
+	flying  map[string]*groupWrites // the groups with writes in flight, by name
 	closed  bool
 	kick    chan struct{}
-	drained chan struct{} // closed and replaced when the queue empties
+	drained chan struct{} // closed and replaced when the queue empties and no batch is in flight
 
-	done chan struct{} // closed when the goroutine exits
+	done chan struct{} // closed when the writer has stopped
+	wg   sync.WaitGroup
 
 	// maxWrites, if positive, caps the writes of one batch; benchmarks
 	// set 1 to measure one store transaction per write against group
 	// commit.
 	maxWrites int
+	// maxBatches caps the batches written at once, and minPipelined is
+	// what must wait before a batch starts beside another.
+	maxBatches, minPipelined int
+}
+
+// maxBatchesInFlight is the writer's default pipeline depth, and
+// minPipelined the records that must wait before a batch starts while
+// another is in flight.
+const (
+	maxBatchesInFlight  = 4
+	minPipelinedRecords = 64
+)
+
+// groupWrites is what one group has in flight.
+type groupWrites struct {
+	writes  int
+	general bool                               // a write beyond offsets is among them
+	offsets map[coordinator.TopicPartition]int // the partitions of the offset-only writes
 }
 
 // write is one queued write: the records of one Ready, and what to do
 // once they are durable.
 type write struct {
 	recs []coordinator.Record
+	// group is the group the records are of.
+	group *groupEntry
+	// alone: no other write of the group may be in flight with this one,
+	// whatever its records.
+	alone bool
+	// offsetsOnly: every record is an OffsetRecord, and the write is not
+	// alone (set by submit).
+	offsetsOnly bool
 	// live reports, when the batch is built, whether the write is still
 	// wanted; a write of a group that went offline since is skipped.
 	live func() bool
-	// done is called exactly once, from the writer goroutine: with nil
+	// done is called exactly once, from a writer goroutine: with nil
 	// when the records are durable, errSkipped when live said no, or the
 	// store's error.
 	done func(err error)
+}
+
+// classify sets w.offsetsOnly from its records.
+func (w *write) classify() {
+	w.offsetsOnly = len(w.recs) > 0 && !w.alone
+	for _, r := range w.recs {
+		if _, ok := r.(*coordinator.OffsetRecord); !ok {
+			w.offsetsOnly = false
+			return
+		}
+	}
 }
 
 // errSkipped is the outcome of a write that was dropped unwritten because
@@ -65,11 +121,14 @@ const maxBatchRecords = 20000
 
 func newWriter(s *Server, st store.Store) *writer {
 	return &writer{
-		s:       s,
-		store:   st,
-		kick:    make(chan struct{}, 1),
-		drained: make(chan struct{}),
-		done:    make(chan struct{}),
+		s:            s,
+		store:        st,
+		flying:       make(map[string]*groupWrites),
+		kick:         make(chan struct{}, 1),
+		drained:      make(chan struct{}),
+		done:         make(chan struct{}),
+		maxBatches:   maxBatchesInFlight,
+		minPipelined: minPipelinedRecords,
 	}
 }
 
@@ -81,8 +140,14 @@ func (wr *writer) submit(w *write) {
 		w.done(errWriterClosed)
 		return
 	}
+	w.classify()
 	wr.queue = append(wr.queue, w)
+	wr.queued += len(w.recs)
 	wr.mu.Unlock()
+	wr.wake()
+}
+
+func (wr *writer) wake() {
 	select {
 	case wr.kick <- struct{}{}:
 	default:
@@ -91,62 +156,162 @@ func (wr *writer) submit(w *write) {
 
 var errWriterClosed = errors.New("server: the store writer is closed")
 
-// run is the writer goroutine. It returns once close has been called and
-// the queue is empty.
+// run is the writer goroutine: it starts the batches, each written by a
+// goroutine of its own. It returns once close has been called, the queue
+// is empty and every batch is done.
 func (wr *writer) run() {
 	defer close(wr.done)
-	var batch []*write
-	var recs []coordinator.Record
+	defer wr.wg.Wait()
 	for {
 		wr.mu.Lock()
-		for len(wr.queue) == 0 {
-			wr.busy = false
-			close(wr.drained)
-			wr.drained = make(chan struct{})
-			if wr.closed {
-				wr.mu.Unlock()
-				return
+		var batch []*write
+		for {
+			if len(wr.queue) == 0 && wr.batches == 0 {
+				close(wr.drained)
+				wr.drained = make(chan struct{})
+				if wr.closed {
+					wr.mu.Unlock()
+					return
+				}
+			}
+			if wr.batches == 0 || wr.batches < wr.maxBatches && wr.queued >= wr.minPipelined {
+				if batch = wr.take(); len(batch) > 0 {
+					break
+				}
 			}
 			wr.mu.Unlock()
 			<-wr.kick
 			wr.mu.Lock()
 		}
-		wr.busy = true
-		n, size := 0, 0
-		for n < len(wr.queue) && (size == 0 || size+len(wr.queue[n].recs) <= maxBatchRecords) && (wr.maxWrites == 0 || n < wr.maxWrites) {
-			size += len(wr.queue[n].recs)
-			n++
-		}
-		batch = append(batch[:0], wr.queue[:n]...)
-		rest := copy(wr.queue, wr.queue[n:])
-		clear(wr.queue[rest:])
-		wr.queue = wr.queue[:rest]
+		wr.batches++
 		wr.mu.Unlock()
+		wr.wg.Add(1)
+		go wr.write(batch)
+	}
+}
 
-		recs = recs[:0]
-		var skipped []*write
-		live := batch[:0]
-		for _, w := range batch {
-			if !w.live() {
-				skipped = append(skipped, w)
-				continue
+// take moves the next batch out of the queue and records it in flight:
+// the writes, in order, that may run beside the batches in flight (see
+// writer), within maxBatchRecords and maxWrites. wr.mu must be held.
+func (wr *writer) take() []*write {
+	var batch []*write
+	var held map[string]bool // groups with a write left queued: their later writes stay too
+	size, n := 0, 0
+	for _, w := range wr.queue {
+		full := size > 0 && size+len(w.recs) > maxBatchRecords || wr.maxWrites > 0 && len(batch) == wr.maxWrites
+		if full || held[w.group.name] || !wr.admit(w) {
+			if held == nil {
+				held = make(map[string]bool)
 			}
-			recs = append(recs, w.recs...)
-			live = append(live, w)
-		}
-		for _, w := range skipped {
-			w.done(errSkipped)
-		}
-		if len(live) == 0 {
+			held[w.group.name] = true
+			wr.queue[n] = w
+			n++
 			continue
 		}
-		err := wr.persist(recs, len(live))
-		for _, w := range live {
-			w.done(err)
-		}
-		clear(batch)
-		clear(recs)
+		wr.fly(w)
+		batch = append(batch, w)
+		size += len(w.recs)
+		wr.queued -= len(w.recs)
 	}
+	clear(wr.queue[n:])
+	wr.queue = wr.queue[:n]
+	return batch
+}
+
+// admit reports whether w may be written beside what its group has in
+// flight. wr.mu must be held.
+func (wr *writer) admit(w *write) bool {
+	gw := wr.flying[w.group.name]
+	if gw == nil {
+		return true
+	}
+	if gw.general || !w.offsetsOnly {
+		return false
+	}
+	for _, r := range w.recs {
+		o := r.(*coordinator.OffsetRecord)
+		if gw.offsets[coordinator.TopicPartition{Topic: o.Topic, Partition: o.Partition}] > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// fly records w in flight. wr.mu must be held.
+func (wr *writer) fly(w *write) {
+	gw := wr.flying[w.group.name]
+	if gw == nil {
+		gw = &groupWrites{}
+		wr.flying[w.group.name] = gw
+	}
+	gw.writes++
+	if !w.offsetsOnly {
+		gw.general = true
+		return
+	}
+	if gw.offsets == nil {
+		gw.offsets = make(map[coordinator.TopicPartition]int)
+	}
+	for _, r := range w.recs {
+		o := r.(*coordinator.OffsetRecord)
+		gw.offsets[coordinator.TopicPartition{Topic: o.Topic, Partition: o.Partition}]++
+	}
+}
+
+// land ends w's flight. wr.mu must be held.
+func (wr *writer) land(w *write) {
+	gw := wr.flying[w.group.name]
+	if gw.writes--; gw.writes == 0 {
+		delete(wr.flying, w.group.name)
+		return
+	}
+	if !w.offsetsOnly {
+		gw.general = false // only one general write flies at a time
+		return
+	}
+	for _, r := range w.recs {
+		o := r.(*coordinator.OffsetRecord)
+		tp := coordinator.TopicPartition{Topic: o.Topic, Partition: o.Partition}
+		if gw.offsets[tp]--; gw.offsets[tp] == 0 {
+			delete(gw.offsets, tp)
+		}
+	}
+}
+
+// write writes one batch and acknowledges its writes.
+func (wr *writer) write(batch []*write) {
+	defer wr.wg.Done()
+	var recs []coordinator.Record
+	var skipped []*write
+	live := make([]*write, 0, len(batch))
+	for _, w := range batch {
+		if !w.live() {
+			skipped = append(skipped, w)
+			continue
+		}
+		recs = append(recs, w.recs...)
+		live = append(live, w)
+	}
+	var err error
+	if len(live) > 0 {
+		err = wr.persist(recs, len(live))
+	}
+	for _, w := range skipped {
+		w.done(errSkipped)
+	}
+	for _, w := range live {
+		w.done(err)
+	}
+	// Out of flight only once acknowledged: a failed write takes its
+	// group offline in done, so that no later write of the group, made
+	// by the core that failed, starts before its live check says no.
+	wr.mu.Lock()
+	for _, w := range batch {
+		wr.land(w)
+	}
+	wr.batches--
+	wr.mu.Unlock()
+	wr.wake()
 }
 
 // persist writes one batch.
@@ -169,7 +334,7 @@ func (wr *writer) persist(recs []coordinator.Record, writes int) error {
 // drain waits until every write queued so far is done, or ctx ends.
 func (wr *writer) drain(ctx context.Context) bool {
 	wr.mu.Lock()
-	if len(wr.queue) == 0 && !wr.busy {
+	if len(wr.queue) == 0 && wr.batches == 0 {
 		wr.mu.Unlock()
 		return true
 	}
@@ -189,9 +354,6 @@ func (wr *writer) close() {
 	wr.mu.Lock()
 	wr.closed = true
 	wr.mu.Unlock()
-	select {
-	case wr.kick <- struct{}{}:
-	default:
-	}
+	wr.wake()
 	<-wr.done
 }

@@ -12,13 +12,14 @@ import (
 )
 
 // SigningKey is one of the coordinator's grant-signing keys (Ed25519) as
-// the store keeps it. Only the active key keeps its private half (Seed):
-// a retired key only verifies, so its seed is wiped when it retires, and
-// whoever reads the store later cannot sign with it.
+// the store keeps it. Only the active key and the pending one (which will
+// sign) keep their private half (Seed): a retired key only verifies, so
+// its seed is wiped when it retires, and whoever reads the store later
+// cannot sign with it.
 type SigningKey struct {
 	Public ed25519.PublicKey
 	// Seed is the private key's 32-byte seed; nil unless State is
-	// epoch.KeyActive.
+	// epoch.KeyActive or epoch.KeyPending.
 	Seed    []byte
 	State   epoch.KeyState
 	Created time.Time
@@ -67,6 +68,10 @@ var ErrNoSuchKey = errors.New("store: no such signing key")
 // ErrActiveKey is returned by RevokeKey for the active key: rotate first.
 var ErrActiveKey = errors.New("store: the active key cannot be revoked; rotate first")
 
+// ErrRotationPending is returned by Stage when the ring already holds a
+// pending key: activate it (ActivatePending) or revoke it first.
+var ErrRotationPending = errors.New("store: a rotation is pending")
+
 // NewSigningKey returns an active key made from seed (32 random bytes).
 func NewSigningKey(seed []byte, now time.Time) (SigningKey, error) {
 	if len(seed) != ed25519.SeedSize {
@@ -89,10 +94,63 @@ func Rotate(keys []SigningKey, next SigningKey, now time.Time) []SigningKey {
 	return append(out, next)
 }
 
+// Stage returns keys with next published as the pending key: it verifies
+// from now on, and signs once Promote (or ActivatePending) makes it the
+// active key. A ring that holds a pending key already is refused
+// (ErrRotationPending).
+func Stage(keys []SigningKey, next SigningKey) ([]SigningKey, error) {
+	if p, ok := Pending(keys); ok {
+		return nil, fmt.Errorf("%w: key %s, published %s", ErrRotationPending, p.ID(), p.Created.UTC().Format(time.RFC3339))
+	}
+	next.State = epoch.KeyPending
+	return append(cloneKeys(keys), next), nil
+}
+
+// Promote makes the pending key the active one (the active one retires at
+// now and loses its seed) once it has been published for delay, and
+// reports whether it did.
+func Promote(keys []SigningKey, now time.Time, delay time.Duration) ([]SigningKey, bool) {
+	p, ok := Pending(keys)
+	if !ok || now.Before(p.Created.Add(delay)) {
+		return keys, false
+	}
+	return ActivatePending(keys, now)
+}
+
+// ActivatePending makes the pending key, if there is one, the active key
+// at once, and reports whether there was one.
+func ActivatePending(keys []SigningKey, now time.Time) ([]SigningKey, bool) {
+	if _, ok := Pending(keys); !ok {
+		return keys, false
+	}
+	out := cloneKeys(keys)
+	for i := range out {
+		k := &out[i]
+		switch k.State {
+		case epoch.KeyActive:
+			k.State, k.Retired, k.Seed = epoch.KeyRetired, now, nil
+		case epoch.KeyPending:
+			k.State = epoch.KeyActive
+		}
+	}
+	return out, true
+}
+
+// Pending returns the ring's pending key, if it has one.
+func Pending(keys []SigningKey) (SigningKey, bool) {
+	for _, k := range keys {
+		if k.State == epoch.KeyPending {
+			return k, true
+		}
+	}
+	return SigningKey{}, false
+}
+
 // RevokeKey returns keys with the key of id revoked at now: it verifies
-// nothing from then on. It reports whether that changed anything:
-// revoking a revoked key does not (it keeps the time of its revocation).
-// The active key cannot be revoked (ErrActiveKey).
+// nothing from then on (a pending key never signs: its rotation is
+// cancelled). It reports whether that changed anything: revoking a
+// revoked key does not (it keeps the time of its revocation). The active
+// key cannot be revoked (ErrActiveKey).
 func RevokeKey(keys []SigningKey, id epoch.KeyID, now time.Time) ([]SigningKey, bool, error) {
 	out := cloneKeys(keys)
 	for i := range out {
@@ -103,7 +161,7 @@ func RevokeKey(keys []SigningKey, id epoch.KeyID, now time.Time) ([]SigningKey, 
 		switch k.State {
 		case epoch.KeyActive:
 			return nil, false, fmt.Errorf("%w: %s", ErrActiveKey, id)
-		case epoch.KeyRetired:
+		case epoch.KeyRetired, epoch.KeyPending:
 			k.State, k.Revoked, k.Seed = epoch.KeyRevoked, now, nil
 			return out, true, nil
 		}
@@ -148,29 +206,37 @@ func Active(keys []SigningKey) (SigningKey, bool) {
 }
 
 // CheckKeys reports what is wrong with a ring as a store reads it: a key
-// whose seed does not match its public key, an active key without a
-// seed, a seed kept by a key that is not active, two active keys.
+// whose seed does not match its public key, an active or pending key
+// without a seed, a seed kept by a key that does not sign or will not, two
+// active keys, two pending ones.
 func CheckKeys(keys []SigningKey) error {
-	active := 0
+	active, pending := 0, 0
 	for _, k := range keys {
+		signs := k.State == epoch.KeyActive || k.State == epoch.KeyPending
 		switch {
 		case len(k.Public) != ed25519.PublicKeySize:
 			return fmt.Errorf("store: signing key with a %d-byte public key", len(k.Public))
-		case k.State < epoch.KeyActive || k.State > epoch.KeyRevoked:
+		case k.State < epoch.KeyActive || k.State > epoch.KeyPending:
 			return fmt.Errorf("store: signing key %s in state %v", k.ID(), k.State)
-		case k.State == epoch.KeyActive && len(k.Seed) != ed25519.SeedSize:
-			return fmt.Errorf("store: the active signing key %s has no seed", k.ID())
-		case k.State != epoch.KeyActive && k.Seed != nil:
+		case signs && len(k.Seed) != ed25519.SeedSize:
+			return fmt.Errorf("store: the %v signing key %s has no seed", k.State, k.ID())
+		case !signs && k.Seed != nil:
 			return fmt.Errorf("store: the %v signing key %s keeps its seed", k.State, k.ID())
 		case k.Seed != nil && !ed25519.NewKeyFromSeed(k.Seed).Public().(ed25519.PublicKey).Equal(k.Public):
 			return fmt.Errorf("store: signing key %s: the seed is another key's", k.ID())
 		}
-		if k.State == epoch.KeyActive {
+		switch k.State {
+		case epoch.KeyActive:
 			active++
+		case epoch.KeyPending:
+			pending++
 		}
 	}
 	if active > 1 {
 		return fmt.Errorf("store: %d active signing keys", active)
+	}
+	if pending > 1 {
+		return fmt.Errorf("store: %d pending signing keys", pending)
 	}
 	return nil
 }

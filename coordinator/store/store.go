@@ -36,6 +36,10 @@ type Store interface {
 	// written after Persist returns: a reader that comes after sees the
 	// final outcome. coordinator.Restore rebuilds a group safely from any
 	// such prefix.
+	//
+	// Persist may be called concurrently; calls in flight at once write
+	// distinct keys (the server's writer sees to it), and may land in any
+	// order.
 	Persist(ctx context.Context, recs []coordinator.Record) error
 
 	// Load returns every record: TopicRecords first, by name, then each

@@ -15,8 +15,14 @@ import (
 // keysAPI serves the admin API of a coordinator; signing says whether it
 // signs grants.
 func keysAPI(t *testing.T, signing bool) *Client {
+	return keysAPIDelay(t, signing, 0)
+}
+
+// keysAPIDelay is keysAPI with the coordinator's KeyPublishDelay.
+func keysAPIDelay(t *testing.T, signing bool, delay time.Duration) *Client {
 	cfg := testenv.TenureConfig(t, 3*time.Second, 300*time.Millisecond, 4)
 	cfg.SignGrants = signing
+	cfg.KeyPublishDelay = delay
 	srv, _ := testenv.StartTenureServer(t, cfg)
 	mux := http.NewServeMux()
 	Register(mux, srv)
@@ -87,4 +93,45 @@ func TestKeys(t *testing.T) {
 	apiErr(err, http.StatusNotFound, "signing_off")
 	_, err = off.RotateKey(ctx)
 	apiErr(err, http.StatusNotFound, "signing_off")
+}
+
+// TestKeysStaged: with a publish delay, POST /api/keys/rotate publishes a
+// pending key and leaves the active one signing; a second rotation is
+// 409 rotation_pending; ?now=true makes the pending key active at once;
+// any other value of now is 400.
+func TestKeysStaged(t *testing.T) {
+	c := keysAPIDelay(t, true, time.Hour)
+	ctx := context.Background()
+	staged, err := c.RotateKey(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	active, _ := staged.Active()
+	var pending epoch.PublicKey
+	for _, k := range staged.Keys() {
+		if k.State == epoch.KeyPending {
+			pending = k
+		}
+	}
+	if pending.ID == "" || active.ID == "" || len(staged.Keys()) != 2 {
+		t.Fatalf("after a staged rotation: %+v", staged.Keys())
+	}
+	var e *Error
+	if _, err := c.RotateKey(ctx); !errors.As(err, &e) || e.Status != http.StatusConflict || e.Code != "rotation_pending" {
+		t.Fatalf("a rotation while one is pending: %v", err)
+	}
+	now, err := c.RotateKeyNow(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, _ := now.Active(); a.ID != pending.ID {
+		t.Fatalf("?now=true made %s active, want the pending %s", a.ID, pending.ID)
+	}
+	if old, _ := now.Lookup(active.ID); old.State != epoch.KeyRetired {
+		t.Fatalf("the key ?now=true retired: %+v", old)
+	}
+	err = c.do(ctx, http.MethodPost, "/api/keys/rotate?now=soon", new(rawJSON))
+	if !errors.As(err, &e) || e.Status != http.StatusBadRequest {
+		t.Fatalf("?now=soon: %v, want 400", err)
+	}
 }

@@ -141,11 +141,30 @@ func readFence(resp *clientv3.TxnResponse) (rev int64, v fenceValue, ok bool) {
 	return kv.ModRevision, v, true
 }
 
-// writeCmps are the comparisons of a write at fence revision rev.
-func (s *Store) writeCmps() []clientv3.Cmp {
+// writeCmps are the comparisons of a write at the fence revision the
+// store knows. Holds wmu.
+func (s *Store) writeCmps() []clientv3.Cmp { return s.writeCmpsAt(s.fence.rev) }
+
+// writeCmpsAt are the comparisons of a write at fence revision rev.
+func (s *Store) writeCmpsAt(rev int64) []clientv3.Cmp {
 	cmps := make([]clientv3.Cmp, 0, len(s.cfg.guard)+1)
 	cmps = append(cmps, s.cfg.guard...)
-	return append(cmps, clientv3.Compare(clientv3.ModRevision(s.keys.fence()), "=", s.fence.rev))
+	return append(cmps, clientv3.Compare(clientv3.ModRevision(s.keys.fence()), "=", rev))
+}
+
+// movedSince handles a write that found the fence at frev with value v,
+// not at the revision it compared: a move of this store's that it knows
+// already (a concurrent write settled) needs nothing; otherwise it is
+// moved's to judge. The caller writes again at the store's revision.
+// Holds wmu.
+func (s *Store) movedSince(frev int64, v fenceValue) error {
+	if s.fence.fencedBy != nil {
+		return s.fencedErr()
+	}
+	if v.ID == s.self.ID && frev <= s.fence.rev {
+		return nil
+	}
+	return s.moved(frev, v)
 }
 
 // moved handles a fence found at rev with value v, other than the

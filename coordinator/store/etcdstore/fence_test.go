@@ -321,3 +321,63 @@ func TestFenceContextDeadline(t *testing.T) {
 	}
 	t.Logf("%d of 24 writes ran out of time (%d of them applied all the same); each moved the fence", failed, applied)
 }
+
+// TestFenceConcurrentWrites: Persist calls of distinct keys run at once,
+// and the fence keeps its promise among them: while one write's request is
+// stuck in the network, the others go on (those that compared the fence
+// before it moved write again at its new revision), every call that
+// returned nil is durable, and the stuck request, arriving late, writes
+// nothing.
+func TestFenceConcurrentWrites(t *testing.T) {
+	f := &faults{}
+	cli := f.client(t)
+	prefix := uniquePrefix(t)
+	s := openOn(t, cli, etcdstore.Prefix(prefix))
+	fence := fenceRevision(t, cli, prefix)
+	f.set(modeHold) // the next Txn, whichever call sends it
+	const writers, each = 8, 5
+	errs := make([][]error, writers)
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				rec := &coordinator.OffsetRecord{Group: "g", Topic: "t", Partition: int32(w*each + i), Offset: 1, Token: 1, MemberID: "m"}
+				errs[w] = append(errs[w], s.Persist(testenv.Context(t), []coordinator.Record{rec}))
+			}
+		}()
+	}
+	wg.Wait()
+	var failed []int32
+	for w := range writers {
+		for i, err := range errs[w] {
+			if err != nil {
+				t.Logf("write %d of writer %d: %v", i, w, err)
+				failed = append(failed, int32(w*each+i))
+			}
+		}
+	}
+	if len(failed) != 1 {
+		t.Fatalf("%d writes failed (%v), want the stuck one", len(failed), failed)
+	}
+	if got := fenceRevision(t, cli, prefix); got <= fence {
+		t.Fatalf("the fence did not move: %d, was %d", got, fence)
+	}
+	for _, resp := range f.replay(t) {
+		if resp.Succeeded {
+			t.Fatal("a write that arrived after the fence moved was applied")
+		}
+	}
+	got := map[int32]bool{}
+	for _, r := range load(t, s) {
+		if o, ok := r.(*coordinator.OffsetRecord); ok {
+			got[o.Partition] = true
+		}
+	}
+	for p := range int32(writers * each) {
+		if want := p != failed[0]; got[p] != want {
+			t.Errorf("partition %d stored: %v, want %v", p, got[p], want)
+		}
+	}
+}

@@ -29,7 +29,9 @@ type Store struct {
 	self    fenceValue
 	metrics *metrics
 
-	// wmu serializes writes and guards fence.
+	// wmu guards fence; a write holds it to read the fence's revision
+	// and to settle an unknown outcome, not over its transaction, so that
+	// concurrent Persist calls (of distinct keys) are written at once.
 	wmu   sync.Mutex
 	fence fenceState
 	// unsettled mirrors fence.unsettled for loads, which do not take wmu
@@ -108,6 +110,9 @@ func (s *Store) begin(ctx context.Context) (context.Context, func(), error) {
 // Persist implements store.Store: the records become write transactions
 // (txn.go), each guarded and fenced (fence.go), applied one after the
 // other. A batch with a record of an unknown type writes nothing.
+// Concurrent calls run their transactions at once (etcd then shares its
+// fsyncs between them); their records must be of distinct keys, since
+// etcd orders concurrent requests as it pleases.
 func (s *Store) Persist(ctx context.Context, recs []coordinator.Record) (err error) {
 	if err := store.Check(recs); err != nil {
 		return err
@@ -121,25 +126,11 @@ func (s *Store) Persist(ctx context.Context, recs []coordinator.Record) (err err
 		return nil
 	}
 	txns := s.keys.plan(recs, s.cfg.maxTxnOps, s.cfg.maxTxnBytes)
-	s.wmu.Lock()
-	defer s.wmu.Unlock()
 	defer func() {
 		if err != nil {
 			s.metrics.failed(opPersist, err)
 		}
 	}()
-	if s.fence.fencedBy != nil {
-		return s.fencedErr()
-	}
-	if s.fence.unsettled {
-		fctx, cancel := s.fenceCtx(ctx)
-		err := s.settle(fctx)
-		cancel()
-		s.unsettled.Store(s.fence.unsettled)
-		if err != nil {
-			return err
-		}
-	}
 	for i, t := range txns {
 		if err := s.commit(ctx, t); err != nil {
 			s.cfg.log.Warn("etcd store: persist failed", zap.Int("txn", i+1), zap.Int("txns", len(txns)),
@@ -148,6 +139,26 @@ func (s *Store) Persist(ctx context.Context, recs []coordinator.Record) (err err
 		}
 	}
 	return nil
+}
+
+// writable returns the fence revision a write compares, after settling
+// an unknown outcome if one is pending.
+func (s *Store) writable(ctx context.Context) (int64, error) {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if s.fence.fencedBy != nil {
+		return 0, s.fencedErr()
+	}
+	if s.fence.unsettled {
+		fctx, cancel := s.fenceCtx(ctx)
+		err := s.settle(fctx)
+		cancel()
+		s.unsettled.Store(s.fence.unsettled)
+		if err != nil {
+			return 0, err
+		}
+	}
+	return s.fence.rev, nil
 }
 
 // fenceCtx is the context of a fence move after a failed write: detached
@@ -166,47 +177,68 @@ func (s *Store) fenceCtx(ctx context.Context) (context.Context, context.CancelFu
 // late moves shifted, in case something keeps moving it.
 const maxFenceMoves = 3
 
-// commit writes one planned transaction. Holds wmu.
+// commit writes one planned transaction, comparing the fence revision
+// known when it starts.
 func (s *Store) commit(ctx context.Context, t *plannedTxn) error {
 	ops := t.clientOps()
 	for range maxFenceMoves {
+		rev, err := s.writable(ctx)
+		if err != nil {
+			return err
+		}
 		start := time.Now()
-		resp, err := s.cli.Txn(ctx).If(s.writeCmps()...).Then(ops...).
+		resp, err := s.cli.Txn(ctx).If(s.writeCmpsAt(rev)...).Then(ops...).
 			Else(clientv3.OpGet(s.keys.fence())).Commit()
 		s.metrics.txn(time.Since(start).Seconds(), t.records, t.bytes)
 		if err != nil {
 			if knownRejection(err) {
 				return fmt.Errorf("rejected by etcd, nothing written: %w", err)
 			}
-			s.fence.unsettled = true
-			s.unsettled.Store(true)
-			fctx, cancel := s.fenceCtx(ctx)
-			serr := s.settle(fctx)
-			cancel()
-			s.unsettled.Store(s.fence.unsettled)
-			switch {
-			case errors.Is(serr, ErrUnsettled):
-				return fmt.Errorf("outcome unknown: %w; %w", err, serr)
-			case serr != nil:
-				return fmt.Errorf("outcome unknown at first, final since: %w; %w", err, serr)
-			}
-			return fmt.Errorf("outcome unknown at first, fenced since, so final: %w", err)
+			return s.unknownOutcome(ctx, rev, err)
 		}
 		if resp.Succeeded {
 			return nil
 		}
-		rev, v, ok := readFence(resp)
+		frev, v, ok := readFence(resp)
 		switch {
 		case !ok:
 			return errors.New("etcdstore: unexpected response to a failed comparison")
-		case rev == s.fence.rev:
+		case frev == rev:
 			return ErrGuardFailed
 		}
-		if err := s.moved(rev, v); err != nil {
+		s.wmu.Lock()
+		err = s.movedSince(frev, v)
+		s.wmu.Unlock()
+		if err != nil {
 			return err
 		}
 	}
 	return errors.New("etcdstore: the fence keeps moving")
+}
+
+// unknownOutcome settles a write that compared fence revision rev and
+// failed with err, its outcome unknown, and returns the error to report.
+func (s *Store) unknownOutcome(ctx context.Context, rev int64, err error) error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if s.fence.rev != rev {
+		// A concurrent write moved the fence (or adopted a move)
+		// since this one was sent: it can no longer land.
+		return fmt.Errorf("outcome unknown at first, fenced since, so final: %w", err)
+	}
+	s.fence.unsettled = true
+	s.unsettled.Store(true)
+	fctx, cancel := s.fenceCtx(ctx)
+	serr := s.settle(fctx)
+	cancel()
+	s.unsettled.Store(s.fence.unsettled)
+	switch {
+	case errors.Is(serr, ErrUnsettled):
+		return fmt.Errorf("outcome unknown: %w; %w", err, serr)
+	case serr != nil:
+		return fmt.Errorf("outcome unknown at first, final since: %w; %w", err, serr)
+	}
+	return fmt.Errorf("outcome unknown at first, fenced since, so final: %w", err)
 }
 
 // readable makes sure a load sees final outcomes: it settles a write of

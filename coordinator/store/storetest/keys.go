@@ -17,7 +17,9 @@ import (
 // and seeds exactly), a write at a stale version refused with
 // store.ErrKeysChanged and changing nothing, rotations and revocations
 // through store.UpdateKeys, racing rotations that all land one after the
-// other, and that the store keeps its own copy of what it is given.
+// other, staged rotations (a pending key kept with its seed, promoted
+// after its delay, or revoked), and that the store keeps its own copy of
+// what it is given.
 func Keys(t *testing.T, ks store.KeyStore) {
 	ctx := context.Background()
 	at := time.Date(2026, 5, 1, 12, 0, 0, 123456789, time.UTC)
@@ -140,5 +142,68 @@ func Keys(t *testing.T, ks store.KeyStore) {
 		return store.RevokeKey(keys, active.ID(), at)
 	}); !errors.Is(err, store.ErrActiveKey) {
 		t.Fatalf("revoking the active key: %v, want ErrActiveKey", err)
+	}
+	// A staged rotation: the next key is published as pending, keeping its
+	// seed; a second one is refused; it is promoted only once its delay
+	// has passed, and the active key then retires without its seed.
+	stage := func(b byte, now time.Time) error {
+		_, err := store.UpdateKeys(ctx, ks, func(keys []store.SigningKey) ([]store.SigningKey, bool, error) {
+			out, err := store.Stage(keys, key(b, now))
+			return out, err == nil, err
+		})
+		return err
+	}
+	before, _ := store.Active(load().Keys)
+	if err := stage(20, at.Add(10*time.Hour)); err != nil {
+		t.Fatalf("stage: %v", err)
+	}
+	p, ok := store.Pending(load().Keys)
+	if want := key(20, at.Add(10*time.Hour)); !ok || !p.Public.Equal(want.Public) || string(p.Seed) != string(want.Seed) || p.State != epoch.KeyPending {
+		t.Fatalf("the staged key: %+v, %v", p, ok)
+	}
+	if a, _ := store.Active(load().Keys); !a.Public.Equal(before.Public) {
+		t.Fatal("staging a key changed the active one")
+	}
+	if err := stage(21, at.Add(10*time.Hour)); !errors.Is(err, store.ErrRotationPending) {
+		t.Fatalf("a second staged rotation: %v, want ErrRotationPending", err)
+	}
+	if _, changed := store.Promote(load().Keys, at.Add(10*time.Hour+59*time.Minute), time.Hour); changed {
+		t.Fatal("Promote before the delay changed the ring")
+	}
+	if _, err := store.UpdateKeys(ctx, ks, func(keys []store.SigningKey) ([]store.SigningKey, bool, error) {
+		out, changed := store.Promote(keys, at.Add(11*time.Hour), time.Hour)
+		return out, changed, nil
+	}); err != nil {
+		t.Fatalf("promote: %v", err)
+	}
+	if a, _ := store.Active(load().Keys); !a.Public.Equal(p.Public) {
+		t.Fatalf("after its delay the active key is %s, want the staged %s", a.ID(), p.ID())
+	}
+	for _, k := range load().Keys {
+		if k.Public.Equal(before.Public) && (k.State != epoch.KeyRetired || k.Seed != nil || !k.Retired.Equal(at.Add(11*time.Hour))) {
+			t.Fatalf("the key the promotion retired: %+v", k)
+		}
+	}
+	if _, ok := store.Pending(load().Keys); ok {
+		t.Fatal("a pending key left after the promotion")
+	}
+
+	// A pending key revoked: the rotation is cancelled, its seed wiped.
+	if err := stage(22, at.Add(12*time.Hour)); err != nil {
+		t.Fatalf("stage: %v", err)
+	}
+	cancelled := key(22, at).ID()
+	if _, err := store.UpdateKeys(ctx, ks, func(keys []store.SigningKey) ([]store.SigningKey, bool, error) {
+		return store.RevokeKey(keys, cancelled, at.Add(13*time.Hour))
+	}); err != nil {
+		t.Fatalf("revoking the pending key: %v", err)
+	}
+	for _, k := range load().Keys {
+		if k.ID() == cancelled && (k.State != epoch.KeyRevoked || k.Seed != nil) {
+			t.Fatalf("the revoked pending key: %+v", k)
+		}
+	}
+	if a, _ := store.Active(load().Keys); !a.Public.Equal(p.Public) {
+		t.Fatal("revoking the pending key changed the active one")
 	}
 }
