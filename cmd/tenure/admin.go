@@ -10,7 +10,7 @@ import (
 )
 
 // adminFlags are the flags of the commands that administer a cluster over
-// the Kafka protocol (tenure groups, tenure topics).
+// the Kafka protocol (tenure groups, topics, users, acls).
 type adminFlags struct {
 	brokers  *string
 	timeout  *time.Duration
@@ -34,6 +34,26 @@ func (a adminFlags) connect(ctx context.Context) (adm *kadm.Client, actx context
 	}
 	actx, cancel := context.WithTimeout(ctx, *a.timeout)
 	return adm, actx, func() { cancel(); closeClient() }, nil
+}
+
+// kgoClient is connect for a command that sends raw requests.
+func (a adminFlags) kgoClient(ctx context.Context) (cl *kgo.Client, actx context.Context, done func(), err error) {
+	seeds := splitList(*a.brokers)
+	if len(seeds) == 0 {
+		return nil, nil, nil, usagef("--brokers is empty")
+	}
+	if *a.timeout <= 0 {
+		return nil, nil, nil, usagef("--timeout must be positive")
+	}
+	opts, err := a.kgoOpts()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if cl, err = kgo.NewClient(opts...); err != nil {
+		return nil, nil, nil, err
+	}
+	actx, cancel := context.WithTimeout(ctx, *a.timeout)
+	return cl, actx, func() { cancel(); cl.Close() }, nil
 }
 
 // client checks the flags and returns an admin client, for a command that

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
 )
 
 // probeTimeout bounds each step of probing a seed that a command could
@@ -28,6 +30,13 @@ func (a adminFlags) explain(err error) error {
 	msg := err.Error()
 	seeds := splitList(*a.brokers)
 	switch {
+	case errors.Is(err, kerr.ClusterAuthorizationFailed):
+		return fmt.Errorf("%w\nThe coordinator checks ACLs (serve --authorizer on), and whoever this connection is lacks "+
+			"ALTER on the cluster (DESCRIBE to list): connect as one of serve's --super-users, over SASL (--sasl-user) "+
+			"or through a loopback listener that serve's --listener-principal gives a super user's principal, "+
+			"or have a super user allow it (tenure acls add --cluster --operation alter --principal User:NAME)", err)
+	case errors.Is(err, kerr.SecurityDisabled):
+		return fmt.Errorf("%w\nThe coordinator does not check ACLs: start it with --authorizer on (and --super-users)", err)
 	case strings.Contains(msg, "'HTTP' in ascii"):
 		return fmt.Errorf("--brokers %s speaks HTTP, not the Kafka protocol: give the coordinator's --listen address "+
 			"(its --http address serves the admin API and metrics)", *a.brokers)

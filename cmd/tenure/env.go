@@ -36,8 +36,15 @@ var envRenames = map[string]map[string]string{
 	},
 	"topics": {"tls-cert": "TENURE_CLIENT_TLS_CERT", "tls-key": "TENURE_CLIENT_TLS_KEY"},
 	"users":  {"tls-cert": "TENURE_CLIENT_TLS_CERT", "tls-key": "TENURE_CLIENT_TLS_KEY"},
-	"acls":   {"tls-cert": "TENURE_CLIENT_TLS_CERT", "tls-key": "TENURE_CLIENT_TLS_KEY"},
-	"tune":   {"out": "TENURE_TUNE_OUT"},
+	// What an ACL command selects is never picked up from a variable
+	// another command set (TENURE_GROUP, the worker's group).
+	"acls": {
+		"tls-cert": "TENURE_CLIENT_TLS_CERT", "tls-key": "TENURE_CLIENT_TLS_KEY",
+		"principal": "TENURE_ACL_PRINCIPAL", "topic": "TENURE_ACL_TOPIC", "group": "TENURE_ACL_GROUP",
+		"cluster": "TENURE_ACL_CLUSTER", "operation": "TENURE_ACL_OPERATION", "permission": "TENURE_ACL_PERMISSION",
+		"host": "TENURE_ACL_HOST", "resource-pattern-type": "TENURE_ACL_RESOURCE_PATTERN_TYPE",
+	},
+	"tune": {"out": "TENURE_TUNE_OUT"},
 	"chaos": {
 		"duration":          "TENURE_CHAOS_DURATION",
 		"election-ttl":      "TENURE_CHAOS_ELECTION_TTL",

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -96,6 +97,9 @@ func setupKeysOut(fs *flag.FlagSet, out io.Writer) func(ctx context.Context, arg
 			}
 		case "revoke":
 			ks, err = api.RevokeKey(ctx, id)
+		}
+		if e := (*adminapi.Error)(nil); errors.As(err, &e) && e.Code == "rotation_pending" {
+			return fmt.Errorf("%s: %w (tenure keys rotate --now makes it sign at once)", sub, err)
 		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", sub, err)

@@ -122,8 +122,9 @@ func TestKeysRotateStaged(t *testing.T) {
 	if err != nil || active == nil || pending == nil {
 		t.Fatalf("rotate with a publish delay: %v, want an active and a pending key:\n%s", err, out)
 	}
-	if _, err := runKeys(t, append([]string{"rotate"}, admin...)...); err == nil || !strings.Contains(err.Error(), "rotation is pending") {
-		t.Fatalf("a second rotate: %v, want one saying a rotation is pending", err)
+	if _, err := runKeys(t, append([]string{"rotate"}, admin...)...); err == nil || !strings.Contains(err.Error(), "rotation is pending") ||
+		!strings.Contains(err.Error(), "rotate --now") {
+		t.Fatalf("a second rotate: %v, want one saying a rotation is pending and naming rotate --now", err)
 	}
 	out, err = runKeys(t, append([]string{"rotate", "--now"}, admin...)...)
 	if err != nil || !regexp.MustCompile(`(?m)^`+pending[1]+`\s+active\s`).MatchString(out) ||

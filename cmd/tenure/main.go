@@ -54,6 +54,7 @@ func commands() []*command {
 		groupsCommand(),
 		topicsCommand(),
 		usersCommand(),
+		aclsCommand(),
 		keysCommand(),
 	}, chaosCommands()...)
 }

@@ -69,6 +69,22 @@ func TestServeListenerFlags(t *testing.T) {
 		{name: "TLS files without a TLS listener", args: tlsFlags, want: "--listeners has none"},
 		{name: "unloadable TLS files", args: []string{"--listeners", "SSL://:1", "--tls-cert", keyFile, "--tls-key", certFile}, want: "TLS certificate"},
 		{name: "SASL without mechanisms", args: []string{"--listeners", "SASL_PLAINTEXT://:1", "--sasl-mechanisms", ""}, want: "--sasl-mechanisms is empty"},
+		{name: "--listen's listener with a principal", args: []string{"--listener-principal", "plaintext=User:admin"},
+			lns: "PLAINTEXT/PLAINTEXT@127.0.0.1:9092>=User:admin"},
+		{name: "an admin listener", args: []string{"--listeners", "ADMIN://localhost:1,EXTERNAL://:2,INTERNAL://[::1]:3",
+			"--listener-security-protocol-map", "ADMIN:PLAINTEXT,EXTERNAL:SASL_PLAINTEXT,INTERNAL:PLAINTEXT",
+			"--listener-principal", "ADMIN=User:admin, INTERNAL=User:ops"},
+			lns: "ADMIN/PLAINTEXT@localhost:1>=User:admin EXTERNAL/SASL_PLAINTEXT@:2> INTERNAL/PLAINTEXT@[::1]:3>=User:ops"},
+		{name: "principal on every interface", args: []string{"--listeners", "PLAINTEXT://:1", "--listener-principal", "PLAINTEXT=User:admin"},
+			want: "bound to :1, not to loopback: every client that reaches it would act as User:admin"},
+		{name: "principal on a network address", args: []string{"--listeners", "PLAINTEXT://10.1.2.3:1", "--listener-principal", "PLAINTEXT=User:admin"},
+			want: "not to loopback"},
+		{name: "principal on a SASL listener", args: []string{"--listeners", "SASL_PLAINTEXT://127.0.0.1:1", "--listener-principal", "SASL_PLAINTEXT=User:admin"},
+			want: "whose clients authenticate"},
+		{name: "principal of no listener", args: []string{"--listener-principal", "ADMIN=User:admin"}, want: "names listener ADMIN; the listeners are PLAINTEXT"},
+		{name: "principal without a type", args: []string{"--listener-principal", "PLAINTEXT=admin"}, want: "is not NAME=User:name"},
+		{name: "principal without a name", args: []string{"--listener-principal", "User:admin"}, want: "is not NAME=User:name"},
+		{name: "a listener's principal twice", args: []string{"--listener-principal", "PLAINTEXT=User:a,PLAINTEXT=User:b"}, want: "twice"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fs := flag.NewFlagSet("serve", flag.ContinueOnError)
@@ -89,7 +105,20 @@ func TestServeListenerFlags(t *testing.T) {
 			}
 			var got []string
 			for _, b := range bound {
-				got = append(got, b.cfg.Name+"/"+b.cfg.Protocol.String()+"@"+b.bind+">"+b.cfg.Advertise)
+				l := b.cfg.Name + "/" + b.cfg.Protocol.String() + "@" + b.bind + ">" + b.cfg.Advertise
+				if b.cfg.Principal != "" {
+					l += "=" + b.cfg.Principal
+				}
+				got = append(got, l)
+			}
+			// The server is given the principals too.
+			for i, l := range cfg.Listeners {
+				if l != bound[i].cfg {
+					t.Errorf("server listener %d is %+v, resolved %+v", i, l, bound[i].cfg)
+				}
+			}
+			if strings.Contains(tc.lns, "=") && len(cfg.Listeners) != len(bound) {
+				t.Errorf("the server has %d listeners, %d resolved", len(cfg.Listeners), len(bound))
 			}
 			if strings.Join(got, " ") != tc.lns {
 				t.Errorf("listeners %q, want %q", strings.Join(got, " "), tc.lns)

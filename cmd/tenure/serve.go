@@ -283,7 +283,7 @@ func setupServe(fs *flag.FlagSet) func(ctx context.Context, args []string) error
 			if hln != nil {
 				httpAdv = httpAdvertise(hln.Addr(), adv)
 			}
-			cluster, err = joinCluster(ctx, be.cli, adv, advs, httpAdv, storeFlags.prefix, *electionTTL, *shards, be.storeOpts, log, reg)
+			cluster, err = joinCluster(ctx, be.cli, adv, advs, httpAdv, storeFlags.prefix, *electionTTL, *shards, storeFlags.nodeID(), be.storeOpts, log, reg)
 			if err != nil {
 				ln.Close()
 				return fmt.Errorf("joining the HA set: %w", err)
@@ -387,6 +387,25 @@ func addStoreFlags(fs *flag.FlagSet) *storeFlags {
 	fs.IntVar(&f.maxTxnOps, "max-txn-ops", 0, "most operations in one etcd transaction, at most the server's --max-txn-ops (default: 128, etcd's default, with --etcd-endpoints; 10000 with the embedded etcd, which is started with that limit)")
 	fs.DurationVar(&f.dialTimeout, "etcd-dial-timeout", 5*time.Second, "how long to wait for a connection to --etcd-endpoints at start-up")
 	return f
+}
+
+// nodeID is the node ID an embedded etcd member's name asks for: the
+// number it ends in (n1 is node 1, tenure-12 node 12), so that the nodes
+// of an HA set are numbered as their members are; -1 for a name without
+// one, or without an embedded member.
+func (f *storeFlags) nodeID() int32 {
+	if f.endpoints != "" {
+		return -1
+	}
+	i := len(f.name)
+	for i > 0 && f.name[i-1] >= '0' && f.name[i-1] <= '9' {
+		i--
+	}
+	id, err := strconv.ParseInt(f.name[i:], 10, 32)
+	if err != nil || i == len(f.name) {
+		return -1
+	}
+	return int32(id)
 }
 
 // etcdStartTimeout bounds starting an embedded etcd of this node alone,

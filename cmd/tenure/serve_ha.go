@@ -39,11 +39,13 @@ var _ server.ShardedCluster = (*haCluster)(nil)
 // and on each listener at its address in listeners, and by the other
 // nodes' admin API at httpAddr, "" if it serves none) to the HA set on
 // cli's etcd, with the groups in shards shards (1: one leader).
-// storeOpts are the group store's options, to which each term adds its
+// preferID is the node ID to take on a first join if free (-1: the lowest
+// free one). storeOpts are the group store's options, to which each term adds its
 // guard (and its shard).
 func joinCluster(ctx context.Context, cli *clientv3.Client, advertise string, listeners map[string]string, httpAddr, prefix string, ttl time.Duration,
-	shards int, storeOpts []etcdstore.Opt, log *zap.Logger, reg prometheus.Registerer) (*haCluster, error) {
-	opts := []ha.Opt{ha.Prefix(prefix), ha.ElectionTTL(ttl), ha.Logger(log), ha.Registerer(reg), ha.Listeners(listeners), ha.Shards(shards)}
+	shards int, preferID int32, storeOpts []etcdstore.Opt, log *zap.Logger, reg prometheus.Registerer) (*haCluster, error) {
+	opts := []ha.Opt{ha.Prefix(prefix), ha.ElectionTTL(ttl), ha.Logger(log), ha.Registerer(reg), ha.Listeners(listeners), ha.Shards(shards),
+		ha.PreferID(preferID)}
 	if httpAddr != "" {
 		opts = append(opts, ha.HTTPAddr(httpAddr))
 	}

@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"time"
 
@@ -24,6 +25,8 @@ type listenerFlags struct {
 
 	saslMechanisms string
 	authTimeout    time.Duration
+
+	principals string
 }
 
 // defaultProtocolMap maps each security protocol's name to itself, as
@@ -40,6 +43,7 @@ func addListenerFlags(fs *flag.FlagSet) *listenerFlags {
 	fs.StringVar(&f.tlsKey, "tls-key", "", "the certificate's private key `file` (PEM), reloaded when it changes")
 	fs.StringVar(&f.tlsClientCA, "tls-client-ca", "", "CA certificates `file` (PEM): TLS clients must show a certificate of one of them (mTLS); reloaded when it changes")
 	fs.StringVar(&f.saslMechanisms, "sasl-mechanisms", strings.Join(def.SASLMechanisms, ","), "comma-separated SASL `mechanisms` the SASL listeners offer: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (PLAIN sends the password itself: over SASL_SSL only)")
+	fs.StringVar(&f.principals, "listener-principal", "", "comma-separated `NAME=User:name`: every client of the PLAINTEXT listener NAME (PLAINTEXT is --listen's) acts as that principal instead of User:ANONYMOUS; the listener must be bound to loopback. With the principal in --super-users it is the administrator's way in, to add the first users and ACLs (docs/SECURITY.md)")
 	fs.DurationVar(&f.authTimeout, "sasl-timeout", def.AuthTimeout, "close a connection that has not finished its TLS handshake and SASL authentication this long after it connected")
 	return f
 }
@@ -111,6 +115,10 @@ func (f *listenerFlags) resolve(cfg *server.Config, listen, advertise string, li
 		}
 	}
 
+	if err := f.applyPrincipals(cfg, out); err != nil {
+		return nil, err
+	}
+
 	var usesTLS, usesSASL, plainWithoutTLS bool
 	for _, bl := range out {
 		usesTLS = usesTLS || bl.cfg.Protocol.TLS()
@@ -142,6 +150,66 @@ func (f *listenerFlags) resolve(cfg *server.Config, listen, advertise string, li
 	}
 	cfg.AuthTimeout = f.authTimeout
 	return out, nil
+}
+
+// applyPrincipals gives the listeners of --listener-principal their
+// principal, in out and in cfg. Whoever reaches such a listener acts as
+// its principal, so it must be plaintext and bound to loopback, where only
+// this host's users reach it.
+func (f *listenerFlags) applyPrincipals(cfg *server.Config, out []boundListener) error {
+	for _, item := range splitList(f.principals) {
+		name, principal, ok := strings.Cut(item, "=")
+		name = strings.ToUpper(strings.TrimSpace(name))
+		principal = strings.TrimSpace(principal)
+		if i := strings.IndexByte(principal, ':'); !ok || name == "" || i <= 0 || i == len(principal)-1 {
+			return usagef("--listener-principal: %q is not NAME=User:name", item)
+		}
+		i := slices.IndexFunc(out, func(bl boundListener) bool { return bl.cfg.Name == name })
+		if i < 0 {
+			var names []string
+			for _, bl := range out {
+				names = append(names, bl.cfg.Name)
+			}
+			return usagef("--listener-principal names listener %s; the listeners are %s", name, strings.Join(names, ", "))
+		}
+		bl := &out[i]
+		if bl.cfg.Protocol != server.Plaintext {
+			return usagef("--listener-principal: listener %s is %s, whose clients authenticate; a principal is for a PLAINTEXT listener", name, bl.cfg.Protocol)
+		}
+		if !loopbackBind(bl.bind) {
+			return usagef("--listener-principal: listener %s is bound to %s, not to loopback: every client that reaches it would act as %s", name, bl.bind, principal)
+		}
+		if bl.cfg.Principal != "" {
+			return usagef("--listener-principal names listener %s twice", name)
+		}
+		bl.cfg.Principal = principal
+	}
+	if len(cfg.Listeners) == 0 {
+		if len(out) == 1 && out[0].cfg.Principal != "" {
+			// --listen's listener, given in full to carry its principal.
+			out[0].cfg.Advertise, cfg.Advertise = cfg.Advertise, ""
+			cfg.Listeners = []server.Listener{out[0].cfg}
+		}
+		return nil
+	}
+	for i := range out {
+		cfg.Listeners[i] = out[i].cfg
+	}
+	return nil
+}
+
+// loopbackBind reports whether a listener bound at addr (host:port) is
+// reachable from this host only.
+func loopbackBind(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 func hasListener(ls []boundListener, name string) bool {

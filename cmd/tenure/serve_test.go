@@ -489,9 +489,12 @@ func (n *servingNode) stop(t *testing.T) int {
 	}
 }
 
+var joinedRe = regexp.MustCompile(`joined the HA set\s+\{"node": (\d+)`)
+
 // TestServeEtcdCluster starts three `tenure serve` nodes whose embedded
 // etcd members form one cluster: the cluster has the three, and the nodes
-// form one HA set, exactly one of them coordinating. It stops one (the
+// form one HA set, exactly one of them coordinating, numbered as their
+// members are named. It stops one (the
 // leader or not) and commits through the other two.
 func TestServeEtcdCluster(t *testing.T) {
 	var nodes []*servingNode
@@ -557,6 +560,14 @@ func TestServeEtcdCluster(t *testing.T) {
 	slices.Sort(names)
 	if !slices.Equal(names, []string{"n1", "n2", "n3"}) {
 		t.Fatalf("members %q, want n1, n2, n3", names)
+	}
+
+	// Node IDs follow the members' names: n1 is node 1.
+	for i, n := range nodes {
+		m := joinedRe.FindStringSubmatch(n.logs.String())
+		if m == nil || m[1] != fmt.Sprint(i+1) {
+			t.Errorf("n%d joined the HA set as %q, want node %d", i+1, m, i+1)
+		}
 	}
 
 	// The three form one HA set: exactly one coordinates the groups.
@@ -645,5 +656,20 @@ func TestServeDeclaredTopics(t *testing.T) {
 		if got := len(details[name].Partitions); got != want {
 			t.Errorf("topic %s: %d partitions, want %d; logs:\n%s", name, got, want, logs.String())
 		}
+	}
+}
+
+// TestNodeIDFromEtcdName: an embedded member's name asks for the node ID
+// it ends in.
+func TestNodeIDFromEtcdName(t *testing.T) {
+	for name, want := range map[string]int32{"n1": 1, "n3": 3, "tenure-12": 12, "node07": 7, "0": 0,
+		"tenure": -1, "n": -1, "": -1, "n99999999999": -1} {
+		f := storeFlags{name: name}
+		if got := f.nodeID(); got != want {
+			t.Errorf("--etcd-name %q: node %d, want %d", name, got, want)
+		}
+	}
+	if got := (&storeFlags{name: "n1", endpoints: "http://etcd:2379"}).nodeID(); got != -1 {
+		t.Errorf("with --etcd-endpoints: node %d, want none (-1)", got)
 	}
 }

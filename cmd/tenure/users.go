@@ -37,7 +37,10 @@ credential. Users are shared by every node of an HA set.
 To add the first user of a cluster whose listeners all need SASL, use a
 plaintext listener on loopback (tenure serve --listeners
 INTERNAL://127.0.0.1:9092,... with INTERNAL:PLAINTEXT), or a TLS one that
-takes client certificates. Flags may come before or after the subcommand.`,
+takes client certificates. With serve --authorizer on, managing users needs
+ALTER on the cluster (listing, DESCRIBE): make that listener's clients a
+super user (serve --super-users User:admin --listener-principal
+INTERNAL=User:admin). Flags may come before or after the subcommand.`,
 		setup: setupUsers,
 	}
 }

@@ -316,3 +316,33 @@ func TestDeposed(t *testing.T) {
 		t.Fatalf("node %d won, want node 0", third.node)
 	}
 }
+
+// TestPreferID: a node joining for the first time takes the ID it prefers
+// when it is free, the lowest free one when a live node has it or another
+// address had it, and a node that rejoins keeps its address's ID whatever
+// it prefers.
+func TestPreferID(t *testing.T) {
+	prefix := uniquePrefix(t)
+	cli := etcd.Client(t)
+	n3 := join(t, cli, prefix, addr(3), ha.PreferID(3))
+	if id := n3.Self().ID; id != 3 {
+		t.Fatalf("a node preferring 3 got %d", id)
+	}
+	n0 := join(t, cli, prefix, addr(0))
+	if id := n0.Self().ID; id != 0 {
+		t.Fatalf("a node without a preference got %d, want the lowest free, 0", id)
+	}
+	if id := join(t, cli, prefix, addr(5), ha.PreferID(3)).Self().ID; id != 1 {
+		t.Fatalf("a node preferring the live node's 3 got %d, want the lowest free, 1", id)
+	}
+	// 3's address keeps 3 once it left: another address may not take it.
+	if err := n3.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if id := join(t, cli, prefix, addr(6), ha.PreferID(3)).Self().ID; id != 2 {
+		t.Fatalf("a node preferring the ID of a departed address got %d, want the lowest free, 2", id)
+	}
+	if id := join(t, cli, prefix, addr(3), ha.PreferID(7)).Self().ID; id != 3 {
+		t.Fatalf("the departed node rejoining got %d, want its own 3", id)
+	}
+}

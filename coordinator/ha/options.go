@@ -31,6 +31,7 @@ type cfg struct {
 	// listeners are the advertised addresses by listener name.
 	listeners map[string]string
 	shards    int
+	preferID  int32 // -1: none
 }
 
 // Defaults of the options.
@@ -58,6 +59,7 @@ func defaultCfg() cfg {
 		log:      zap.NewNop(),
 		maxDrift: DefaultMaxDrift,
 		shards:   1,
+		preferID: -1,
 	}
 }
 
@@ -112,6 +114,13 @@ func MaxDrift(d float64) Opt { return opt(func(c *cfg) { c.maxDrift = d }) }
 // leave a term at least TTL/2 after a keepalive is sent, so that two lost
 // keepalives in a row do not end it.
 func Margin(d time.Duration) Opt { return opt(func(c *cfg) { c.margin = d }) }
+
+// PreferID makes a node that joins for the first time at its address take
+// ID id, if no live node has it and no other address had it, instead of
+// the lowest free one (default: none). A node that rejoins keeps the ID
+// its address had, whatever this says. tenure serve prefers the number
+// its etcd member's name ends in, so that member n1 is node 1.
+func PreferID(id int32) Opt { return opt(func(c *cfg) { c.preferID = id }) }
 
 // HTTPAddr registers addr (host:port) as the node's HTTP listener, where
 // the other nodes reach its admin API (default: none, registered as "").

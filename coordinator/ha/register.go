@@ -18,7 +18,8 @@ import (
 var errNoFreeID = errors.New("ha: no free node ID")
 
 // register claims a node ID under lease l: prefer if it is free or still
-// bound to the node's previous lease old, otherwise the lowest free one.
+// bound to the node's previous lease old, otherwise the PreferID option's
+// if free, otherwise the lowest free one.
 // prefer < 0 means none: a node that joins prefers the ID its address had
 // (stickyID).
 func (n *Node) register(ctx context.Context, l *lease, prefer int32, old clientv3.LeaseID, addr string) (int32, error) {
@@ -69,6 +70,9 @@ func (n *Node) register(ctx context.Context, l *lease, prefer int32, old clientv
 			}
 		}
 		id := int32(0)
+		if p := n.cfg.preferID; p >= 0 && !used[p] {
+			id = p
+		}
 		for used[id] {
 			if id == 1<<31-1 {
 				return 0, errNoFreeID

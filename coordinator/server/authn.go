@@ -14,7 +14,8 @@ import (
 
 // A connection authenticates once, before anything else:
 //
-//   - PLAINTEXT: at accept, as AnonymousPrincipal;
+//   - PLAINTEXT: at accept, as AnonymousPrincipal, or as the listener's
+//     Principal;
 //   - SSL: when its TLS handshake completes, as the subject of its
 //     verified client certificate (certPrincipal), or AnonymousPrincipal
 //     without one;
@@ -73,6 +74,9 @@ func preAuthKey(key int16) bool { return key == 18 || key == 17 || key == 36 }
 // connection.
 func (c *conn) startAuth() (reason string, err error) {
 	if c.ln.Protocol == Plaintext {
+		if c.ln.Principal != "" {
+			c.principal = c.ln.Principal
+		}
 		c.auth.done = true
 		return "", nil
 	}

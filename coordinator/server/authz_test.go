@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tenure-dev/tenure/coordinator/acl"
@@ -681,5 +683,50 @@ func TestACLChangeApplies(t *testing.T) {
 	}
 	if code := join(); code != kerr.GroupAuthorizationFailed.Code {
 		t.Fatalf("after the deletion: %v", kerr.ErrorForCode(code))
+	}
+}
+
+// TestListenerPrincipal: a PLAINTEXT listener with a principal makes its
+// clients act as that principal, so a super user's loopback listener adds
+// the first user and ACLs of a cluster whose other listener's anonymous
+// clients are refused; nothing else changes for the other listener.
+func TestListenerPrincipal(t *testing.T) {
+	st := store.NewMemory()
+	ts := startServer(t, func(c *Config) {
+		c.Store = st
+		c.Authorization = true
+		c.SuperUsers = []string{"User:admin"}
+		c.Listeners = []Listener{{Name: "PLAINTEXT", Protocol: Plaintext}, {Name: "ADMIN", Protocol: Plaintext, Principal: "User:admin"}}
+	})
+	ctx := context.Background()
+	kgoAt := func(addr string) *kadm.Client {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(cl.Close)
+		return kadm.NewClient(cl)
+	}
+	anon, admin := kgoAt(ts.addrs["PLAINTEXT"]), kgoAt(ts.addrs["ADMIN"])
+	// kadm salts an UpsertSCRAM in place: each request gets its own.
+	ups := func() []kadm.UpsertSCRAM {
+		return []kadm.UpsertSCRAM{{User: "alice", Mechanism: kadm.ScramSha512, Iterations: 4096, Password: "pw"}}
+	}
+	if res, err := anon.AlterUserSCRAMs(ctx, nil, ups()); !errors.Is(err, kerr.ClusterAuthorizationFailed) {
+		t.Fatalf("adding a user anonymously: %v %+v, want CLUSTER_AUTHORIZATION_FAILED", err, res)
+	}
+	res, err := admin.AlterUserSCRAMs(ctx, nil, ups())
+	if err != nil || res["alice"].Err != nil {
+		t.Fatalf("adding a user through the admin listener: %v %+v", err, res)
+	}
+	acls := kadm.NewACLs().Allow("User:alice").AllowHosts("*").Groups("g").Operations(kadm.OpRead)
+	if c, err := anon.CreateACLs(ctx, acls); err != nil || c[0].Err != kerr.ClusterAuthorizationFailed {
+		t.Fatalf("creating an ACL anonymously: %v %+v, want CLUSTER_AUTHORIZATION_FAILED", err, c)
+	}
+	if c, err := admin.CreateACLs(ctx, acls); err != nil || c[0].Err != nil {
+		t.Fatalf("creating an ACL through the admin listener: %v %+v", err, c)
+	}
+	if got, _ := st.LoadACLs(ctx); len(got) != 1 || got[0].Principal != "User:alice" {
+		t.Fatalf("stored ACLs %v, want alice's one", got)
 	}
 }

@@ -72,6 +72,13 @@ type Listener struct {
 	// Advertise is the host:port the listener's clients are told to
 	// connect to. Empty means the address the listener is bound to.
 	Advertise string
+	// Principal, on a PLAINTEXT listener, is who its clients act as
+	// ("User:admin") instead of AnonymousPrincipal: with the principal a
+	// super user, a listener only trusted clients reach (loopback) is an
+	// administrator's way in, such as the one that adds the first SASL
+	// user and ACLs of a cluster whose other listeners authenticate.
+	// Whoever can connect to it is that principal. Empty on the others.
+	Principal string
 }
 
 // DefaultListenerName is the name of the one listener of a Config without
@@ -151,6 +158,14 @@ func (c *Config) validateSecurity() []error {
 				bad("listener %s: advertised address %q is not host:port", l.Name, l.Advertise)
 			} else if p, err := strconv.Atoi(port); err != nil || p <= 0 || p > 65535 {
 				bad("listener %s: advertised port %q is not in 1..65535", l.Name, port)
+			}
+		}
+		if l.Principal != "" {
+			if l.Protocol != Plaintext {
+				bad("listener %s: a principal is for PLAINTEXT listeners; %s clients authenticate", l.Name, l.Protocol)
+			}
+			if i := strings.IndexByte(l.Principal, ':'); i <= 0 || i == len(l.Principal)-1 {
+				bad("listener %s: principal %q is not of the form User:name", l.Name, l.Principal)
 			}
 		}
 		usesTLS = usesTLS || l.Protocol.TLS()

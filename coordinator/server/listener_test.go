@@ -48,6 +48,15 @@ func TestSecurityConfig(t *testing.T) {
 			c.Listeners = []Listener{{Name: "A", Protocol: SASLPlaintext}}
 			c.Store, c.TopicStore = &topicsOnly{store.NewMemory()}, store.NewMemory()
 		}, "needs a credential store"},
+		{"listener principal", func(c *Config) {
+			c.Listeners = []Listener{{Name: "ADMIN", Protocol: Plaintext, Principal: "User:admin"}}
+		}, ""},
+		{"principal on a SASL listener", func(c *Config) {
+			c.Listeners = []Listener{{Name: "A", Protocol: SASLPlaintext, Principal: "User:admin"}}
+		}, "a principal is for PLAINTEXT listeners"},
+		{"principal without a type", func(c *Config) {
+			c.Listeners = []Listener{{Name: "A", Protocol: Plaintext, Principal: "admin"}}
+		}, "not of the form User:name"},
 		{"zero auth timeout", func(c *Config) { c.AuthTimeout = 0 }, "authentication timeout"},
 		{"small auth frames", func(c *Config) { c.MaxAuthFrameSize = 10 }, "max authentication frame size"},
 	} {

@@ -9,6 +9,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
 
+	"github.com/tenure-dev/tenure/coordinator"
+	"github.com/tenure-dev/tenure/coordinator/store"
 	"github.com/tenure-dev/tenure/coordinator/store/embedetcd"
 	"github.com/tenure-dev/tenure/coordinator/store/etcdstore"
 )
@@ -117,5 +119,72 @@ func TestStandbyTakeover(t *testing.T) {
 	if loaded := b.metric(t, "tenure_takeover_groups_total", "from", "store"); loaded != 0 || standby < 2 || standby+fromMirror != 3 {
 		t.Fatalf("the takeover's groups: %v from the standby, %v from the mirror, %v from the store; want every group from the standby but g2, which may come from the mirror, and none from the store",
 			standby, fromMirror, loaded)
+	}
+}
+
+// recordsSource is a Standby over fixed records: one unsharded group per
+// name, each at version 1.
+type recordsSource struct {
+	recs map[string][]coordinator.Record
+}
+
+func (r *recordsSource) Sync(context.Context) (int64, error) { return 1, nil }
+
+func (r *recordsSource) Versions(shard int) map[string]uint64 {
+	out := map[string]uint64{}
+	for name := range r.recs {
+		out[name] = 1
+	}
+	return out
+}
+
+func (r *recordsSource) Group(name string) ([]coordinator.Record, uint64, error) {
+	return r.recs[name], 1, nil
+}
+
+// TestStandbyPassTime: a pass stops rebuilding once its time is up, but
+// rebuilds at least one group whatever the time, so that on a machine too
+// loaded for its time budget every group is still rebuilt, a pass at a
+// time; with time to spare, one pass rebuilds every quiet group.
+func TestStandbyPassTime(t *testing.T) {
+	// A node of a set that has no leader: it leads nothing, so every
+	// group is its standby's to rebuild.
+	set := &fakeSet{leader: -1, nodes: []Node{{ID: 0}}}
+	ts := startServer(t, func(c *Config) {
+		c.TopicStore = c.Store.(store.TopicStore)
+		c.Store = nil
+		c.Cluster = set.node(0)
+	})
+	src := &recordsSource{recs: map[string][]coordinator.Record{}}
+	const groups = 5
+	for i := range groups {
+		name := fmt.Sprintf("g%d", i)
+		src.recs[name] = []coordinator.Record{&coordinator.GroupRecord{Group: name, Type: coordinator.Consumer, Epoch: 3}}
+	}
+	built := func(sb *standby) int {
+		sb.mu.Lock()
+		defer sb.mu.Unlock()
+		return len(sb.built)
+	}
+	// The first pass only sees the groups' versions.
+	sb := newStandby(ts.Server, src)
+	now := time.Now()
+	sb.pass(now, now.Add(time.Hour))
+	if n := built(sb); n != 0 {
+		t.Fatalf("%d groups rebuilt on the pass that first saw them", n)
+	}
+	past := now.Add(-time.Second)
+	for pass := 1; pass <= groups; pass++ {
+		sb.pass(now, past)
+		if n := built(sb); n != pass {
+			t.Fatalf("after %d passes out of time: %d groups rebuilt, want one a pass", pass, n)
+		}
+	}
+
+	sb = newStandby(ts.Server, src)
+	sb.pass(now, now.Add(time.Hour))
+	sb.pass(now, now.Add(time.Hour))
+	if n := built(sb); n != groups {
+		t.Fatalf("a pass with time to spare rebuilt %d of %d groups", n, groups)
 	}
 }

@@ -240,6 +240,8 @@ func knownRejection(err error) bool {
 	for _, known := range []error{
 		rpctypes.ErrTooManyOps, rpctypes.ErrDuplicateKey, rpctypes.ErrRequestTooLarge,
 		rpctypes.ErrEmptyKey, rpctypes.ErrNoSpace, rpctypes.ErrPermissionDenied,
+		// Refused before it was proposed (busy.go).
+		rpctypes.ErrTooManyRequests,
 	} {
 		if errors.Is(err, known) {
 			return true

@@ -23,6 +23,7 @@ type metrics struct {
 	txnRecords   prometheus.Histogram
 	txnBytes     prometheus.Histogram
 	errs         *prometheus.CounterVec
+	busyRetries  prometheus.Counter
 	set          *promreg.Set // nil without a Registerer
 
 	reg    prometheus.Registerer
@@ -117,7 +118,11 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	for _, op := range []string{opPersist, opLoad, opLoadGroup, opFence} {
 		m.errs.WithLabelValues(op)
 	}
-	set, err := promreg.Register(reg, m.writeSeconds, m.txnRecords, m.txnBytes, m.errs)
+	m.busyRetries = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "tenure_store_busy_retries_total",
+		Help: "Store write transactions sent again because etcd refused them as too many requests (its applied index trailing its committed one, as after a restart); nothing was written by the refused attempt.",
+	})
+	set, err := promreg.Register(reg, m.writeSeconds, m.txnRecords, m.txnBytes, m.errs, m.busyRetries)
 	if err != nil {
 		return nil, err
 	}
@@ -132,6 +137,12 @@ func (m *metrics) txn(seconds float64, records, bytes int) {
 	m.writeSeconds.Observe(seconds)
 	m.txnRecords.Observe(float64(records))
 	m.txnBytes.Observe(float64(bytes))
+}
+
+func (m *metrics) busyRetry() {
+	if m.busyRetries != nil {
+		m.busyRetries.Inc()
+	}
 }
 
 func (m *metrics) failed(op string, err error) {

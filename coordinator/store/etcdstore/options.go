@@ -26,6 +26,7 @@ type cfg struct {
 	reg          prometheus.Registerer
 	guard        []clientv3.Cmp
 	fenceTimeout time.Duration
+	busyTimeout  time.Duration
 	pageSize     int
 	shard        int
 	shards       int // 1: the unsharded layout
@@ -44,6 +45,9 @@ const (
 	// DefaultFenceTimeout bounds how long Persist keeps trying to fence
 	// a write whose outcome it does not know.
 	DefaultFenceTimeout = 5 * time.Second
+	// DefaultBusyTimeout bounds how long one write keeps trying while
+	// etcd refuses it as too many requests (busy.go).
+	DefaultBusyTimeout = 10 * time.Second
 
 	// MaxShards is the largest shard count (Shard): far above what an HA
 	// set needs (a store per shard), it keeps a mistyped count out.
@@ -68,6 +72,7 @@ func defaultCfg() cfg {
 		maxTxnBytes:  DefaultMaxTxnBytes,
 		log:          zap.NewNop(),
 		fenceTimeout: DefaultFenceTimeout,
+		busyTimeout:  DefaultBusyTimeout,
 		pageSize:     defaultPageSize,
 		shards:       1,
 	}
@@ -122,6 +127,13 @@ func Guard(cmps ...clientv3.Cmp) Opt {
 // that context's deadline) but not Close.
 func FenceTimeout(d time.Duration) Opt { return opt(func(c *cfg) { c.fenceTimeout = d }) }
 
+// BusyTimeout bounds how long a write keeps trying, with a jittered
+// back-off, while etcd refuses it as too many requests (its applied index
+// trails its committed one, as after a restart replaying a long log),
+// overriding the default 10s. Nothing is written meanwhile; the write
+// fails after it.
+func BusyTimeout(d time.Duration) Opt { return opt(func(c *cfg) { c.busyTimeout = d }) }
+
 // Shard makes the store the store of shard index of count: its groups'
 // keys live under <prefix>shards/<index>/groups/ and it has a fence of its
 // own (<prefix>meta/shards/<index>/fence), so that the stores of different
@@ -171,6 +183,9 @@ func (c *cfg) validate() error {
 	}
 	if c.fenceTimeout <= 0 {
 		bad("fence timeout %v must be positive", c.fenceTimeout)
+	}
+	if c.busyTimeout < 0 {
+		bad("busy timeout %v is negative", c.busyTimeout)
 	}
 	switch {
 	case c.shards < 1 || c.shards > MaxShards:

@@ -428,7 +428,7 @@ func TestSharedMetrics(t *testing.T) {
 		}
 		return out
 	}
-	all := []string{"tenure_store_errors_total", "tenure_store_txn_bytes", "tenure_store_txn_records", "tenure_store_write_seconds"}
+	all := []string{"tenure_store_busy_retries_total", "tenure_store_errors_total", "tenure_store_txn_bytes", "tenure_store_txn_records", "tenure_store_write_seconds"}
 
 	a := openShard(t, cli, prefix, 0, 2, etcdstore.Registerer(reg))
 	b := openShard(t, cli, prefix, 1, 2, etcdstore.Registerer(reg))

@@ -37,6 +37,7 @@ type Store struct {
 	// unsettled mirrors fence.unsettled for loads, which do not take wmu
 	// unless it is set.
 	unsettled atomic.Bool
+	busy      busyState // etcd refusing proposals (busy.go)
 
 	lifeMu      sync.RWMutex
 	closed      bool
@@ -186,10 +187,16 @@ func (s *Store) commit(ctx context.Context, t *plannedTxn) error {
 		if err != nil {
 			return err
 		}
-		start := time.Now()
-		resp, err := s.cli.Txn(ctx).If(s.writeCmpsAt(rev)...).Then(ops...).
-			Else(clientv3.OpGet(s.keys.fence())).Commit()
-		s.metrics.txn(time.Since(start).Seconds(), t.records, t.bytes)
+		// A refusal as too many requests wrote nothing, so the same
+		// comparison holds for the next attempt (busy.go).
+		var resp *clientv3.TxnResponse
+		err = s.whenAccepted(ctx, func() (err error) {
+			start := time.Now()
+			resp, err = s.cli.Txn(ctx).If(s.writeCmpsAt(rev)...).Then(ops...).
+				Else(clientv3.OpGet(s.keys.fence())).Commit()
+			s.metrics.txn(time.Since(start).Seconds(), t.records, t.bytes)
+			return err
+		})
 		if err != nil {
 			if knownRejection(err) {
 				return fmt.Errorf("rejected by etcd, nothing written: %w", err)
