@@ -66,7 +66,10 @@ type connLoss struct {
 // member (see above) or for a member already marked (the earlier mark
 // stands). Like Step, it may leave something in Ready: a new NextTick.
 func (g *Group) ConnectionClosed(now time.Time, memberID string) {
-	g.now = now
+	g.apply(now, func() { g.connectionClosed(now, memberID) })
+}
+
+func (g *Group) connectionClosed(now time.Time, memberID string) {
 	grace := g.cfg.ConnLossGrace
 	if grace <= 0 || g.deleted || !g.connLossApplies(memberID) {
 		return

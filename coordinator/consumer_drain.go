@@ -21,8 +21,12 @@ import (
 // Only KIP-848 groups can be drained: a classic group's assignment is
 // computed by its leader client, which the coordinator cannot steer; the
 // way to move work off a classic member is LeaveGroup (an admin removal).
-func (g *Group) Drain(now time.Time, memberID string, remove bool) error {
-	g.now = now
+func (g *Group) Drain(now time.Time, memberID string, remove bool) (err error) {
+	g.apply(now, func() { err = g.drain(memberID, remove) })
+	return err
+}
+
+func (g *Group) drain(memberID string, remove bool) error {
 	mem, err := g.drainable(memberID)
 	if err != nil {
 		return err
@@ -38,13 +42,16 @@ func (g *Group) Drain(now time.Time, memberID string, remove bool) error {
 	}
 	g.removeIfDrained(mem)
 	g.consumerCheckStable()
-	g.persistTargets()
 	return nil
 }
 
 // Undrain lets a drained member be assigned partitions again.
-func (g *Group) Undrain(now time.Time, memberID string) error {
-	g.now = now
+func (g *Group) Undrain(now time.Time, memberID string) (err error) {
+	g.apply(now, func() { err = g.undrain(memberID) })
+	return err
+}
+
+func (g *Group) undrain(memberID string) error {
 	mem, err := g.drainable(memberID)
 	if err != nil {
 		return err
@@ -57,7 +64,6 @@ func (g *Group) Undrain(now time.Time, memberID string) error {
 	g.persistMember(mem)
 	g.bumpEpoch("undrain", true)
 	g.consumerCheckStable()
-	g.persistTargets()
 	return nil
 }
 

@@ -84,7 +84,7 @@ type Group struct {
 	log     genLog
 	// conn marks the members whose connection closed (connloss.go).
 	conn connLoss
-	// now is the time of the Step, Tick or TopicsChanged running, for the
+	// now is the time of the input being applied (apply), for the
 	// callbacks that do not take it (ownership changes).
 	now time.Time
 
@@ -127,7 +127,10 @@ func (g *Group) Epoch() int32 { return g.epoch }
 // later Step or Tick completes it. The caller must not route other request
 // kinds here: doing so is a programming error and panics.
 func (g *Group) Step(now time.Time, req Request) {
-	g.now = now
+	g.apply(now, func() { g.step(now, req) })
+}
+
+func (g *Group) step(now time.Time, req Request) {
 	g.connHeard(req.Msg)
 	switch m := req.Msg.(type) {
 	case *kmsg.JoinGroupRequest:
@@ -147,6 +150,16 @@ func (g *Group) Step(now time.Time, req Request) {
 	default:
 		panic(fmt.Sprintf("coordinator: Step given %T, which is not a group request", req.Msg))
 	}
+}
+
+// apply is the one way into the group's state: every entry point that
+// may change it (Step, Tick, TopicsChanged, TopicsDeleted, Drain,
+// Undrain, Delete, ConnectionClosed) hands its work to apply, which sets
+// the clock the callbacks read before it, and persists the targets the
+// work moved after it, so that the Ready after any input holds them.
+func (g *Group) apply(now time.Time, work func()) {
+	g.now = now
+	work()
 	g.persistTargets()
 }
 
@@ -154,24 +167,24 @@ func (g *Group) Step(now time.Time, req Request) {
 // a closed connection (ConnectionClosed), rebalance and revocation
 // timeouts, the initial rebalance delay.
 func (g *Group) Tick(now time.Time) {
-	g.now = now
-	switch g.typ {
-	case Classic:
-		g.classicTick(now)
-	case Consumer:
-		g.consumerTick(now)
-	}
-	g.persistTargets()
+	g.apply(now, func() {
+		switch g.typ {
+		case Classic:
+			g.classicTick(now)
+		case Consumer:
+			g.consumerTick(now)
+		}
+	})
 }
 
 // TopicsChanged tells the group that topics were created, so a KIP-848
 // group recomputes its target assignment for subscriptions that now match.
 func (g *Group) TopicsChanged(now time.Time) {
-	g.now = now
-	if g.typ == Consumer {
-		g.consumerTopicsChanged(now)
-	}
-	g.persistTargets()
+	g.apply(now, func() {
+		if g.typ == Consumer {
+			g.consumerTopicsChanged(now)
+		}
+	})
 }
 
 // HasReady reports whether Ready has anything new for the caller.

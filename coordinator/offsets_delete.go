@@ -116,7 +116,11 @@ func (g *Group) offsetDeleteClassicTopics() map[string]struct{} {
 // then a GroupRecord with Deleted), and the Group accepts nothing more:
 // the caller drops it once the records are persisted.
 func (g *Group) Delete(now time.Time) (code int16) {
-	g.now = now
+	g.apply(now, func() { code = g.deleteGroup() })
+	return code
+}
+
+func (g *Group) deleteGroup() int16 {
 	switch {
 	case g.deleted:
 		return kerr.GroupIDNotFound.Code

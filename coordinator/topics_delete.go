@@ -36,7 +36,10 @@ import (
 // runs nothing, releases them at once. Topics the group holds nothing of
 // change nothing.
 func (g *Group) TopicsDeleted(now time.Time, names []string) {
-	g.now = now
+	g.apply(now, func() { g.topicsDeleted(now, names) })
+}
+
+func (g *Group) topicsDeleted(now time.Time, names []string) {
 	if g.deleted || len(names) == 0 {
 		return
 	}
@@ -58,7 +61,6 @@ func (g *Group) TopicsDeleted(now time.Time, names []string) {
 			delete(g.log.released, tp)
 		}
 	}
-	g.persistTargets()
 }
 
 // consumerTopicsDeleted revokes the partitions of the gone topics from

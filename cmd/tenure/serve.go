@@ -250,7 +250,10 @@ func setupServe(fs *flag.FlagSet) func(ctx context.Context, args []string) error
 		switch {
 		case be.memory != nil:
 			cfg.Store = be.memory
-			log.Warn("group state is kept in memory only: generations, assignments and offsets are lost when this process exits, so fencing tokens restart from zero")
+			log.Warn("group state is kept in memory only (--store memory): generations, assignments and offsets are lost when this process exits, " +
+				"so after a restart fencing tokens start again from 1, below the tokens owners held before: fences downstream (sqlfence, etcdfence, " +
+				"a worker's resources) refuse the new owners' writes until each group's generation passes its old one, while describe shows them owning " +
+				"their partitions. For tokens that survive restarts, use --store etcd (the default)")
 		case !storeFlags.shared():
 			// The embedded etcd alone is this node's: no other node can
 			// coordinate its groups, so there is nothing to elect, and a

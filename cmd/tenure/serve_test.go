@@ -673,3 +673,17 @@ func TestNodeIDFromEtcdName(t *testing.T) {
 		t.Errorf("with --etcd-endpoints: node %d, want none (-1)", got)
 	}
 }
+
+// TestServeMemoryWarnsOfTokens: a coordinator without a durable store
+// says at start what its restart does to fencing: tokens start again
+// below the owners' old ones, and fences refuse the new owners' writes
+// meanwhile, and what to use instead.
+func TestServeMemoryWarnsOfTokens(t *testing.T) {
+	_, logs, stop := serveUntil(t, "--store", "memory", "--http", "")
+	defer stop()
+	for _, want := range []string{"tokens start again from 1", "fences downstream", "refuse the new owners' writes", "use --store etcd"} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("start-up logs lack %q:\n%s", want, logs.String())
+		}
+	}
+}

@@ -111,6 +111,10 @@ TENURE_WORKER_TOPIC: TENURE_TOPIC is tenure serve's, which declares topics
 as name:partitions, and so are TENURE_ETCD_ENDPOINTS and TENURE_ETCD_PREFIX
 (the worker's are TENURE_WORKER_ETCD_ENDPOINTS and _PREFIX).
 
+When every address of --brokers refuses connections for 5 s while the
+worker joins (nothing listens there), it exits with status 1 at once,
+saying so, instead of waiting out --join-timeout.
+
 --session-timeout must be the coordinator's --consumer-session-timeout (or
 lower): the protocol does not tell members. Ctrl-C (SIGINT) or SIGTERM drains:
 every claim commits and returns, then the member leaves and the worker exits
@@ -404,6 +408,15 @@ func runWorker(ctx context.Context, o *workerOptions, log *zap.Logger) (err erro
 	if o.joinTimeout > 0 {
 		jctx, cancelJoin = context.WithTimeoutCause(ctx, o.joinTimeout,
 			fmt.Errorf("not joined within --join-timeout %v: is a tenure serve listening at --brokers %s?", o.joinTimeout, o.brokers))
+	}
+	if o.dial == nil {
+		// Through routes (o.dial), the proxies answer whatever the nodes
+		// do: only a direct dial tells a dead port.
+		var refused context.CancelCauseFunc
+		jctx, refused = context.WithCancelCause(jctx)
+		stopJoin := cancelJoin
+		cancelJoin = func() { refused(nil); stopJoin() }
+		go watchSeeds(jctx, splitList(o.brokers), seedsRefusedFor, seedProbeEvery, refused)
 	}
 	s, err := member.Join(jctx, member.Config{
 		Brokers:          splitList(o.brokers),

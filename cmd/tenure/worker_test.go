@@ -684,3 +684,66 @@ func TestWorkerJoinTimeout(t *testing.T) {
 		}
 	}
 }
+
+// TestWorkerDeadBrokers: a worker whose --brokers refuse connections fails
+// once they have refused for seedsRefusedFor (5 s), saying nothing listens
+// there, instead of after --join-timeout (30 s by default).
+func TestWorkerDeadBrokers(t *testing.T) {
+	etcd := testenv.EtcdForTest(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nowhere := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	var stderr bytes.Buffer
+	start := time.Now()
+	code := run(context.Background(), []string{"worker", "--brokers", nowhere, "--group", "g", "--topic", "jobs",
+		"--resource", "etcd", "--etcd-endpoints", etcd.Endpoints[0], "--etcd-prefix", "/dead-brokers/",
+		"--join-timeout", "60s"}, io.Discard, &stderr)
+	took := time.Since(start)
+	if code != 1 {
+		t.Fatalf("exit %d, want 1; stderr:\n%s", code, stderr.String())
+	}
+	for _, want := range []string{"nothing listens at --brokers " + nowhere + " (connection refused for 5s)", "is the coordinator running"} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr.String())
+		}
+	}
+	if strings.Contains(stderr.String(), "not joined within --join-timeout") {
+		t.Errorf("the worker waited for its join timeout:\n%s", stderr.String())
+	}
+	t.Logf("gave up after %v", took.Round(time.Millisecond))
+}
+
+// TestWatchSeeds: the seeds' watch ends a join only when every seed has
+// refused for the whole window; a seed that listens, even one of several,
+// leaves the join alone.
+func TestWatchSeeds(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	dead, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nowhere := dead.Addr().String()
+	dead.Close()
+	for _, tc := range []struct {
+		seeds   []string
+		refused bool
+	}{
+		{[]string{nowhere}, true},
+		{[]string{nowhere, ln.Addr().String()}, false},
+		{[]string{ln.Addr().String()}, false},
+	} {
+		ctx, cancel := context.WithCancelCause(context.Background())
+		watchSeeds(ctx, tc.seeds, 50*time.Millisecond, 10*time.Millisecond, cancel)
+		if got := errors.Is(context.Cause(ctx), errSeedsRefuse); got != tc.refused {
+			t.Errorf("seeds %v: refused %v, want %v (cause %v)", tc.seeds, got, tc.refused, context.Cause(ctx))
+		}
+		cancel(nil)
+	}
+}
