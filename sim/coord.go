@@ -176,6 +176,9 @@ func (c *coordNode) deliver(w *world, m *message) {
 	}
 	w.met.heartbeats++
 	k := connKey{memberRef{m.from, m.inc}, m.conn}
+	if n := w.nodes[m.from]; n.inc == m.inc && n.conn == m.conn {
+		n.heardAt = w.clock.now
+	}
 	c.conns[k] = m.req.MemberID
 	c.latest[m.req.MemberID] = k
 	if w.tr.text() {

@@ -58,7 +58,11 @@
 // those wait for the session timeout. conn-drops closes a random live
 // member's connection under it (a proxy's idle timeout); the member opens
 // a new one with its next request, and keeps its place if that comes
-// within the grace. A fail-over forgets every connection.
+// within the grace. A fail-over forgets every connection. With the
+// coordinator's TCP keepalive (timing keepalive=), a host crash or a cut
+// starts a clock instead: once the member's host has answered nothing for
+// that long, its connection is aborted and counts as closed; a paused
+// process's kernel keeps answering, so pauses never start it.
 //
 // Processes pause (stop-the-world pauses drawn from any [Dist]), crash and
 // restart (with static membership a restarted member rejoins as the same

@@ -271,6 +271,8 @@ func (w *world) dispatch(e *event) {
 		w.fail(w.coord.takeover(w))
 	case evConnDrop:
 		w.connDrop()
+	case evConnDead:
+		w.connDead(e)
 	case evConnClosed:
 		w.coord.connClosed(w, connKey{memberRef{int32(e.arg), uint32(e.arg2 >> 32)}, uint32(e.arg2)})
 	default:

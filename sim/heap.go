@@ -59,6 +59,11 @@ const (
 	// evConnDrop closes the connection of a random live member process
 	// under it (Scenario.ConnDrops) and draws the next drop.
 	evConnDrop
+	// evConnDead: the coordinator's kernel gives up on a member process's
+	// connection after a keepalive timeout of silence from its host (a
+	// host crash or a cut; Timing.KeepAlive); arg and arg2 as for
+	// evConnClosed.
+	evConnDead
 	evKinds
 )
 
@@ -85,6 +90,7 @@ var evKindNames = [...]string{
 	evEnd:           "end",
 	evConnClosed:    "conn-closed",
 	evConnDrop:      "conn-drop",
+	evConnDead:      "conn-dead",
 }
 
 func (k evKind) String() string {

@@ -49,6 +49,9 @@ type memberNode struct {
 	// connections (a closed one is replaced on the next send).
 	connected bool
 	conn      uint32
+	// heardAt is when the coordinator last received a message on the
+	// current connection (for the keepalive model, Timing.KeepAlive).
+	heardAt vtime
 
 	// The machine's timer (in simulated time), and the pending evTimer.
 	nextTick vtime

@@ -34,7 +34,9 @@ func (w *world) crash(n *memberNode, why string, host bool) {
 		what = "host"
 	}
 	w.traceLine(n.name, "%s (%s of process %d)", why, what, n.inc)
-	if !host {
+	if host {
+		w.hostSilent(n)
+	} else {
 		w.closeConn(n)
 	}
 	lost := w.stopProcess(n)
@@ -48,6 +50,50 @@ func (w *world) closeConn(n *memberNode) {
 		n.connected = false
 		w.net.closeConn(w, n.id, n.inc, n.conn)
 	}
+}
+
+// keepaliveIdle is how long a connection is idle before the coordinator's
+// kernel starts probing it (tenure serve sets TCP keepalive to 1 s idle,
+// 1 s between probes).
+const keepaliveIdle = vtime(time.Second)
+
+// hostSilent starts the keepalive clock of the connection of n's process,
+// whose host stopped answering now (it crashed, or a cut separates it from
+// the coordinator). With Timing.KeepAlive the coordinator's kernel aborts
+// the connection once it has heard nothing from that host for that long;
+// the kernel of a merely paused process keeps answering, so pauses never
+// start it. The host was last heard when its process last sent, or, if
+// the connection was idle for a probe interval, at the last probe it
+// answered (taken as now).
+func (w *world) hostSilent(n *memberNode) {
+	ka := w.sc.Timing.KeepAlive
+	if ka <= 0 || !n.connected {
+		return
+	}
+	last := n.heardAt
+	if w.clock.now-last >= keepaliveIdle {
+		last = w.clock.now
+	}
+	at := max(last+vtime(ka), w.clock.now)
+	w.schedule(event{at: at, kind: evConnDead, arg: int64(n.id), arg2: int64(n.inc)<<32 | int64(n.conn)})
+}
+
+// connDead aborts a connection whose host stayed silent for the keepalive
+// timeout, unless its host answers again (the cut healed): the coordinator
+// then acts as on a close. The member's side of it is gone too (its next
+// request meets a reset), so its next request opens a new connection.
+func (w *world) connDead(e *event) {
+	node, inc, conn := int32(e.arg), uint32(e.arg2>>32), uint32(e.arg2)
+	n := w.nodes[node]
+	if n.inc == inc && n.alive && !w.net.isCut(node, 0) {
+		w.traceNote(noteDropped, 0, int64(evConnDead))
+		return
+	}
+	if n.inc == inc && n.connected && n.conn == conn {
+		n.connected = false
+	}
+	w.traceLine("coord", "keepalive: connection %d of %s#%d is dead", conn, n.name, inc)
+	w.coord.connClosed(w, connKey{memberRef{node, inc}, conn})
 }
 
 // stopProcess ends n's process and returns the partitions that lost their
@@ -292,6 +338,11 @@ func (w *world) action(i int) {
 		w.cutID++
 		w.net.addCut(w.cutID, set)
 		w.traceLine("net", "cut %d: %v", w.cutID, a.Nodes)
+		for _, n := range w.nodes[1:] {
+			if n.alive && w.net.isCut(n.id, 0) {
+				w.hostSilent(n)
+			}
+		}
 		if a.Heal > 0 {
 			w.schedule(event{at: w.clock.now + vtime(a.Heal), kind: evHeal, arg: w.cutID})
 		}

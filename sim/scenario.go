@@ -101,6 +101,16 @@ type Timing struct {
 	// and that is not heard from within it is expelled then, rather than
 	// at its session timeout. Zero turns it off, as in Kafka.
 	ConnLossGrace time.Duration
+	// KeepAlive is the coordinator's TCP keepalive timeout (tenure serve
+	// --conn-keepalive): when a member's host has answered nothing on its
+	// connection for this long, not even the kernel's keepalive probes,
+	// the coordinator's kernel aborts the connection, and the group
+	// treats it as closed (ConnLossGrace). A crashed host or a cut is then
+	// noticed after KeepAlive plus the grace rather than the session; a
+	// paused process's kernel still answers, so a pause is not. Zero
+	// turns it off (the operating system's default keepalive gives up
+	// after minutes).
+	KeepAlive time.Duration
 }
 
 // DefaultTiming returns tenure's defaults: the coordinator's
@@ -163,6 +173,9 @@ func (t Timing) Validate() error {
 	if t.RequestTimeout < 0 {
 		errs = append(errs, fmt.Errorf("%w: request timeout %v is negative", epoch.ErrUnsafeTiming, t.RequestTimeout))
 	}
+	if t.KeepAlive != 0 && t.KeepAlive < 2*time.Second {
+		errs = append(errs, fmt.Errorf("%w: keepalive timeout %v is below 2 s (a probe after a second of silence, then one more; tenure serve refuses less)", epoch.ErrUnsafeTiming, t.KeepAlive))
+	}
 	if t.ConnLossGrace < 0 {
 		errs = append(errs, fmt.Errorf("%w: connection-loss grace %v is negative", epoch.ErrUnsafeTiming, t.ConnLossGrace))
 	}
@@ -198,6 +211,9 @@ func (t Timing) String() string {
 		s += fmt.Sprintf(" request-timeout=%v", t.RequestTimeout)
 	}
 	s += fmt.Sprintf(" conn-grace=%v", t.ConnLossGrace)
+	if t.KeepAlive > 0 {
+		s += fmt.Sprintf(" keepalive=%v", t.KeepAlive)
+	}
 	return s
 }
 

@@ -255,8 +255,9 @@ type riskFigures struct {
 	ReassignSeconds      *estimate `json:"reassign_s"`
 	DoubleOwnedPerHour   estimate  `json:"double_owned_partition_s_per_hour"`
 	UnfencedStalePerHour estimate  `json:"unfenced_stale_writes_per_hour"`
-	// MeetsObjective says whether tune would accept the timing: no run
-	// failed and false expulsions stay under its default limit.
+	// MeetsObjective says whether tune's default objective accepts the
+	// timing: no run failed, expelled a live member or let two members
+	// own a partition at once.
 	MeetsObjective bool     `json:"meets_tune_objective"`
 	Errors         []string `json:"errors"`
 }
@@ -359,6 +360,7 @@ func timingSpace(t sim.Timing, static bool) tune.Space {
 		InitialDelay: []time.Duration{t.InitialRebalanceDelay},
 		Margin:       []time.Duration{t.Margin},
 		Grace:        []time.Duration{t.ConnLossGrace},
+		KeepAlive:    []time.Duration{t.KeepAlive},
 		Static:       []bool{static},
 		MaxDrift:     t.MaxDrift,
 	}

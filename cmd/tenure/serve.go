@@ -68,6 +68,7 @@ func setupServe(fs *flag.FlagSet) func(ctx context.Context, args []string) error
 		maxGroups     = fs.Int("max-groups", def.MaxGroups, "most groups; a request creating one more is COORDINATOR_NOT_AVAILABLE")
 		maxConns      = fs.Int("max-connections", def.MaxConnections, "most client connections; one beyond it is closed on accept")
 		maxFrame      = fs.Int("max-frame-size", int(def.MaxFrameSize), "largest request in `bytes`; a larger one closes its connection")
+		keepAlive     = fs.Duration("conn-keepalive", def.KeepAlive, "abort a connection whose peer's host answers nothing, not even TCP keepalive probes, for this long (a crashed host or a network cut; a paused process's kernel still answers), which then counts as a close for --conn-loss-grace; above the longest cut a live member should survive; 0: the platform's defaults (minutes)")
 		idleTimeout   = fs.Duration("idle-timeout", def.IdleTimeout, "close a connection silent this long with nothing pending (Kafka connections.max.idle.ms)")
 		writeTimeout  = fs.Duration("write-timeout", def.WriteTimeout, "close a connection whose client does not read its responses for this long")
 		groupMetrics  = fs.Bool("per-group-metrics", def.PerGroupMetrics, "export generation, members and unowned partitions per group (three series per group)")
@@ -131,6 +132,7 @@ func setupServe(fs *flag.FlagSet) func(ctx context.Context, args []string) error
 		cfg.MaxConnections = *maxConns
 		cfg.MaxFrameSize = int32(min(*maxFrame, 1<<31-1))
 		cfg.IdleTimeout = *idleTimeout
+		cfg.KeepAlive = *keepAlive
 		cfg.WriteTimeout = *writeTimeout
 		cfg.PerGroupMetrics = *groupMetrics
 		switch *authorizer {

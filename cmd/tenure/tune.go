@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"time"
 
@@ -32,13 +33,15 @@ tenure the baselines; a|b lists values that gave identical figures) and a
 column per figure, each a mean over seeds of the mean over the scenarios,
 ± its 95 % confidence interval:
 
-  heartbeat, session, rebalance, margin, grace, membership
+  heartbeat, session, rebalance, margin, grace, keepalive, membership
       the setting: heartbeat interval, session timeout, rebalance timeout,
       suspect margin (how long before its session could expire a member
       stops its claims), connection-loss grace (how long after a member's
       connection closes the coordinator expels it unless it hears from it;
-      0: at the session timeout, as Kafka does), dynamic or static
-      membership
+      0: at the session timeout, as Kafka does), the coordinator's TCP
+      keepalive timeout (tenure serve --conn-keepalive: a crashed or cut-off
+      host's connection counts as closed once it has answered nothing for
+      this long; 0: off), dynamic or static membership
   unowned p-s/h
       partition-seconds per hour of simulated time during which a partition
       had no owner (no live member held it in the Owned state): a partition
@@ -66,15 +69,17 @@ column per figure, each a mean over seeds of the mean over the scenarios,
 }
 
 func setupTune(fs *flag.FlagSet) func(ctx context.Context, args []string) error {
-	space := tune.DefaultSpace()
+	space, full := tune.QuickSpace(), tune.DefaultSpace()
 	obj := tune.DefaultObjective()
 	var sets setFlag
 	var (
-		scenarios   = fs.String("scenarios", strings.Join(sim.TuningMix(), ","), "comma-separated scenario `list`: built-in names or files")
-		duration    = fs.Duration("duration", 0, "simulated time of every run (overrides each scenario's run for=)")
-		seeds       = fs.Int("seeds", 8, "seeds the finalists run, for confidence intervals")
+		scenarios = fs.String("scenarios", strings.Join(sim.TuningMix(), ","), "comma-separated scenario `list`: built-in names or files")
+		duration  = fs.Duration("duration", 0, "simulated time of every run (overrides each scenario's run for=)")
+		wide      = fs.Bool("full", false, fmt.Sprintf("search the full space (heartbeats %s; sessions %s; rebalance timeouts %s; margins %s; keepalives %s) with %d seeds and %d finalists, unless the flags for them say otherwise: about %s the runs of the default search",
+			durations(full.Heartbeat), durations(full.Session), durations(full.Rebalance), durations(full.Margin), durations(full.KeepAlive), fullSeeds, fullFinalists, "ten times"))
+		seeds       = fs.Int("seeds", 5, "seeds the finalists run, for confidence intervals")
 		screen      = fs.Int("screen-seeds", 1, "seeds every candidate runs in the first stage")
-		finalists   = fs.Int("finalists", 12, "candidates that go to the second stage besides the baselines")
+		finalists   = fs.Int("finalists", 6, "candidates that go to the second stage besides the baselines (and up to as many more from the Pareto front)")
 		parallel    = fs.Int("parallel", runtime.GOMAXPROCS(0), "runs at once (each is single-threaded; the outcome does not depend on it)")
 		heartbeats  = fs.String("heartbeats", durations(space.Heartbeat), "heartbeat intervals to try (comma-separated `durations`)")
 		sessions    = fs.String("sessions", durations(space.Session), "session timeouts to try")
@@ -82,10 +87,12 @@ func setupTune(fs *flag.FlagSet) func(ctx context.Context, args []string) error 
 		delays      = fs.String("initial-delays", durations(space.InitialDelay), "initial rebalance delays to try (classic groups only: no effect on the simulated KIP-848 groups)")
 		margins     = fs.String("margins", durations(space.Margin), "suspect margins to try")
 		graces      = fs.String("graces", durations(space.Grace), "connection-loss graces to try (0: off, as in Kafka); dynamic members only")
+		keepalives  = fs.String("keepalives", durations(space.KeepAlive), "coordinator TCP keepalive timeouts to try (0: off); with a grace only")
 		static      = fs.String("static", "both", "static membership to try: both, true or false")
 		drift       = fs.Float64("drift", space.MaxDrift, "clock drift members assume (fixed, not searched)")
 		minimise    = fs.String("minimise", obj.Minimise.String(), "`goal` to minimise: unowned (partition-seconds), unavailable (unowned + stalled by pauses), reassign (crash to reassignment) or heartbeats")
-		maxFalseExp = fs.Float64("max-false-expulsions", obj.MaxFalseExpulsions, "most false expulsions per member-day a recommendation may cause (0: no limit)")
+		maxFalseExp = fs.Float64("max-false-expulsions", obj.MaxFalseExpulsions, "most false expulsions per member-day a recommendation may cause (0: none in any run, as with Kafka's defaults; negative: no limit)")
+		maxDouble   = fs.Float64("max-double-owned", obj.MaxDoubleOwned, "most double-owned partition-seconds per hour a recommendation may cause (0: none in any run; negative: no limit)")
 		maxHB       = fs.Float64("max-heartbeats", 0, "most heartbeats per second a recommendation may cost the coordinator (0: no limit)")
 		plotPath    = fs.String("plot", "tune.svg", "draw the candidates and the Pareto front to `file` (.svg, .png or .pdf; empty: no plot)")
 		out         = fs.String("out", "", "write every candidate's figures to `file` as CSV")
@@ -97,13 +104,27 @@ func setupTune(fs *flag.FlagSet) func(ctx context.Context, args []string) error 
 			return usagef("unexpected arguments %q", args)
 		}
 		var err error
+		if *wide {
+			set := map[string]bool{}
+			fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+			for name, val := range map[string]string{
+				"heartbeats": durations(full.Heartbeat), "sessions": durations(full.Session), "rebalances": durations(full.Rebalance),
+				"initial-delays": durations(full.InitialDelay), "margins": durations(full.Margin), "graces": durations(full.Grace),
+				"keepalives": durations(full.KeepAlive), "seeds": strconv.Itoa(fullSeeds), "finalists": strconv.Itoa(fullFinalists),
+			} {
+				if !set[name] {
+					_ = fs.Set(name, val)
+				}
+			}
+		}
 		for _, l := range []struct {
 			into *[]time.Duration
 			flag string
 			val  string
 		}{{&space.Heartbeat, "heartbeats", *heartbeats}, {&space.Session, "sessions", *sessions},
 			{&space.Rebalance, "rebalances", *rebalances}, {&space.InitialDelay, "initial-delays", *delays},
-			{&space.Margin, "margins", *margins}, {&space.Grace, "graces", *graces}} {
+			{&space.Margin, "margins", *margins}, {&space.Grace, "graces", *graces},
+			{&space.KeepAlive, "keepalives", *keepalives}} {
 			if *l.into, err = tune.ParseDurations(l.val); err != nil {
 				return usagef("--%s: %s", l.flag, strings.TrimPrefix(err.Error(), "tune: "))
 			}
@@ -122,7 +143,7 @@ func setupTune(fs *flag.FlagSet) func(ctx context.Context, args []string) error 
 		if obj.Minimise, err = tune.ParseGoal(*minimise); err != nil {
 			return usagef("--minimise: %s", strings.TrimPrefix(err.Error(), "tune: "))
 		}
-		obj.MaxFalseExpulsions, obj.MaxHeartbeats = *maxFalseExp, *maxHB
+		obj.MaxFalseExpulsions, obj.MaxDoubleOwned, obj.MaxHeartbeats = *maxFalseExp, *maxDouble, *maxHB
 		if *seeds < 1 || *screen < 1 || *finalists < 1 || *parallel < 1 {
 			return usagef("--seeds, --screen-seeds, --finalists and --parallel must be positive")
 		}
@@ -185,6 +206,9 @@ func setupTune(fs *flag.FlagSet) func(ctx context.Context, args []string) error 
 		return nil
 	}
 }
+
+// The seeds and finalists of a --full search.
+const fullSeeds, fullFinalists = 8, 12
 
 func durations(ds []time.Duration) string {
 	s := make([]string, len(ds))

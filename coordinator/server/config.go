@@ -188,6 +188,18 @@ type Config struct {
 	// connections.max.idle.ms). Default 10 minutes.
 	IdleTimeout time.Duration
 
+	// KeepAlive, when positive, has the kernel abort a connection whose
+	// peer has answered nothing for this long, not even TCP keepalive
+	// probes (sent after a second of silence, once a second): a crashed
+	// host or a network cut, not a paused process, whose kernel still
+	// answers. The connection's end then counts as a close for the
+	// connection-loss grace (Core.ConnLossGrace), so such a member goes
+	// after KeepAlive plus the grace rather than its session timeout. Zero
+	// keeps the platform's defaults (Go's listener probes after 15 s of
+	// idleness, and a dead peer takes minutes to notice). Pick it above
+	// the longest network cut a live member should survive.
+	KeepAlive time.Duration
+
 	// WriteTimeout closes a connection whose client does not read its
 	// responses for this long. Default 30 s.
 	WriteTimeout time.Duration
@@ -409,6 +421,9 @@ func (c *Config) Validate() error {
 	}
 	if c.IdleTimeout <= 0 {
 		bad("idle timeout %v must be positive", c.IdleTimeout)
+	}
+	if c.KeepAlive != 0 && c.KeepAlive < 2*keepAliveProbe {
+		bad("keepalive %v must be 0 (off) or at least %v (a probe after a second, then one more)", c.KeepAlive, 2*keepAliveProbe)
 	}
 	if c.WriteTimeout <= 0 {
 		bad("write timeout %v must be positive", c.WriteTimeout)

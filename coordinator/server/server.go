@@ -362,6 +362,9 @@ func (s *Server) addConn(raw net.Conn, ln *listener) {
 		raw.Close()
 		return
 	}
+	if err := setKeepAlive(raw, s.cfg.KeepAlive); err != nil {
+		s.log.Warn("connection keepalive not set", zap.String("remote", raw.RemoteAddr().String()), zap.Error(err))
+	}
 	nc := raw
 	if ln.Protocol.TLS() {
 		nc = tls.Server(raw, s.tls)

@@ -102,7 +102,7 @@ func (o *Outcome) WriteText(w io.Writer) error {
 }
 
 func header(tw *tabwriter.Writer) {
-	fmt.Fprintf(tw, "  \theartbeat\tsession\trebalance\tmargin\tgrace\tmembership\tunowned p-s/h\tunowned+stalled p-s/h\tfalse exp./member-day\theartbeats/s\tcrash→reassigned s\tdouble-owned p-s/h\n")
+	fmt.Fprintf(tw, "  \theartbeat\tsession\trebalance\tmargin\tgrace\tkeepalive\tmembership\tunowned p-s/h\tunowned+stalled p-s/h\tfalse exp./member-day\theartbeats/s\tcrash→reassigned s\tdouble-owned p-s/h\n")
 }
 
 func row(tw *tabwriter.Writer, r *Result, label string) {
@@ -131,11 +131,12 @@ func row(tw *tabwriter.Writer, r *Result, label string) {
 			mode = "either"
 		}
 	}
-	fmt.Fprintf(tw, "  %s\t%v\t%v\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", label,
+	fmt.Fprintf(tw, "  %s\t%v\t%v\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", label,
 		t.HeartbeatInterval, t.SessionTimeout,
 		values(func(c Candidate) time.Duration { return c.Timing.RebalanceTimeout }),
 		values(func(c Candidate) time.Duration { return c.Timing.Margin }),
-		values(func(c Candidate) time.Duration { return c.Timing.ConnLossGrace }), mode,
+		values(func(c Candidate) time.Duration { return c.Timing.ConnLossGrace }),
+		values(func(c Candidate) time.Duration { return c.Timing.KeepAlive }), mode,
 		r.Unowned.format("%.4g"), r.Unavailable.format("%.4g"), r.FalseExpulsions.format("%.3g"), r.Heartbeats.format("%.3g"),
 		r.Reassign.format("%.3g"), r.DoubleOwned.format("%.3g"))
 }
@@ -155,8 +156,12 @@ func mark(o *Outcome, r *Result) string {
 // Flags renders the coordinator's settings of c as `tenure serve` flags.
 func Flags(c Candidate) string {
 	t := c.Timing
-	return fmt.Sprintf("--consumer-session-timeout=%v --consumer-heartbeat-interval=%v --initial-rebalance-delay=%v --conn-loss-grace=%v",
+	s := fmt.Sprintf("--consumer-session-timeout=%v --consumer-heartbeat-interval=%v --initial-rebalance-delay=%v --conn-loss-grace=%v",
 		t.SessionTimeout, t.HeartbeatInterval, t.InitialRebalanceDelay, t.ConnLossGrace)
+	if t.KeepAlive > 0 {
+		s += fmt.Sprintf(" --conn-keepalive=%v", t.KeepAlive)
+	}
+	return s
 }
 
 // MemberOptions renders the members' settings of c as a member.Config
@@ -202,14 +207,14 @@ func indent(s, prefix string) string {
 func (o *Outcome) WriteCSV(w io.Writer) error {
 	cw := csv.NewWriter(w)
 	f := func(x float64) string { return strconv.FormatFloat(x, 'g', 6, 64) }
-	_ = cw.Write([]string{"heartbeat", "session", "rebalance", "initial_delay", "margin", "conn_loss_grace", "static",
+	_ = cw.Write([]string{"heartbeat", "session", "rebalance", "initial_delay", "margin", "conn_loss_grace", "keepalive", "static",
 		"finalist", "on_front", "feasible", "recommended", "baseline", "runs",
 		"unowned_per_h", "unowned_lo", "unowned_hi", "unavailable_per_h", "false_exp_per_member_day", "false_exp_lo", "false_exp_hi",
 		"heartbeats_per_s", "reassign_s", "double_owned_per_h", "unfenced_stale_per_h", "fenced_accepted_stale", "errors"})
 	for _, r := range o.Results {
 		t := r.Candidate.Timing
 		_ = cw.Write([]string{t.HeartbeatInterval.String(), t.SessionTimeout.String(), t.RebalanceTimeout.String(),
-			t.InitialRebalanceDelay.String(), t.Margin.String(), t.ConnLossGrace.String(), strconv.FormatBool(r.Candidate.Static),
+			t.InitialRebalanceDelay.String(), t.Margin.String(), t.ConnLossGrace.String(), t.KeepAlive.String(), strconv.FormatBool(r.Candidate.Static),
 			strconv.FormatBool(r.Finalist), strconv.FormatBool(r.OnFront), strconv.FormatBool(r.Feasible),
 			strconv.FormatBool(r == o.Best), r.Baseline, strconv.Itoa(r.Runs),
 			f(r.Unowned.Mean), f(r.Unowned.Lo), f(r.Unowned.Hi), f(r.Unavailable.Mean),

@@ -22,9 +22,13 @@ type Space struct {
 	Margin       []time.Duration
 	// Grace is the coordinator's connection-loss grace
 	// (sim.Timing.ConnLossGrace); 0 turns connection-aware expiry off.
-	Grace    []time.Duration
-	Static   []bool
-	MaxDrift float64
+	Grace []time.Duration
+	// KeepAlive is the coordinator's TCP keepalive timeout
+	// (sim.Timing.KeepAlive); 0 leaves it off. It acts through the grace,
+	// so it is tried only with a grace, and only below the session.
+	KeepAlive []time.Duration
+	Static    []bool
+	MaxDrift  float64
 }
 
 // DefaultSpace is the space `tenure tune` searches unless told otherwise:
@@ -44,6 +48,28 @@ func DefaultSpace() Space {
 		InitialDelay: []time.Duration{3 * time.Second},
 		Margin:       []time.Duration{200 * time.Millisecond, time.Second},
 		Grace:        []time.Duration{0, time.Second, 3 * time.Second},
+		KeepAlive:    []time.Duration{0, 5 * time.Second, 10 * time.Second, 15 * time.Second, 20 * time.Second},
+		Static:       []bool{false, true},
+		MaxDrift:     0.01,
+	}
+}
+
+// QuickSpace is the space `tenure tune` searches by default, a few minutes'
+// work on two cores: the values of DefaultSpace that recommendations come
+// from, less those that rarely change a figure. It drops the 2 s and 5 s
+// heartbeats (Kafka's baseline runs 5 s anyway), the 3 s and 15 s
+// sessions, the 15 s rebalance timeout (the simulated members revoke in
+// milliseconds), the 200 ms margin (it only moves when an expelled member
+// stops; the search keeps the safer one) and the 5 s and 15 s keepalives.
+func QuickSpace() Space {
+	return Space{
+		Heartbeat:    []time.Duration{250 * time.Millisecond, 500 * time.Millisecond, time.Second, 3 * time.Second},
+		Session:      []time.Duration{6 * time.Second, 10 * time.Second, 20 * time.Second, 30 * time.Second, 45 * time.Second},
+		Rebalance:    []time.Duration{60 * time.Second},
+		InitialDelay: []time.Duration{3 * time.Second},
+		Margin:       []time.Duration{time.Second},
+		Grace:        []time.Duration{0, time.Second, 3 * time.Second},
+		KeepAlive:    []time.Duration{0, 10 * time.Second, 20 * time.Second},
 		Static:       []bool{false, true},
 		MaxDrift:     0.01,
 	}
@@ -57,15 +83,20 @@ type Candidate struct {
 }
 
 // String renders the candidate compactly, as in
-// "hb=1s session=10s rebalance=60s delay=3s margin=200ms grace=3s dynamic".
+// "hb=1s session=10s rebalance=60s delay=3s margin=200ms grace=3s dynamic",
+// with " keepalive=15s" after the grace when it is on.
 func (c Candidate) String() string {
 	t := c.Timing
 	mode := "dynamic"
 	if c.Static {
 		mode = "static"
 	}
-	return fmt.Sprintf("hb=%v session=%v rebalance=%v delay=%v margin=%v grace=%v %s",
-		t.HeartbeatInterval, t.SessionTimeout, t.RebalanceTimeout, t.InitialRebalanceDelay, t.Margin, t.ConnLossGrace, mode)
+	ka := ""
+	if t.KeepAlive > 0 {
+		ka = fmt.Sprintf(" keepalive=%v", t.KeepAlive)
+	}
+	return fmt.Sprintf("hb=%v session=%v rebalance=%v delay=%v margin=%v grace=%v%s %s",
+		t.HeartbeatInterval, t.SessionTimeout, t.RebalanceTimeout, t.InitialRebalanceDelay, t.Margin, t.ConnLossGrace, ka, mode)
 }
 
 // KafkaDefaults is the candidate of Kafka's defaults: session 45 s,
@@ -92,29 +123,37 @@ func (s Space) Candidates() (valid []Candidate, pruned []Pruned) {
 				for _, delay := range s.InitialDelay {
 					for _, margin := range s.Margin {
 						for _, grace := range s.grace() {
-							for _, static := range s.Static {
-								if grace > 0 && (static || grace >= session) {
-									// The grace would never act: the
-									// coordinator exempts static
-									// members, and the session expires
-									// first. The candidate without it
-									// covers the point.
-									continue
+							for _, ka := range s.keepAlive() {
+								for _, static := range s.Static {
+									if grace > 0 && (static || grace >= session) {
+										// The grace would never act: the
+										// coordinator exempts static
+										// members, and the session expires
+										// first. The candidate without it
+										// covers the point.
+										continue
+									}
+									if ka > 0 && (grace == 0 || static || ka+grace >= session) {
+										// Nor would the keepalive: it acts
+										// through the grace.
+										continue
+									}
+									c := Candidate{Static: static, Timing: sim.Timing{
+										HeartbeatInterval:     hb,
+										SessionTimeout:        session,
+										RebalanceTimeout:      rebalance,
+										InitialRebalanceDelay: delay,
+										Margin:                margin,
+										MaxDrift:              s.MaxDrift,
+										ConnLossGrace:         grace,
+										KeepAlive:             ka,
+									}}
+									if err := c.check(); err != nil {
+										pruned = append(pruned, Pruned{c, firstLine(err.Error())})
+										continue
+									}
+									valid = append(valid, c)
 								}
-								c := Candidate{Static: static, Timing: sim.Timing{
-									HeartbeatInterval:     hb,
-									SessionTimeout:        session,
-									RebalanceTimeout:      rebalance,
-									InitialRebalanceDelay: delay,
-									Margin:                margin,
-									MaxDrift:              s.MaxDrift,
-									ConnLossGrace:         grace,
-								}}
-								if err := c.check(); err != nil {
-									pruned = append(pruned, Pruned{c, firstLine(err.Error())})
-									continue
-								}
-								valid = append(valid, c)
 							}
 						}
 					}
@@ -132,6 +171,14 @@ func (s Space) grace() []time.Duration {
 		return []time.Duration{0}
 	}
 	return s.Grace
+}
+
+// keepAlive returns the keepalive timeouts to try: none given means off.
+func (s Space) keepAlive() []time.Duration {
+	if len(s.KeepAlive) == 0 {
+		return []time.Duration{0}
+	}
+	return s.KeepAlive
 }
 
 // check applies package epoch's timing rules, then those member.Join

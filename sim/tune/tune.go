@@ -59,26 +59,47 @@ func ParseGoal(s string) (Goal, error) {
 type Objective struct {
 	Minimise Goal
 	// MaxFalseExpulsions is the most false expulsions per member-day a
-	// candidate may cause (mean over seeds); 0 means no limit.
+	// candidate may cause (mean over seeds); negative means no limit. At 0
+	// (the default) no run may expel a live member, as with Kafka's
+	// defaults.
 	MaxFalseExpulsions float64
+	// MaxDoubleOwned is the most double-owned partition-seconds per hour
+	// a candidate may cause (mean over seeds); negative means no limit. At
+	// 0 (the default) no run may let two members believe they own a
+	// partition at once.
+	MaxDoubleOwned float64
 	// MaxHeartbeats is the most heartbeats per second the coordinator
 	// may receive; 0 means no limit.
 	MaxHeartbeats float64
 }
 
-// DefaultObjective minimises unowned partition-seconds with fewer than one
-// false expulsion per member-day.
+// DefaultObjective minimises unowned partition-seconds with no false
+// expulsion and no double ownership in any run: no worse than Kafka's
+// defaults on either.
 func DefaultObjective() Objective {
-	return Objective{Minimise: GoalUnowned, MaxFalseExpulsions: 1}
+	return Objective{Minimise: GoalUnowned}
 }
 
 func (o Objective) String() string {
 	s := "minimise " + o.Minimise.String()
-	if o.MaxFalseExpulsions > 0 {
-		s += fmt.Sprintf(" with fewer than %g false expulsions per member-day", o.MaxFalseExpulsions)
+	var with []string
+	switch {
+	case o.MaxFalseExpulsions == 0:
+		with = append(with, "no false expulsions")
+	case o.MaxFalseExpulsions > 0:
+		with = append(with, fmt.Sprintf("at most %g false expulsions per member-day", o.MaxFalseExpulsions))
+	}
+	switch {
+	case o.MaxDoubleOwned == 0:
+		with = append(with, "no double ownership")
+	case o.MaxDoubleOwned > 0:
+		with = append(with, fmt.Sprintf("at most %g double-owned partition-seconds per hour", o.MaxDoubleOwned))
 	}
 	if o.MaxHeartbeats > 0 {
-		s += fmt.Sprintf(" and at most %g heartbeats/s", o.MaxHeartbeats)
+		with = append(with, fmt.Sprintf("at most %g heartbeats/s", o.MaxHeartbeats))
+	}
+	if len(with) > 0 {
+		s += " with " + strings.Join(with, ", ")
 	}
 	return s
 }
@@ -378,6 +399,10 @@ func groups(cands []Candidate, runs [][]run, screened int) []int {
 func conservative(a, b Candidate) bool {
 	ta, tb := a.Timing, b.Timing
 	switch {
+	case ta.KeepAlive != tb.KeepAlive:
+		// A keepalive timeout off, or longer, is kinder to a live member
+		// cut off for a while.
+		return ta.KeepAlive == 0 || (tb.KeepAlive != 0 && ta.KeepAlive > tb.KeepAlive)
 	case ta.ConnLossGrace != tb.ConnLossGrace:
 		// A longer grace is kinder to a live member whose connection
 		// dropped under it.
@@ -540,7 +565,8 @@ func summarize(c Candidate, runs []run, scenarios []string, obj Objective) *Resu
 		})
 	}
 	r.Feasible = len(r.Errors) == 0 && r.FencedAcceptedStale == 0 && r.Unowned.N > 0 &&
-		(obj.MaxFalseExpulsions <= 0 || r.FalseExpulsions.Mean < obj.MaxFalseExpulsions) &&
+		(obj.MaxFalseExpulsions < 0 || r.FalseExpulsions.Mean <= obj.MaxFalseExpulsions) &&
+		(obj.MaxDoubleOwned < 0 || r.DoubleOwned.Mean <= obj.MaxDoubleOwned) &&
 		(obj.MaxHeartbeats <= 0 || r.Heartbeats.Mean <= obj.MaxHeartbeats)
 	return r
 }

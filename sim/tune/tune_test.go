@@ -258,3 +258,64 @@ func TestFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestKeepAliveCandidates checks that the keepalive is tried only where it
+// can act: with a grace, dynamic members, and below the session less the
+// grace; and that Flags names it.
+func TestKeepAliveCandidates(t *testing.T) {
+	s := Space{
+		Heartbeat: []time.Duration{time.Second}, Session: []time.Duration{10 * time.Second, 30 * time.Second},
+		Rebalance: []time.Duration{time.Minute}, InitialDelay: []time.Duration{3 * time.Second}, Margin: []time.Duration{time.Second},
+		Grace: []time.Duration{0, time.Second}, KeepAlive: []time.Duration{0, 5 * time.Second, 20 * time.Second},
+		Static: []bool{false, true}, MaxDrift: 0.01,
+	}
+	valid, _ := s.Candidates()
+	var got []string
+	for _, c := range valid {
+		if c.Timing.KeepAlive > 0 {
+			got = append(got, c.String())
+		}
+	}
+	want := []string{
+		"hb=1s session=10s rebalance=1m0s delay=3s margin=1s grace=1s keepalive=5s dynamic",
+		"hb=1s session=30s rebalance=1m0s delay=3s margin=1s grace=1s keepalive=5s dynamic",
+		"hb=1s session=30s rebalance=1m0s delay=3s margin=1s grace=1s keepalive=20s dynamic",
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("candidates with a keepalive:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	c := valid[slices.IndexFunc(valid, func(c Candidate) bool { return c.Timing.KeepAlive == 20*time.Second })]
+	if f := Flags(c); !strings.HasSuffix(f, " --conn-loss-grace=1s --conn-keepalive=20s") {
+		t.Fatalf("Flags = %q", f)
+	}
+}
+
+// TestObjectiveLimits checks the constraints: 0 allows none, a negative
+// limit none at all, a positive one up to it.
+func TestObjectiveLimits(t *testing.T) {
+	mix := []string{"a"}
+	r := func(falseExp, double float64) []run {
+		return []run{{perHour: 1, falseExp: falseExp, memberDays: 1, double: double}}
+	}
+	for _, tc := range []struct {
+		name          string
+		obj           Objective
+		falseExp, dbl float64
+		feasible      bool
+	}{
+		{"default, clean", DefaultObjective(), 0, 0, true},
+		{"default, a false expulsion", DefaultObjective(), 1, 0, false},
+		{"default, double ownership", DefaultObjective(), 0, 0.01, false},
+		{"no limits", Objective{Minimise: GoalUnowned, MaxFalseExpulsions: -1, MaxDoubleOwned: -1}, 5, 3, true},
+		{"at most 1", Objective{Minimise: GoalUnowned, MaxFalseExpulsions: 1, MaxDoubleOwned: -1}, 1, 3, true},
+		{"over 1", Objective{Minimise: GoalUnowned, MaxFalseExpulsions: 1, MaxDoubleOwned: -1}, 2, 0, false},
+	} {
+		got := summarize(Candidate{}, r(tc.falseExp, tc.dbl), mix, tc.obj).Feasible
+		if got != tc.feasible {
+			t.Errorf("%s: feasible = %v, want %v", tc.name, got, tc.feasible)
+		}
+	}
+	if s := DefaultObjective().String(); s != "minimise unowned with no false expulsions, no double ownership" {
+		t.Errorf("DefaultObjective = %q", s)
+	}
+}
