@@ -63,8 +63,10 @@ var expectedFailures = func() map[string]expectation {
 		checks: []string{"lost", "unowned", "revoked", "expelled"}, mayPass: true,
 		why: "a classic heartbeat written into a connection that never answers fails with a read timeout after " +
 			"RequestTimeoutOverhead, which kgo does not retry (isRetryableBrokerErr): the session ends with OnPartitionsLost " +
-			"unless a metadata reload closed the connection first; the rejoin that follows may rebalance the group " +
-			"(the others revoke) and expel a member (seen once, sharded isolate; the expulsion's cause is not traced)",
+			"unless a metadata reload closed the connection first. Not the client's doing: \"expelled\" (sharded, 1 in 2 " +
+			"runs) is tenure's connection-loss grace expelling the live member (reason connection-closed) just before kgo's " +
+			"read timeout; its rejoin then meets UNKNOWN_MEMBER_ID and rebalances the group (revoked). A bug to fix, listed " +
+			"here so that CI keeps holding every other check",
 	})
 	add("librdkafka", []fault{faultStop, faultIsolate}, expectation{
 		checks: []string{"lost", "unowned"},
