@@ -67,7 +67,7 @@ type viewSnap struct {
 	live     []Node // sorted by ID; this node is always among them
 	liveIDs  []int32
 	departed []departure // sorted by ID
-	gen      uint64      // clusterView.gen when this snapshot was made
+	gen      uint64      // the changes clients were told of up to this snapshot
 }
 
 // told is the change count a connection must have been told of to be
@@ -83,11 +83,10 @@ func (v *clusterView) told() uint64 {
 type clusterView struct {
 	s *Server
 
+	// snap is the view as Metadata reads it. Its gen counts the changes
+	// clients are told of; each connection remembers the last it was told
+	// (conn.viewGen).
 	snap atomic.Pointer[viewSnap]
-	// gen counts the changes clients are told of; each snapshot carries
-	// the count it was made at, and each connection remembers the last it
-	// was told (conn.viewGen).
-	gen atomic.Uint64
 
 	chMu sync.Mutex
 	ch   chan struct{} // closed and replaced at every refresh
@@ -243,15 +242,15 @@ func (v *clusterView) refresh(ctx context.Context, now time.Time) {
 	for _, d := range snap.departed {
 		fmt.Fprintf(&b, "%d>%d;", d.node.ID, s.aliasTarget(d, now).ID)
 	}
+	snap.gen = v.told()
 	changed := false
 	if fp := b.String(); fp != v.fingerprint {
 		changed = v.fingerprint != ""
 		v.fingerprint = fp
 		if changed {
-			v.gen.Add(1)
+			snap.gen++
 		}
 	}
-	snap.gen = v.gen.Load()
 	v.snap.Store(snap)
 
 	down := 0
