@@ -32,8 +32,11 @@ var (
 //	join-s          from the first join to every group settled (each member
 //	                holds its target and has said so)
 //	members/s       members over join-s
-//	etcd-writes     the etcd revision's growth over the join (each put of a
-//	                transaction moves it by one)
+//	etcd-writes     the etcd revision's growth over the join: one per
+//	                write request (all the puts of a transaction, nested
+//	                ones included, share one revision)
+//	store-batches   the nodes' writers' batches (Store.Persist calls)
+//	joined-s        until every member's join was answered
 //	node-cpu-s      the three nodes' CPU over the join, summed
 //	loadgen-cpu-s   this process's CPU over the join
 //

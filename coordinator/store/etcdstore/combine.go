@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -191,6 +192,18 @@ func (c *Combiner) send(req []*combined) {
 		ops[i] = clientv3.OpTxn(t.cmps, t.then, t.els)
 	}
 	resp, err := c.cli.Txn(ctx).Then(ops...).Commit()
+	if err != nil && knownRejection(err) && !errors.Is(err, rpctypes.ErrTooManyRequests) {
+		// Nothing was written, and each transaction alone is what its
+		// store would have sent without the Combiner: if the request
+		// broke a bound that they keep one by one (two of them writing
+		// one key, which etcd refuses within a request; a size the
+		// estimate missed), they go alone.
+		for _, t := range req {
+			resp, err := c.cli.Txn(ctx).If(t.cmps...).Then(t.then...).Else(t.els...).Commit()
+			t.done <- combinedResult{resp: resp, err: err}
+		}
+		return
+	}
 	if err == nil && len(resp.Responses) != len(req) {
 		err = errors.New("etcdstore: a combined request's response does not match its transactions")
 	}

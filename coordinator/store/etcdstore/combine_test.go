@@ -129,3 +129,52 @@ func TestCombinedShards(t *testing.T) {
 	// The combiner goes on: the newer store of shard 2 writes through it.
 	persist(t, again, &coordinator.GroupRecord{Group: "g2", Type: coordinator.Consumer, Epoch: 3})
 }
+
+// TestCombinedDuplicateKey: two shards writing one shared key (a
+// generation log entry) at once make a request etcd refuses as a whole;
+// nothing of it was written, so the Combiner sends each transaction alone,
+// and both land.
+func TestCombinedDuplicateKey(t *testing.T) {
+	shapes := &txnShapes{}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: etcd.Endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
+		DialOptions: []grpc.DialOption{grpc.WithUnaryInterceptor(shapes.intercept)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	ctx := testenv.Context(t)
+	comb := etcdstore.NewCombiner(cli)
+	t.Cleanup(comb.Close)
+	prefix := uniquePrefix(t)
+	a := openShard(t, cli, prefix, 0, 2, etcdstore.Combine(comb))
+	b := openShard(t, cli, prefix, 1, 2, etcdstore.Combine(comb))
+
+	queued, release := etcdstore.HoldCombiner(comb)
+	first := len(shapes.since(0))
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for i, st := range []*etcdstore.Store{a, b} {
+		wg.Go(func() {
+			errs[i] = st.Persist(ctx, []coordinator.Record{
+				&coordinator.GroupRecord{Group: fmt.Sprintf("g%d", i), Type: coordinator.Consumer, Epoch: 1},
+				&coordinator.GenerationRecord{Group: "shared", Epoch: 1, Reason: fmt.Sprintf("from %d", i)},
+			})
+		})
+	}
+	testenv.Eventually(t, 10*time.Second, "two writes waiting in the combiner", func() bool { return queued() == 2 })
+	release()
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("shard %d: %v, want written", i, err)
+		}
+	}
+	if got := shapes.since(first); len(got) != 3 || got[0] != 2 || got[1] != 0 || got[2] != 0 {
+		t.Errorf("requests sent (transactions nested in each): %v, want one of 2 (refused), then each alone", got)
+	}
+	for i, st := range []*etcdstore.Store{a, b} {
+		if got := load(t, st)[0].(*coordinator.GroupRecord).Group; got != fmt.Sprintf("g%d", i) {
+			t.Errorf("shard %d holds %s", i, got)
+		}
+	}
+}
