@@ -63,8 +63,9 @@ type connLoss struct {
 // that connection ends, not when a request fails.
 //
 // It does nothing when the grace is 0, for an unknown member, for a static
-// member (see above) or for a member already marked (the earlier mark
-// stands). Like Step, it may leave something in Ready: a new NextTick.
+// member (see above), for a member under its takeover grace
+// (Config.TakeoverGrace: restored and not heard on its heartbeat path
+// since) or for a member already marked (the earlier mark stands). Like Step, it may leave something in Ready: a new NextTick.
 func (g *Group) ConnectionClosed(now time.Time, memberID string) {
 	g.apply(now, func() { g.connectionClosed(now, memberID) })
 }
@@ -88,15 +89,21 @@ func (g *Group) connectionClosed(now time.Time, memberID string) {
 }
 
 // connLossApplies reports whether memberID is a dynamic member of the
-// group.
+// group that is not under its takeover grace. A member restored at a
+// takeover and not yet heard on its heartbeat path here (a KIP-848
+// heartbeat; a classic heartbeat, JoinGroup or SyncGroup) is still
+// finding its new coordinator: its client moves its connections about
+// (a commit that reached this node through the old coordinator's broker
+// ID closes when Metadata moves that ID), and its takeover grace, not
+// the connection-loss grace, bounds how long it may take.
 func (g *Group) connLossApplies(memberID string) bool {
 	switch g.typ {
 	case Classic:
 		m, ok := g.classic.members[memberID]
-		return ok && m.instanceID == ""
+		return ok && m.instanceID == "" && !m.graced
 	case Consumer:
 		m, ok := g.consumer.members[memberID]
-		return ok && m.instanceID == ""
+		return ok && m.instanceID == "" && !m.graced
 	}
 	return false
 }
