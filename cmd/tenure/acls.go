@@ -134,7 +134,7 @@ func setupACLsOut(fs *flag.FlagSet, out io.Writer) func(ctx context.Context, arg
 			return err
 		}
 		defer done()
-		return admin.explain(run(ctx, cl))
+		return admin.guard(ctx, func(ctx context.Context) error { return run(ctx, cl) })
 	}
 }
 

@@ -3,11 +3,16 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
+	"flag"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/tenure-dev/tenure/internal/proctest"
 )
@@ -64,5 +69,48 @@ func TestClusterErrors(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestGuardStopsOnHTTP: a command aimed at an HTTP port whose server waits
+// for the end of a request line (as Go's does, so a Kafka request never
+// gets an answer) is ended by guard's probe, long before a --timeout of
+// ten minutes, and says what the port speaks.
+func TestGuardStopsOnHTTP(t *testing.T) {
+	web := httptest.NewServer(http.NotFoundHandler())
+	defer web.Close()
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	a := addAdminFlags(fs)
+	if err := fs.Parse([]string{"--brokers", web.Listener.Addr().String(), "--timeout", "10m"}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var cause error
+	err := a.guard(ctx, func(ctx context.Context) error {
+		<-ctx.Done()
+		cause = context.Cause(ctx)
+		return ctx.Err()
+	})
+	var wrong *wrongProtocolError
+	if !errors.As(cause, &wrong) {
+		t.Fatalf("the exchange ended by %v, not by the probe", cause)
+	}
+	if err == nil || !strings.Contains(err.Error(), "speaks HTTP, not the Kafka protocol") {
+		t.Fatalf("error %v does not say the port speaks HTTP", err)
+	}
+}
+
+// TestProbeKafka: the probe is a Kafka request a Kafka listener answers, so
+// a slow coordinator is never taken for another protocol's port.
+func TestProbeKafka(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	why, wrong := probeSeed(context.Background(), c.ListenAddrs()[0], time.Second)
+	if wrong || !strings.Contains(why, "answers Kafka requests") {
+		t.Fatalf("probe of a Kafka listener: %q, wrong protocol %v", why, wrong)
 	}
 }

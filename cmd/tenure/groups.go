@@ -189,13 +189,21 @@ func (c *groupsCLI) run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	r, err := c.runs[i](ctx, groupsClient{adm: adm, timeout: *c.admin.timeout, clientOpts: clientOpts,
-		api: &adminapi.Client{Base: *c.adminURL}, remove: c.remove}, args)
-	if err != nil {
-		if sub.name == "explain" || sub.name == "drain" {
+	gc := groupsClient{adm: adm, timeout: *c.admin.timeout, clientOpts: clientOpts,
+		api: &adminapi.Client{Base: *c.adminURL}, remove: c.remove}
+	if sub.name == "explain" || sub.name == "drain" {
+		r, err := c.runs[i](ctx, gc, args)
+		if err != nil {
 			return err // the admin API's errors name --admin
 		}
-		return c.admin.explain(err)
+		return writeResult(c.out, *c.output, r)
+	}
+	var r result
+	if err := c.admin.guard(ctx, func(ctx context.Context) (err error) {
+		r, err = c.runs[i](ctx, gc, args)
+		return err
+	}); err != nil {
+		return err
 	}
 	return writeResult(c.out, *c.output, r)
 }

@@ -82,15 +82,15 @@ func setupTopics(fs *flag.FlagSet) func(ctx context.Context, args []string) erro
 			return err
 		}
 		defer done()
-		switch sub {
-		case "list":
-			err = listTopics(ctx, adm, os.Stdout)
-		case "delete":
-			err = deleteTopics(ctx, adm, os.Stdout, args)
-		default:
-			err = createTopics(ctx, adm, os.Stdout, specs)
-		}
-		return admin.explain(err)
+		return admin.guard(ctx, func(ctx context.Context) error {
+			switch sub {
+			case "list":
+				return listTopics(ctx, adm, os.Stdout)
+			case "delete":
+				return deleteTopics(ctx, adm, os.Stdout, args)
+			}
+			return createTopics(ctx, adm, os.Stdout, specs)
+		})
 	}
 }
 

@@ -68,7 +68,7 @@ func setupUsersIO(fs *flag.FlagSet, in io.Reader, out, prompt io.Writer, termina
 		}
 		u := usersCLI{admin: admin, mechanism: *mechanism, iterations: *iterations,
 			in: in, out: out, prompt: prompt, terminal: terminal}
-		return admin.explain(u.run(ctx, args))
+		return admin.guard(ctx, func(ctx context.Context) error { return u.run(ctx, args) })
 	}
 }
 
