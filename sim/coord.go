@@ -226,7 +226,7 @@ func (c *coordNode) connClosed(w *world, k connKey) {
 	if w.opts.MeasureCPU {
 		start = time.Now()
 	}
-	c.g.ConnectionClosed(w.clock.now.Time(), id)
+	c.g.Step(w.clock.now.Time(), coordinator.ConnectionClosed{MemberID: id})
 	c.steps++
 	if w.opts.MeasureCPU {
 		c.cpu += time.Since(start)
@@ -245,7 +245,7 @@ func (c *coordNode) timer(w *world, e *event) {
 	if w.opts.MeasureCPU {
 		start = time.Now()
 	}
-	c.g.Tick(w.clock.now.Time())
+	c.g.Step(w.clock.now.Time(), coordinator.Tick{})
 	c.ticks++
 	if w.opts.MeasureCPU {
 		c.cpu += time.Since(start)
