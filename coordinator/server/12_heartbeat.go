@@ -19,6 +19,7 @@ import (
 func init() {
 	register(api{
 		key: 12, min: 0, max: 4,
+		member:    func(req kmsg.Request) string { return req.(*kmsg.HeartbeatRequest).MemberID },
 		aliasFree: true,
 		request: func(sl *slot) kmsg.Request {
 			sl.hb = kmsg.HeartbeatRequest{}

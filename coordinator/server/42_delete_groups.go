@@ -53,7 +53,7 @@ func (s *Server) handleDeleteGroups(c *conn, req *kmsg.DeleteGroupsRequest, now 
 	for _, name := range req.Groups {
 		dg := kmsg.NewDeleteGroupsResponseGroup()
 		dg.Group = name
-		if !s.authorized(c, 42, resGroup, name, opDelete) {
+		if !s.authorized(c, kmsg.DeleteGroups, resGroup, name, opDelete) {
 			dg.ErrorCode = kerr.GroupAuthorizationFailed.Code
 		} else {
 			dg.ErrorCode = s.deleteGroup(name, now)

@@ -30,6 +30,7 @@ import (
 func init() {
 	register(api{
 		key: 68, min: 0, max: 1,
+		member:    func(req kmsg.Request) string { return req.(*kmsg.ConsumerGroupHeartbeatRequest).MemberID },
 		aliasFree: true,
 		request: func(sl *slot) kmsg.Request {
 			sl.cghb = kmsg.ConsumerGroupHeartbeatRequest{}
@@ -81,7 +82,7 @@ func init() {
 // subscriptionDenied returns why c may not subscribe as req asks, or "".
 func (s *Server) subscriptionDenied(c *conn, req *kmsg.ConsumerGroupHeartbeatRequest) string {
 	for _, name := range req.SubscribedTopicNames {
-		if !s.authorized(c, 68, resTopic, name, opDescribe) {
+		if !s.authorized(c, kmsg.ConsumerGroupHeartbeat, resTopic, name, opDescribe) {
 			return "The group has subscribed to topics that are not authorized."
 		}
 	}
@@ -93,7 +94,7 @@ func (s *Server) subscriptionDenied(c *conn, req *kmsg.ConsumerGroupHeartbeatReq
 		return "" // the core answers an invalid regex
 	}
 	for _, name := range s.topics.Names() {
-		if re.MatchString(name) && !s.authorized(c, 68, resTopic, name, opDescribe) {
+		if re.MatchString(name) && !s.authorized(c, kmsg.ConsumerGroupHeartbeat, resTopic, name, opDescribe) {
 			return "The subscription regex matches topics that are not authorized."
 		}
 	}

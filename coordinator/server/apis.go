@@ -34,6 +34,23 @@ type api struct {
 	// (JoinGroup, SyncGroup): the parked bounds apply to it (parked.go).
 	parks bool
 
+	// preAuth says a connection may send this key before it has
+	// authenticated (ApiVersions, SaslHandshake, SaslAuthenticate:
+	// authn.go).
+	preAuth bool
+
+	// versionProbe marks ApiVersions (KIP-511): a version above max is
+	// answered at v0 with UNSUPPORTED_VERSION instead of closing the
+	// connection, and the response header is v0 even for a flexible
+	// version, so that a client of any version can read it (frame.go).
+	versionProbe bool
+
+	// member returns the member ID a request of this key names ("" for
+	// none yet), for the connection that carries a member's latest
+	// request (connloss.go) and for logs; nil for keys that name no
+	// member.
+	member func(req kmsg.Request) string
+
 	// handle answers sl.req, a decoded request of this key, at once or
 	// later: a group request may park in its group, a Fetch is held.
 	handle func(s *Server, c *conn, sl *slot, now time.Time)

@@ -303,21 +303,11 @@ func (s *Server) recoverCore(e *groupEntry, sl *slot, ok *bool) {
 	s.takeOffline(e, "core panicked", fields...)
 }
 
-// memberOf returns the member ID a group request names, for logs.
+// memberOf returns the member ID a request names (api.member), "" for
+// none.
 func memberOf(req kmsg.Request) string {
-	switch r := req.(type) {
-	case *kmsg.JoinGroupRequest:
-		return r.MemberID
-	case *kmsg.SyncGroupRequest:
-		return r.MemberID
-	case *kmsg.HeartbeatRequest:
-		return r.MemberID
-	case *kmsg.LeaveGroupRequest:
-		return r.MemberID
-	case *kmsg.ConsumerGroupHeartbeatRequest:
-		return r.MemberID
-	case *kmsg.OffsetCommitRequest:
-		return r.MemberID
+	if f := apis[req.Key()].member; f != nil {
+		return f(req)
 	}
 	return ""
 }

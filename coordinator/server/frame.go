@@ -46,11 +46,11 @@ func parseHeader(body []byte) (header, []byte, error) {
 // errApiVersionsTooNew asks for the v0 UNSUPPORTED_VERSION answer, any
 // other error closes the connection.
 func checkHeader(h header) error {
-	if h.key == 18 && h.version > apis[18].max {
-		return errApiVersionsTooNew
-	}
 	if h.key < 0 || int(h.key) > maxKey || !kmsgKeys[h.key] {
 		return errUnknownKey
+	}
+	if a := &apis[h.key]; a.versionProbe && h.version > a.max {
+		return errApiVersionsTooNew
 	}
 	if apis[h.key].handle == nil {
 		return errUnsupportedKey
@@ -97,12 +97,13 @@ func decodeFrame(body []byte) (header, kmsg.Request, error) {
 }
 
 // appendFrameHeader starts a response frame: a size placeholder, the
-// correlation ID and, for flexible responses other than ApiVersions (whose
-// response header is always v0), the empty tagged-field section.
+// correlation ID and, for flexible responses other than ApiVersions' (whose
+// response header is always v0: api.versionProbe), the empty tagged-field
+// section.
 func appendFrameHeader(dst []byte, corr int32, resp kmsg.Response) []byte {
 	dst = append(dst, 0, 0, 0, 0)
 	dst = binary.BigEndian.AppendUint32(dst, uint32(corr))
-	if resp.IsFlexible() && resp.Key() != 18 {
+	if resp.IsFlexible() && !apis[resp.Key()].versionProbe {
 		dst = append(dst, 0)
 	}
 	return dst
