@@ -143,7 +143,7 @@ func (g *Group) parseSubscription(mem *consumerMember, m *kmsg.ConsumerGroupHear
 				failHeartbeat(resp, kerr.InvalidRequest.Code, "SubscribedTopicRegex is not supported: the coordinator's topic resolver cannot list topics.")
 				return u, false
 			}
-			re, err := compileTopicRegex(*u.regex)
+			re, err := CompileTopicRegex(*u.regex)
 			if err != nil {
 				failHeartbeat(resp, kerr.InvalidRegularExpression.Code, "SubscribedTopicRegex "+*u.regex+" is invalid: "+err.Error())
 				return u, false

@@ -41,9 +41,9 @@ type Request struct {
 	// Msg is the request: JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
 	// ConsumerGroupHeartbeat, OffsetCommit or OffsetDelete.
 	Msg kmsg.Request
-	// Resp, if not nil, is a response of Msg's kind and version for the
-	// group to fill, so a caller can reuse responses; otherwise the group
-	// allocates one with Msg.ResponseKind().
+	// Resp, if not nil, is a response of Msg's kind for the group to
+	// reset to Msg's version and fill, so a caller can reuse responses;
+	// otherwise the group allocates one with Msg.ResponseKind().
 	Resp kmsg.Response
 	// ClientID and ClientHost describe the connection, for member IDs and
 	// DescribeGroups.

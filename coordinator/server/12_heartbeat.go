@@ -25,11 +25,7 @@ func init() {
 			sl.hb = kmsg.HeartbeatRequest{}
 			return &sl.hb
 		},
-		response: func(sl *slot) kmsg.Response {
-			sl.hbResp = kmsg.HeartbeatResponse{Version: sl.version}
-			sl.hbResp.Default()
-			return &sl.hbResp
-		},
+		response: func(sl *slot) kmsg.Response { return &sl.hbResp },
 		handle: func(s *Server, c *conn, sl *slot, now time.Time) {
 			name := sl.req.(*kmsg.HeartbeatRequest).Group
 			if s.groupDenied(c, sl, name, opRead) {

@@ -1,11 +1,12 @@
 package server
 
 import (
-	"regexp"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tenure-dev/tenure/coordinator"
 )
 
 // ConsumerGroupHeartbeat: v0-1 (KIP-848).
@@ -36,11 +37,7 @@ func init() {
 			sl.cghb = kmsg.ConsumerGroupHeartbeatRequest{}
 			return &sl.cghb
 		},
-		response: func(sl *slot) kmsg.Response {
-			sl.cghbResp = kmsg.ConsumerGroupHeartbeatResponse{Version: sl.version}
-			sl.cghbResp.Default()
-			return &sl.cghbResp
-		},
+		response: func(sl *slot) kmsg.Response { return &sl.cghbResp },
 		handle: func(s *Server, c *conn, sl *slot, now time.Time) {
 			req := sl.req.(*kmsg.ConsumerGroupHeartbeatRequest)
 			if s.groupDenied(c, sl, req.Group, opRead) {
@@ -89,7 +86,7 @@ func (s *Server) subscriptionDenied(c *conn, req *kmsg.ConsumerGroupHeartbeatReq
 	if req.SubscribedTopicRegex == nil || *req.SubscribedTopicRegex == "" {
 		return ""
 	}
-	re, err := regexp.Compile("^(?:" + *req.SubscribedTopicRegex + ")$")
+	re, err := coordinator.CompileTopicRegex(*req.SubscribedTopicRegex)
 	if err != nil {
 		return "" // the core answers an invalid regex
 	}

@@ -70,9 +70,10 @@ type api struct {
 
 	// request and response, when set, return the slot's own request and
 	// response objects instead of fresh ones, so that a steady-state
-	// heartbeat allocates only the strings it decodes. Each resets its
+	// heartbeat allocates only the strings it decodes. request resets its
 	// object to the zero value first: the core may keep slices of an
-	// earlier request, which must not be written into.
+	// earlier request, which must not be written into. response does not:
+	// the core resets a response it is given (coordinator.Request.Resp).
 	request  func(sl *slot) kmsg.Request
 	response func(sl *slot) kmsg.Response
 }

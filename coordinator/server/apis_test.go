@@ -30,7 +30,7 @@ func TestAPITable(t *testing.T) {
 		t.Errorf("ApiVersions lists %v, the table holds %v", listed, registered)
 	}
 	for k := range int16(maxKey + 1) {
-		err := checkHeader(header{key: k})
+		err := checkHeader(header{Key: k})
 		switch {
 		case !kmsgKeys[k]:
 			if err != errUnknownKey {
@@ -75,7 +75,7 @@ func checkAPI(t *testing.T, a *api) {
 		if !supported(a.key, v) {
 			t.Fatalf("v%d: not served", v)
 		}
-		if err := checkHeader(header{key: a.key, version: v}); err != nil {
+		if err := checkHeader(header{Key: a.key, Version: v}); err != nil {
 			t.Fatalf("v%d: header refused: %v", v, err)
 		}
 		want := kmsg.RequestForKey(a.key)
