@@ -18,7 +18,7 @@ import (
 // unknown topic is UNKNOWN_TOPIC_OR_PARTITION. Deleting an offset that is
 // not committed succeeds and changes nothing.
 func (g *Group) deleteOffsets(now time.Time, req Request, m *kmsg.OffsetDeleteRequest) {
-	resp := offsetDeleteResponse(req, m)
+	resp := response[kmsg.OffsetDeleteResponse](req.Resp, m.Version)
 	var subscribed func(topic string) bool
 	switch {
 	case g.deleted:
@@ -56,14 +56,6 @@ func (g *Group) deleteOffsets(now time.Time, req Request, m *kmsg.OffsetDeleteRe
 		resp.Topics = append(resp.Topics, rt)
 	}
 	g.reply(req, resp)
-}
-
-func offsetDeleteResponse(req Request, m *kmsg.OffsetDeleteRequest) *kmsg.OffsetDeleteResponse {
-	if r, ok := req.Resp.(*kmsg.OffsetDeleteResponse); ok && r != nil {
-		*r = kmsg.OffsetDeleteResponse{Version: m.Version}
-		return r
-	}
-	return m.ResponseKind().(*kmsg.OffsetDeleteResponse)
 }
 
 // deleteOffset removes a committed offset, if any, durably.
