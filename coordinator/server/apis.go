@@ -11,8 +11,11 @@ import (
 // api is everything the server knows of one API key. Each key registers
 // its api once, from the init function of its own file (01_fetch.go,
 // 12_heartbeat.go...), as kfake does, so that serving a new API touches
-// one file; every per-key decision of the server reads the table built
-// from the registrations.
+// one file; every per-key decision of the server (which versions, which
+// keys before authentication, how a request is decoded, answered, refused
+// or logged) reads the table built from the registrations. Only the memory
+// of the reused heartbeat objects stays on the slot (slot.go), typed so
+// that reusing it costs no allocation; the hooks that use it are here.
 //
 // The ranges cover what a stock kgo v1.22 consumer group and kadm send
 // (the interop and kgo tests run them). A request for any other key or
