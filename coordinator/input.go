@@ -110,6 +110,7 @@ func (g *Group) Step(now time.Time, in Input) {
 		panic("coordinator: Step given an Input that is none of this package's")
 	}
 	g.persistTargets()
+	g.debugCheck()
 }
 
 func (g *Group) step(now time.Time, req Request) {

@@ -254,7 +254,18 @@ func (c *coordNode) timer(w *world, e *event) {
 }
 
 // ready performs what the group asks, in its order: persist, reply, arm.
+// First, after every input that changed the group's durable state, it
+// checks the group's invariants: a broken one fails the run at the input
+// that broke it. (An input that persists nothing, such as a steady
+// heartbeat, changes no member, subscription or target; checking after
+// those too made the simulator's tests five times slower.)
 func (c *coordNode) ready(w *world) {
+	if len(c.g.Ready().Persist) > 0 {
+		if err := c.g.CheckInvariants(); err != nil {
+			w.fail(fmt.Errorf("sim: after step %d: %w", c.steps+c.ticks, err))
+			return
+		}
+	}
 	for c.g.HasReady() {
 		rd := c.g.Ready()
 		if len(rd.Persist) > 0 {
