@@ -16,6 +16,6 @@ fi
 # skip, without a server; without one they try .ci/postgres.sh's.
 if [ -z "${TENURE_TEST_POSTGRES:-}" ] && [ -z "${CI:-}" ] &&
 	! (exec 3<>"/dev/tcp/127.0.0.1/${TENURE_PG_PORT:-55432}") 2>/dev/null; then
-	echo "make test: skipping the PostgreSQL tests (epoch/sqlfence, the workload's and the README's): no server on 127.0.0.1:${TENURE_PG_PORT:-55432} (. .ci/postgres.sh && start_postgres starts one)"
+	echo "make test: skipping the PostgreSQL tests (epoch/sqlfence and the workload's): no server on 127.0.0.1:${TENURE_PG_PORT:-55432} (. .ci/postgres.sh && start_postgres starts one)"
 fi
 exit 0

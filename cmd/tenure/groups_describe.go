@@ -7,10 +7,15 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"slices"
+	"strconv"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/tenure-dev/tenure/internal/adminapi"
 )
 
 func groupsDescribe() groupsSubcommand {
@@ -29,10 +34,14 @@ func groupsDescribe() groupsSubcommand {
 				if err != nil {
 					return nil, err
 				}
+				var d *groupDescription
 				if c != nil {
-					return consumerDescription(c), nil
+					d = consumerDescription(c)
+				} else {
+					d = classicDescription(g)
 				}
-				return classicDescription(g), nil
+				d.Store = storeOf(ctx, cl.api, d.Coordinator)
+				return d, nil
 			}
 		},
 	}
@@ -87,11 +96,15 @@ type groupDescription struct {
 	Assignor        *string `json:"assignor"`
 	// ProtocolType and Protocol (the assignor the leader chose) are a
 	// classic group's.
-	ProtocolType *string           `json:"protocol_type"`
-	Protocol     *string           `json:"protocol"`
-	Coordinator  brokerRef         `json:"coordinator"`
-	Members      []describedMember `json:"members"`
-	reconciling  bool              // some member's assignment is not its target
+	ProtocolType *string   `json:"protocol_type"`
+	Protocol     *string   `json:"protocol"`
+	Coordinator  brokerRef `json:"coordinator"`
+	// Store is "memory" when the coordinator's admin API (--admin) says
+	// it keeps its state in memory, whose tokens restart from 1; null
+	// when it keeps it in etcd or cannot be asked.
+	Store       *string           `json:"store"`
+	Members     []describedMember `json:"members"`
+	reconciling bool              // some member's assignment is not its target
 }
 
 type brokerRef struct {
@@ -190,6 +203,12 @@ func (d *groupDescription) writeTable(w io.Writer) {
 	}
 	fmt.Fprintf(w, "COORDINATOR\t%d (%s:%d)\n", d.Coordinator.NodeID, d.Coordinator.Host, d.Coordinator.Port)
 	fmt.Fprintf(w, "MEMBERS\t%d\n", len(d.Members))
+	if d.Store != nil && *d.Store == "memory" {
+		defer func() {
+			fmt.Fprintln(w)
+			fmt.Fprintln(w, memoryStoreNote)
+		}()
+	}
 	if len(d.Members) == 0 {
 		return
 	}
@@ -220,6 +239,33 @@ func (d *groupDescription) writeTable(w io.Writer) {
 		fmt.Fprintln(w)
 		fmt.Fprintln(w, staticLeftNote)
 	}
+}
+
+// memoryStoreNote says under the group what a memory store means for it.
+const memoryStoreNote = "STORE memory (tenure serve --store memory): after the coordinator restarts, tokens start again from 1, " +
+	"below those its members held before; fences refuse the new owners' writes until the group's epoch passes its old one, " +
+	"while this shows them owning their partitions."
+
+// storeOf asks the admin API whether the coordinator of the group keeps
+// its state in memory: "memory" if the node the API belongs to is the
+// group's coordinator and says so, else nil (etcd, or the API cannot be
+// reached or belongs to another node: describe says nothing rather than
+// guess).
+func storeOf(ctx context.Context, api *adminapi.Client, coord brokerRef) *string {
+	if api == nil || api.Base == "" {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	info, err := api.Store(ctx)
+	if err != nil || info.Kind != "memory" {
+		return nil
+	}
+	if !slices.Contains(info.Listeners, net.JoinHostPort(coord.Host, strconv.Itoa(int(coord.Port)))) {
+		return nil
+	}
+	kind := info.Kind
+	return &kind
 }
 
 // staticLeftEpoch is the epoch of a static member that left (Kafka's

@@ -254,6 +254,7 @@ var (
 		"epoch": orNull{num}, "assignment_epoch": orNull{num}, "assignor": orNull{str},
 		"protocol_type": orNull{str}, "protocol": orNull{str},
 		"coordinator": obj{"node_id": num, "host": str, "port": num},
+		"store":       orNull{str},
 		"members": arrayOf{obj{
 			"member_id": str, "instance_id": orNull{str}, "member_epoch": orNull{num},
 			"client_id": str, "client_host": str,

@@ -8,7 +8,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -317,7 +319,7 @@ func setupServe(fs *flag.FlagSet) func(ctx context.Context, args []string) error
 			ln.Close()
 			return err
 		}
-		var adminOpts []adminapi.Opt
+		adminOpts := []adminapi.Opt{adminapi.Store(adminapi.StoreInfo{Kind: storeFlags.kind, Listeners: clientAddrs(cfg, lns)})}
 		if be.cli != nil {
 			adminOpts = append(adminOpts, adminapi.Etcd(adminapi.EtcdInfo{Endpoints: be.cli.Endpoints(), Embedded: storeFlags.endpoints == ""}))
 		}
@@ -630,4 +632,25 @@ func declaredTopics(fs *flag.FlagSet) *[]server.TopicSpec {
 		return nil
 	})
 	return &out
+}
+
+// clientAddrs are the Kafka addresses clients are told to reach this node
+// at: each listener's advertised address, --advertise, or else the bound
+// ones.
+func clientAddrs(cfg server.Config, lns []net.Listener) []string {
+	var out []string
+	switch {
+	case len(cfg.Listeners) > 0:
+		for _, a := range advertisedListeners(cfg.Listeners, lns) {
+			out = append(out, a)
+		}
+		slices.Sort(out)
+	case cfg.Advertise != "":
+		out = append(out, cfg.Advertise)
+	default:
+		for _, ln := range lns {
+			out = append(out, ln.Addr().String())
+		}
+	}
+	return out
 }

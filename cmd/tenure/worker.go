@@ -95,6 +95,13 @@ own, an invented unsigned one), through the same resources: the hostile
 client of a chaos run's forging variant. Forged records have negative
 sequence numbers; with --verify-keys every one is refused.
 
+--records reads back what the workers of --group wrote to --topic's records
+at the resources, joining nothing: for each token, the records held, how many
+of them repeat a record already held (work redone from the last committed
+offset: delivery is at least once), and how many were accepted after a record
+with a newer token in their partition (stale writes that got through: 0
+behind a fence).
+
 --unfenced is a test and demo switch, never for real work: the resources
 write without checking or recording tokens, so a zombie's late writes land.
 It is the control run of a chaos test, proving that its checker catches
@@ -145,6 +152,7 @@ type workerOptions struct {
 	pauseFor     time.Duration
 
 	attemptLog    string
+	records       bool
 	unfenced      bool
 	verifyKeys    string
 	verifyRefresh time.Duration
@@ -183,6 +191,7 @@ func addWorkerFlags(fs *flag.FlagSet) *workerOptions {
 	fs.IntVar(&o.commitEvery, "commit-every", 10, "commit the offset every `n` records (0: only when a claim is handed over)")
 	fs.DurationVar(&o.joinTimeout, "join-timeout", 30*time.Second, "give up when the group is not joined within this long (no broker answers, no coordinator, no topic); 0 waits forever")
 	fs.DurationVar(&o.writeTimeout, "write-timeout", 5*time.Second, "how long one write, commit or offset read may take before it is retried")
+	fs.BoolVar(&o.records, "records", false, "join nothing: print, by token, the records the resources hold of --group and --topic, how many were written again and how many were accepted after a newer token, and exit")
 	fs.StringVar(&o.attemptLog, "attempt-log", "", "append one JSON line per attempted operation and claim start or stop to `file` (for a checker)")
 	fs.StringVar(&o.verifyKeys, "verify-keys", "", "comma-separated `URLs` of coordinator nodes' --http listeners: the resources verify every token with the signing keys they publish, and refuse unsigned ones (tenure serve --sign-grants)")
 	fs.DurationVar(&o.verifyRefresh, "verify-keys-refresh", 30*time.Second, "how often the signing keys of --verify-keys are fetched again")
@@ -209,6 +218,9 @@ func setupWorker(fs *flag.FlagSet) func(ctx context.Context, args []string) erro
 			return err
 		}
 		defer log.Sync()
+		if o.records {
+			return printRecords(ctx, o, os.Stdout, log)
+		}
 		return runWorker(ctx, o, log)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -68,5 +69,30 @@ func TestWorkerFindsCoordinatorEtcd(t *testing.T) {
 	})
 	if !strings.Contains(out.String(), "the records go to the coordinator's etcd") {
 		t.Error("the worker does not say where its records go")
+	}
+
+	// --records reads them back from the same etcd, found the same way,
+	// while the worker writes: one token (the group's first epoch), no
+	// record written twice, none after a newer token.
+	records := func(group string) string {
+		c := exec.Command(tenure, "worker", "--records", "--admin", "http://"+httpAddr, "--group", group)
+		c.Env = []string{}
+		b, err := c.CombinedOutput()
+		if err != nil {
+			t.Fatalf("tenure worker --records --group %s: %v\n%s", group, err, b)
+		}
+		return string(b)
+	}
+	row := regexp.MustCompile(`(?m)^1 +([1-9]\d*) +0 +0$`)
+	pollUntil(t, 30*time.Second, "worker --records showing token 1's records", func() string {
+		got := records("demo")
+		if !strings.HasPrefix(got, "TOKEN  RECORDS  WRITTEN AGAIN  AFTER A NEWER TOKEN\n") || !row.MatchString(got) ||
+			strings.Count(got, "\n") != 2 {
+			return fmt.Sprintf("%q", got)
+		}
+		return ""
+	})
+	if got := records("nobody"); got != "TOKEN  RECORDS  WRITTEN AGAIN  AFTER A NEWER TOKEN\n" {
+		t.Errorf("--records of a group that wrote nothing: %q", got)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -124,6 +125,18 @@ func TestShardedCluster(t *testing.T) {
 		return a.shardTerm(0, time.Now()) != nil && a.shardTerm(1, time.Now()) != nil &&
 			b.shardTerm(2, time.Now()) != nil && b.shardTerm(3, time.Now()) != nil
 	})
+	// The status page's view: no node leads, each coordinates its
+	// shards, and none is named leader.
+	shardsOf := func(ts *testServer, want ...int) {
+		t.Helper()
+		l := ts.Leadership()
+		if l.Shards == nil || l.Shards.Count != count || !slices.Equal(l.Shards.Coordinating, want) ||
+			l.LeaderKnown || l.Leading != (len(want) > 0) {
+			t.Fatalf("leadership of node %d: %+v shards %+v, want shards %v of %d and no leader", l.Self.ID, l, l.Shards, want, count)
+		}
+	}
+	shardsOf(a, 0, 1)
+	shardsOf(b, 2, 3)
 	ca, cb := dial(t, a.addr), dial(t, b.addr)
 	clients := map[*testServer]*rawClient{a: ca, b: cb}
 	other := map[*testServer]*rawClient{a: cb, b: ca}
@@ -173,6 +186,8 @@ func TestShardedCluster(t *testing.T) {
 	if r := ca.roundTrip(hb).(*kmsg.ConsumerGroupHeartbeatResponse); r.ErrorCode != kerr.NotCoordinator.Code {
 		t.Fatalf("the old owner after the move: error %d, want NOT_COORDINATOR", r.ErrorCode)
 	}
+	shardsOf(a, 0)
+	shardsOf(b, 1, 2, 3)
 	// The other shards were not touched.
 	hb0 := cgHeartbeat(groups[0], member(0), 1)
 	if r := ca.roundTrip(hb0).(*kmsg.ConsumerGroupHeartbeatResponse); r.ErrorCode != 0 || r.MemberEpoch != 1 {
@@ -204,6 +219,7 @@ func TestShardedCluster(t *testing.T) {
 
 	sh.take(t, terms[0])
 	eventually(t, 5*time.Second, "a to lead nothing", func() bool { return a.metric(t, "tenure_coordinating") == 0 })
+	shardsOf(a)
 }
 
 // gatedLoad is a store whose loads fail a number of times, then wait for

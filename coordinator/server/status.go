@@ -35,21 +35,44 @@ var (
 type Leadership struct {
 	// Self is this node as clients reach it.
 	Self Node
-	// Leading is set while this node coordinates the groups.
+	// Leading is set while this node coordinates groups: every group, or
+	// with shards those of at least one shard.
 	Leading bool
 	// Leader is the node to go to when this one does not lead;
 	// LeaderKnown is false when no node leads (an election is under way)
-	// or this node cannot tell.
+	// or this node cannot tell. With shards no node leads: each shard's
+	// owner coordinates its groups, and LeaderKnown is false.
 	Leader      Node
 	LeaderKnown bool
+	// Shards is set when the groups are spread over shards.
+	Shards *ShardStatus
+}
+
+// ShardStatus is what a node of a sharded set coordinates.
+type ShardStatus struct {
+	// Count is the set's number of shards (tenure serve --shards).
+	Count int
+	// Coordinating lists, in order, the shards whose valid terms this
+	// node holds: the shards whose groups it coordinates now.
+	Coordinating []int
 }
 
 // Leadership reports whether this node coordinates groups now, and which
-// node does if it does not. Call it once Serve has started.
+// node does if it does not; with shards, which shards it coordinates.
+// Call it once Serve has started.
 func (s *Server) Leadership() Leadership {
 	now := time.Now()
+	if s.sharded != nil {
+		st := &ShardStatus{Count: len(s.shards), Coordinating: []int{}}
+		for i := range s.shards {
+			if s.shardTerm(i, now) != nil {
+				st.Coordinating = append(st.Coordinating, i)
+			}
+		}
+		return Leadership{Self: s.self(), Leading: len(st.Coordinating) > 0, Shards: st}
+	}
 	l := Leadership{Self: s.self(), Leading: len(s.ledTerms(now)) > 0}
-	l.Leader, l.LeaderKnown = s.controllerNode(now)
+	l.Leader, l.LeaderKnown = s.leaderNode(now)
 	return l
 }
 

@@ -21,12 +21,32 @@ type nodeJSON struct {
 	Addr string `json:"addr"`
 }
 
-// statusJSON says which node answered and who leads.
+// statusJSON says which node answered and who leads: with one leader,
+// leading and leader (null when no node leads); with shards, where no node
+// leads, shards alone, so that nothing reads as "this node leads" beside
+// another node named leader.
 type statusJSON struct {
-	Node    nodeJSON `json:"node"`
-	Leading bool     `json:"leading"`
-	// Leader is null when no node leads.
-	Leader *nodeJSON `json:"leader"`
+	Node    nodeJSON    `json:"node"`
+	Leading *bool       `json:"leading,omitempty"`
+	Leader  leaderJSON  `json:"leader,omitzero"`
+	Shards  *shardsJSON `json:"shards,omitempty"`
+}
+
+// leaderJSON is the leader field: absent with shards, else the leader or
+// null.
+type leaderJSON struct {
+	shown bool
+	node  *nodeJSON
+}
+
+func (l leaderJSON) IsZero() bool { return !l.shown }
+
+func (l leaderJSON) MarshalJSON() ([]byte, error) { return json.Marshal(l.node) }
+
+type shardsJSON struct {
+	Count int `json:"count"`
+	// Coordinating lists the shards whose groups this node coordinates.
+	Coordinating []int `json:"coordinating"`
 }
 
 type groupsJSON struct {
@@ -97,9 +117,15 @@ type errorJSON struct {
 }
 
 func toStatus(l server.Leadership) statusJSON {
-	s := statusJSON{Node: nodeJSON{l.Self.ID, l.Self.Addr}, Leading: l.Leading}
+	s := statusJSON{Node: nodeJSON{l.Self.ID, l.Self.Addr}}
+	if l.Shards != nil {
+		s.Shards = &shardsJSON{Count: l.Shards.Count, Coordinating: l.Shards.Coordinating}
+		return s
+	}
+	s.Leading = &l.Leading
+	s.Leader.shown = true
 	if l.LeaderKnown {
-		s.Leader = &nodeJSON{l.Leader.ID, l.Leader.Addr}
+		s.Leader.node = &nodeJSON{l.Leader.ID, l.Leader.Addr}
 	}
 	return s
 }
@@ -203,12 +229,15 @@ func (h *Handler) problem(err error) (status int, msg string, leader *nodeJSON) 
 		return http.StatusServiceUnavailable,
 			fmt.Sprintf("node %d at %s coordinates the group", to.ID, to.Addr), to
 	case errors.Is(err, server.ErrNotLeading):
-		st := toStatus(h.src.Leadership())
-		if st.Leader == nil || st.Leading {
+		l := h.src.Leadership()
+		if l.Shards != nil {
+			return http.StatusServiceUnavailable, "this node coordinates no shard now: the group's shard's owner serves it", nil
+		}
+		if !l.LeaderKnown || l.Leading {
 			return http.StatusServiceUnavailable, "this node does not lead, and no node leads now: an election is under way", nil
 		}
 		return http.StatusServiceUnavailable,
-			fmt.Sprintf("this node follows; the leader is node %d at %s", st.Leader.ID, st.Leader.Addr), st.Leader
+			fmt.Sprintf("this node follows; the leader is node %d at %s", l.Leader.ID, l.Leader.Addr), &nodeJSON{l.Leader.ID, l.Leader.Addr}
 	case errors.Is(err, server.ErrGroupUnavailable):
 		return http.StatusServiceUnavailable, "the group is offline until it is reloaded from the store; try again", nil
 	case errors.Is(err, ErrLogNotAvailable):

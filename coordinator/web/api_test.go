@@ -262,8 +262,20 @@ func TestFollower(t *testing.T) {
 }
 
 // shardSource coordinates some groups (shards) but not the one asked for,
-// whose shard node 3 owns.
-type shardSource struct{ followerSource }
+// whose shard node 3 owns: node 1 of a set of 6 shards, coordinating
+// shards 0 and 3 (none if idle).
+type shardSource struct {
+	followerSource
+	idle bool
+}
+
+func (s shardSource) Leadership() server.Leadership {
+	st := &server.ShardStatus{Count: 6, Coordinating: []int{0, 3}}
+	if s.idle {
+		st.Coordinating = []int{}
+	}
+	return server.Leadership{Self: server.Node{ID: 1, Addr: "10.0.0.1:9092"}, Leading: !s.idle, Shards: st}
+}
 
 func (shardSource) GroupView(string) (coordinator.GroupView, error) {
 	return coordinator.GroupView{}, &server.NotCoordinatorError{Leader: server.Node{ID: 3, Addr: "10.0.0.3:9092"}, HasLeader: true}
@@ -277,6 +289,45 @@ func TestGroupOnAnotherShard(t *testing.T) {
 	if resp := getJSON(t, hs, groupPath("g"), &e); resp.StatusCode != http.StatusServiceUnavailable ||
 		e.Error != "node 3 at 10.0.0.3:9092 coordinates the group" || e.Leader == nil || e.Leader.ID != 3 {
 		t.Errorf("GET a group of another shard: %s %+v", resp.Status, e)
+	}
+}
+
+// TestShardStatus: with shards no node leads, so the node's status names
+// no leader and says nothing of leading: it lists the shards the node
+// coordinates. Before, a node holding shards said "leading": true beside
+// another node as "leader" (shard 0's owner). One-leader mode keeps both
+// fields (TestFollower, TestAPI).
+func TestShardStatus(t *testing.T) {
+	for _, tc := range []struct {
+		src  shardSource
+		want string
+	}{
+		{shardSource{}, `{"node":{"id":1,"addr":"10.0.0.1:9092"},"shards":{"count":6,"coordinating":[0,3]},"groups":[]}`},
+		{shardSource{idle: true}, `{"node":{"id":1,"addr":"10.0.0.1:9092"},"shards":{"count":6,"coordinating":[]},"groups":[]}`},
+	} {
+		hs := startPage(t, web.New(tc.src))
+		resp, err := http.Get(hs.URL + "/api/groups")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.TrimSpace(string(body)); got != tc.want {
+			t.Errorf("GET /api/groups:\n got %s\nwant %s", got, tc.want)
+		}
+	}
+	hs := startPage(t, web.New(followerSource{noLeader: true}))
+	resp, err := http.Get(hs.URL + "/api/groups")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(body), `"leading":false,"leader":null`) || strings.Contains(string(body), "shards") {
+		t.Errorf("one-leader mode during an election: %s", body)
 	}
 }
 

@@ -89,12 +89,23 @@ started_names=()
 exit_cmds=()
 scratch=""
 
-# cleanup stops the started processes, last started first (workers drain
+# cleanup fails a script whose shown commands left a started process
+# running, then stops the started processes, last started first (workers drain
 # while their coordinator still answers), each with SIGTERM and, after
 # 15 s, SIGKILL; then it runs the at_exit commands, and shows the logs if
 # the script failed.
 cleanup() {
 	local status=$? i pid cmd log
+	# A reader pastes the commands in order: what a demo starts, its own
+	# last command must stop, or the next demo finds its address taken.
+	if [ "$status" -eq 0 ]; then
+		for i in ${started_pids[@]+"${!started_pids[@]}"}; do
+			if kill -0 "${started_pids[$i]}" 2>/dev/null; then
+				echo "example: ${started_names[$i]} still runs after the last command: stop what the example starts with a command it shows" >&2
+				status=1
+			fi
+		done
+	fi
 	for ((i = ${#started_pids[@]} - 1; i >= 0; i--)); do
 		pid=${started_pids[$i]}
 		kill "$pid" 2>/dev/null || continue

@@ -8,8 +8,9 @@
 #
 # It starts its own coordinator on 127.0.0.1:9092 with its admin API on
 # 127.0.0.1:9644 (TENURE_LISTEN, TENURE_BROKERS, TENURE_HTTP and
-# TENURE_ADMIN change them), with its data in a scratch directory. It takes
-# a few seconds.
+# TENURE_ADMIN change them), with its data in tenure-data as make run's,
+# and its last command stops the worker, then the coordinator. It takes a
+# few seconds.
 #
 # readme: live
 # readme: mask \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+Z
@@ -28,3 +29,4 @@ wait_for worker.log 'claim started' 64
 wait_until 'bin/tenure groups describe demo | grep -qE "^STATE +Stable"'
 run "grep -m1 \"the coordinator's etcd\" worker.log"
 run 'bin/tenure groups describe demo'
+run 'kill %2; wait %2; kill %1; wait'

@@ -11,6 +11,7 @@
 //	POST /api/keys/rotate
 //	POST /api/keys/{id}/revoke
 //	GET  /api/etcd                                          the etcd's client endpoints (etcd.go)
+//	GET  /api/store                                         where the node keeps its state (store.go)
 //
 // Any node of an HA set answers all three: the log is read from the
 // store, and a node that does not lead forwards a drain or undrain to the

@@ -30,6 +30,7 @@ type cfg struct {
 	log     *zap.Logger
 	timeout time.Duration
 	etcd    *EtcdInfo
+	store   *StoreInfo
 }
 
 // DefaultForwardTimeout is how long a node waits for the leader's answer
@@ -88,6 +89,7 @@ func Register(mux *http.ServeMux, src Source, opts ...Opt) {
 		registerKeys(mux, ks)
 	}
 	registerEtcd(mux, c.etcd)
+	registerStore(mux, c.store)
 }
 
 type handler struct{ fwd *forwarder }

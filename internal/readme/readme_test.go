@@ -25,12 +25,15 @@
 //
 //  1. Write docs/examples/NAME.sh: `. "$(dirname "$0")/lib.sh"`, then
 //     `run 'COMMAND'` for each command to show. Commands that keep running
-//     go through `start NAME 'COMMAND'` (output to NAME.log, stopped at the
-//     end), and a script that starts processes works in a scratch_dir. If
+//     go through `start NAME 'COMMAND'` (output to NAME.log), and a script
+//     that starts processes works in a scratch_dir and stops them with a
+//     command it shows (lib.sh fails it otherwise). If
 //     the output varies between runs, add `# readme: live` and a
 //     `# readme: mask REGEXP` line for each part that varies (timestamps,
-//     member IDs, counts); `# readme: needs postgres` if it uses the test
-//     server ($TENURE_TEST_POSTGRES). Run it from the repository root.
+//     member IDs, counts). An example needs nothing but bin/tenure: what
+//     it talks to, it starts (and stops, with a command it shows, so that
+//     the next example pasted finds the addresses free). Run it from the
+//     repository root.
 //
 //  2. Put an empty block, <!-- example: NAME -->, a ```console fence and
 //     <!-- /example -->, where the Markdown should show it.
@@ -47,8 +50,8 @@
 // TENURE_BROKERS (a coordinator it starts must listen there) and rewrites
 // that address in the output to 127.0.0.1:9092, the default a reader's
 // commands use; it does the same for --http (TENURE_HTTP, TENURE_ADMIN:
-// 127.0.0.1:9644) and for the PostgreSQL DSN. Live examples
-// are skipped with -short.
+// 127.0.0.1:9644). Live examples are skipped with -short; `make test`
+// runs them all.
 package readme
 
 import (
@@ -66,7 +69,6 @@ import (
 	"time"
 
 	"github.com/tenure-dev/tenure/internal/proctest"
-	"github.com/tenure-dev/tenure/internal/testenv"
 )
 
 var update = flag.Bool("update", false, "rewrite the example blocks of the Markdown files with the output of real runs")
@@ -221,17 +223,6 @@ func runExample(t *testing.T, work string, b block) string {
 	env := []string{"TMPDIR=" + t.TempDir(), "TENURE_LISTEN=" + addr, "TENURE_BROKERS=" + addr,
 		"TENURE_HTTP=" + httpAddr, "TENURE_ADMIN=http://" + httpAddr}
 	rewrite := []string{addr, defaultAddr, httpAddr, defaultHTTPAddr}
-	if s.postgres {
-		dsn, _ := testenv.PostgresForTest(t)
-		if _, err := exec.LookPath("psql"); err != nil {
-			if os.Getenv("CI") != "" || os.Getenv(testenv.PostgresEnv) != "" {
-				t.Fatalf("example %s needs psql: %v", b.name, err)
-			}
-			t.Skipf("example %s needs psql: %v", b.name, err)
-		}
-		env = append(env, testenv.PostgresEnv+"="+dsn)
-		rewrite = append(rewrite, dsn, testenv.PostgresDefaultDSN)
-	}
 	abs, err := filepath.Abs(scriptPath(b.name))
 	if err != nil {
 		t.Fatal(err)

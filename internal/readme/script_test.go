@@ -11,16 +11,12 @@ import (
 //
 //	# readme: live             the output differs from run to run: compare
 //	                           it with the README by shape (see compare)
-//	# readme: needs postgres   give it the test PostgreSQL server, as
-//	                           TENURE_TEST_POSTGRES, and psql; skip it
-//	                           where the PostgreSQL tests skip
 //	# readme: mask REGEXP      (live only) what varies between runs: each
 //	                           match, or each capture group of one if the
 //	                           expression has groups, reads as "*"
 type script struct {
 	path     string
 	live     bool
-	postgres bool
 	masks    []*regexp.Regexp
 }
 
@@ -28,6 +24,9 @@ const directive = "# readme:"
 
 // parseScript reads the directives of the script at path, whose text is
 // given. An unknown directive is an error, as is a mask without live.
+// There is no directive for a server or tool: a reader pastes the
+// examples' commands on a fresh machine, where there is only bin/tenure,
+// and the test runs every one of them, skipping none.
 func parseScript(path, text string) (script, error) {
 	s := script{path: path}
 	for i, l := range strings.Split(text, "\n") {
@@ -43,8 +42,8 @@ func parseScript(path, text string) (script, error) {
 		switch {
 		case word == "live" && arg == "":
 			s.live = true
-		case word == "needs" && arg == "postgres":
-			s.postgres = true
+		case word == "needs":
+			return bad("an example needs nothing but bin/tenure: a reader pastes its commands on a fresh machine (%s is what the example must bring up itself, or do without)", arg)
 		case word == "mask" && arg != "":
 			re, err := regexp.Compile(arg)
 			if err != nil {
@@ -52,7 +51,7 @@ func parseScript(path, text string) (script, error) {
 			}
 			s.masks = append(s.masks, re)
 		default:
-			return bad("unknown directive %q: want live, needs postgres or mask REGEXP", strings.TrimSpace(l))
+			return bad("unknown directive %q: want live or mask REGEXP", strings.TrimSpace(l))
 		}
 	}
 	if len(s.masks) > 0 && !s.live {
@@ -62,11 +61,11 @@ func parseScript(path, text string) (script, error) {
 }
 
 func TestParseScript(t *testing.T) {
-	s, err := parseScript("x.sh", "#!/usr/bin/env bash\n# readme: live\n# readme: needs postgres\n# readme: mask \\d+\n# a comment\nrun 'x'\n")
+	s, err := parseScript("x.sh", "#!/usr/bin/env bash\n# readme: live\n# readme: mask \\d+\n# a comment\nrun 'x'\n")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !s.live || !s.postgres || len(s.masks) != 1 || s.masks[0].String() != `\d+` {
+	if !s.live || len(s.masks) != 1 || s.masks[0].String() != `\d+` {
 		t.Fatalf("parsed %+v", s)
 	}
 	for _, tt := range []struct {
@@ -74,7 +73,7 @@ func TestParseScript(t *testing.T) {
 	}{
 		{"unknown", "# readme: fast\n", `x.sh:1: unknown directive "# readme: fast"`},
 		{"live with an argument", "# readme: live now\n", "x.sh:1: unknown directive"},
-		{"needs what", "# readme: needs etcd\n", "x.sh:1: unknown directive"},
+		{"needs a server", "# readme: needs postgres\n", "x.sh:1: an example needs nothing but bin/tenure"},
 		{"empty mask", "# readme: live\n# readme: mask\n", "x.sh:2: unknown directive"},
 		{"bad mask", "# readme: live\n# readme: mask (\n", "x.sh:2: mask: error parsing regexp"},
 		{"mask of an exact example", "# readme: mask \\d+\n", "masks apply to live examples only"},

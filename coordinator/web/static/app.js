@@ -75,7 +75,14 @@
   function renderNode(st) {
     const p = $("node");
     const self = `node ${st.node.id} at ${st.node.addr}`;
-    if (st.leading) {
+    if (st.shards) {
+      // With shards no node leads: each coordinates its shards' groups.
+      const n = st.shards.coordinating.length;
+      p.textContent = n > 0
+        ? `${self} · coordinating ${n} of ${st.shards.count} shards (${st.shards.coordinating.join(", ")}): their groups`
+        : `${self} · coordinating none of the ${st.shards.count} shards now`;
+      p.className = n > 0 ? "" : "follower";
+    } else if (st.leading) {
       p.textContent = `${self} · leading: coordinating every group`;
       p.className = "";
     } else if (st.leader) {
@@ -103,7 +110,10 @@
     body.replaceChildren(...rows);
     const note = $("groups-note");
     note.hidden = data.groups.length > 0;
-    note.textContent = data.leading ? "No groups yet." : "This node does not lead: the leader lists the groups.";
+    note.textContent = data.shards
+      ? (data.shards.coordinating.length > 0 ? "No groups in this node's shards yet: each node lists the groups of its shards."
+        : "This node coordinates no shard: each node lists the groups of its shards.")
+      : data.leading ? "No groups yet." : "This node does not lead: the leader lists the groups.";
   }
 
   // refreshGroups reads the group list; the node line always shows it,
