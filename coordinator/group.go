@@ -82,6 +82,12 @@ type Group struct {
 	owners  ownership
 	offsets offsetTable
 	log     genLog
+	// expelledEmpty: the group's last member was expelled (its session
+	// or its connection-loss grace ended), not left: its consumers may
+	// still be working on the partitions it committed (Stats.Unowned).
+	// A member's join or leave clears it. Not persisted: a coordinator
+	// that takes the group over does not know it.
+	expelledEmpty bool
 	// conn marks the members whose connection closed (connloss.go).
 	conn connLoss
 	// now is the time of the input being stepped (Step), for the
@@ -229,10 +235,14 @@ func (g *Group) event(e Event) {
 	switch e.Kind {
 	case EventMemberJoined:
 		g.log.noteMember(e.MemberID, true)
+		g.expelledEmpty = false
 	case EventMemberLeft, EventMemberExpired, EventMemberRemoved:
 		g.log.noteMember(e.MemberID, false)
 		g.memberGone(e.MemberID)
 		g.connForget(e.MemberID)
+		if e.Members == 0 {
+			g.expelledEmpty = e.Kind == EventMemberExpired
+		}
 	}
 	e.Group = g.name
 	e.Epoch = g.epoch

@@ -199,6 +199,10 @@ func (c *coordNode) deliver(w *world, m *message) {
 		c.cpu += time.Since(start)
 	}
 	c.ready(w)
+	// The group answered the heartbeat within the Step (it parks only
+	// classic requests, which the simulator never sends), and the
+	// answer is out: nothing refers to m any more.
+	w.net.recycle(m)
 }
 
 // connClosed tells the group that the connection of process ref closed,
@@ -291,7 +295,9 @@ func (c *coordNode) ready(w *world) {
 			if w.tr.text() {
 				w.traceLine("coord", "-> %s %s", w.nodes[req.from].name, describeResponse(resp))
 			}
-			w.net.send(w, &message{from: 0, to: req.from, inc: req.inc, id: req.id, resp: resp})
+			m := w.net.newMessage()
+			m.from, m.to, m.inc, m.id, m.resp = 0, req.from, req.inc, req.id, resp
+			w.net.send(w, m)
 		}
 		next := rd.NextTick
 		c.g.Advance(rd)

@@ -22,6 +22,22 @@
 // same scenario and seed therefore give the same run, event for event: the
 // report's trace hash (xxhash over every event and note) identifies it, and
 // Options.Trace writes it out line by line, byte-identical between runs.
+// TestGolden pins each built-in scenario's report, trace hash included,
+// to testdata/golden: a change meant only to make the engine faster must
+// leave those files alone.
+//
+// # Speed
+//
+// Most events are the members' periodic writes (16 members writing every
+// 100 ms against one heartbeat a second each). They are scheduled in time
+// order, so they wait in a FIFO beside the heap and the engine fires them
+// without building an event; a write by the owner of record under its own
+// token, which the resource already holds as its highest (nearly all of
+// them), is only counted. A heartbeat's two network messages are reused
+// once delivered. `tenure sim` and `tenure tune` run the collector at
+// GOGC=400 (unless GOGC is set): a run's live heap is a few megabytes and
+// the cores allocate a request and a response per heartbeat. BenchmarkDay
+// measures a simulated day.
 //
 // # What is simulated
 //

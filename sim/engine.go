@@ -206,27 +206,65 @@ func (w *world) schedule(e event) {
 	w.heap.push(e)
 }
 
+// scheduleWork schedules an evWork of node's process inc at at, as
+// schedule(event{at: at, kind: evWork, node: node, inc: inc}) does, without
+// building the event when it joins the FIFO.
+func (w *world) scheduleWork(at vtime, node int32, inc uint32) {
+	if at < w.clock.now || !w.fifo.takes(at) {
+		w.schedule(event{at: at, kind: evWork, node: node, inc: inc})
+		return
+	}
+	w.seq++
+	w.fifo.pushItem(workItem{at: at, seq: w.seq, node: node, inc: inc})
+}
+
 // pending reports whether any event is scheduled.
 func (w *world) pending() bool { return w.heap.len() > 0 || w.fifo.len() > 0 }
 
+// workFirst reports whether the earliest scheduled event is the FIFO's
+// (a periodic write) rather than the heap's.
+func (w *world) workFirst() bool {
+	return w.fifo.len() > 0 && (w.heap.len() == 0 || w.fifo.headBefore(w.heap.peek()))
+}
+
 // next removes and returns the earliest event of the heap and the FIFO.
 func (w *world) next() event {
-	if w.fifo.len() == 0 {
-		return w.heap.pop()
-	}
-	if w.heap.len() == 0 {
-		return w.fifo.pop()
-	}
-	if f := w.fifo.peek(); f.before(w.heap.peek()) {
-		return w.fifo.pop()
+	if w.workFirst() {
+		return w.fifo.popItem().event()
 	}
 	return w.heap.pop()
+}
+
+// fireWork fires one evWork from the FIFO, exactly as run and memberEvent
+// would fire it as an event: the same trace record, the same dropping of a
+// dead process's write and deferral of a paused one's.
+func (w *world) fireWork(it workItem) {
+	w.clock.advance(it.at)
+	w.events++
+	w.tr.record(uint8(evWork), it.at, it.node, 0, 0)
+	n := w.nodes[it.node]
+	if !n.alive || it.inc != n.inc {
+		w.traceNote(noteDropped, it.node, int64(evWork))
+		return
+	}
+	if n.paused {
+		w.traceNote(noteDeferred, it.node, int64(evWork))
+		n.deferred = append(n.deferred, it.event())
+		return
+	}
+	w.work(n)
 }
 
 // run fires events in order until the end of the scenario.
 func (w *world) run() {
 	for w.pending() && w.err == nil {
-		e := w.next()
+		if w.workFirst() {
+			// Most events are periodic writes: fired here without
+			// building an event or going through dispatch.
+			w.fireWork(w.fifo.popItem())
+			continue
+		}
+		e := w.heap.pop()
 		w.clock.advance(e.at)
 		w.events++
 		w.tr.record(uint8(e.kind), e.at, e.node, e.arg, e.arg2)

@@ -234,11 +234,20 @@ func (q *eventFIFO) len() int { return q.size }
 // fits reports whether e can join the FIFO without breaking its order (its
 // sequence number is larger than any already in it).
 func (q *eventFIFO) fits(e *event) bool {
-	return e.kind == evWork && e.msg == nil && e.arg == 0 && e.arg2 == 0 &&
-		(q.size == 0 || q.ring[(q.head+q.size-1)&(len(q.ring)-1)].at <= e.at)
+	return e.kind == evWork && e.msg == nil && e.arg == 0 && e.arg2 == 0 && q.takes(e.at)
+}
+
+// takes reports whether an evWork at at can join the FIFO without
+// breaking its order.
+func (q *eventFIFO) takes(at vtime) bool {
+	return q.size == 0 || q.ring[(q.head+q.size-1)&(len(q.ring)-1)].at <= at
 }
 
 func (q *eventFIFO) push(e *event) {
+	q.pushItem(workItem{at: e.at, seq: e.seq, node: e.node, inc: e.inc})
+}
+
+func (q *eventFIFO) pushItem(it workItem) {
 	if q.size == len(q.ring) {
 		ring := make([]workItem, max(64, 2*len(q.ring)))
 		for i := range q.size {
@@ -246,21 +255,31 @@ func (q *eventFIFO) push(e *event) {
 		}
 		q.ring, q.head = ring, 0
 	}
-	q.ring[(q.head+q.size)&(len(q.ring)-1)] = workItem{at: e.at, seq: e.seq, node: e.node, inc: e.inc}
+	q.ring[(q.head+q.size)&(len(q.ring)-1)] = it
 	q.size++
 }
 
-// peek returns the earliest event's (time, sequence); the FIFO must not be
-// empty.
-func (q *eventFIFO) peek() heapItem {
+// headBefore reports whether the FIFO's earliest item comes before h; the
+// FIFO must not be empty.
+func (q *eventFIFO) headBefore(h *heapItem) bool {
 	it := &q.ring[q.head]
-	return heapItem{at: it.at, seq: it.seq}
+	if it.at != h.at {
+		return it.at < h.at
+	}
+	return it.seq < h.seq
 }
 
-func (q *eventFIFO) pop() event {
+// popItem removes and returns the earliest item; the FIFO must not be
+// empty.
+func (q *eventFIFO) popItem() workItem {
 	it := q.ring[q.head]
 	q.head = (q.head + 1) & (len(q.ring) - 1)
 	q.size--
+	return it
+}
+
+// event returns the evWork the item stands for.
+func (it workItem) event() event {
 	return event{at: it.at, seq: it.seq, node: it.node, inc: it.inc, kind: evWork}
 }
 

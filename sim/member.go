@@ -243,6 +243,7 @@ func (w *world) memberDeliver(n *memberNode, m *message) {
 		w.traceLine(n.name, "<- %s", describeResponse(m.resp))
 	}
 	n.m.Step(w.localNow(n), member.HeartbeatResponse{Resp: m.resp, Req: req})
+	w.net.recycle(m) // the machine keeps the response at most, not m
 	w.memberReady(n)
 }
 
@@ -322,7 +323,9 @@ func (w *world) sendHeartbeat(n *memberNode, req *kmsg.ConsumerGroupHeartbeatReq
 	if w.tr.text() {
 		w.traceLine(n.name, "-> %s", describeRequest(req))
 	}
-	w.net.send(w, &message{from: n.id, to: 0, inc: n.inc, id: n.hbID, conn: n.conn, req: req})
+	m := w.net.newMessage()
+	m.from, m.to, m.inc, m.id, m.conn, m.req = n.id, 0, n.inc, n.hbID, n.conn, req
+	w.net.send(w, m)
 }
 
 // claimChange applies one claim transition: the worker starts or stops, and
@@ -395,7 +398,11 @@ func (n *memberNode) dropWorking(p int32) {
 // work makes the process's periodic writes, one per partition it works on.
 func (w *world) work(n *memberNode) {
 	for _, p := range n.working {
-		w.write(n, p, n.claims[p].token)
+		if token := n.claims[p].token; w.steady(n, p, token) {
+			w.res.writes++
+		} else {
+			w.write(n, p, token)
+		}
 	}
-	w.schedule(event{at: w.clock.now + vtime(w.sc.Work.Every), kind: evWork, node: n.id, inc: n.inc})
+	w.scheduleWork(w.clock.now+vtime(w.sc.Work.Every), n.id, n.inc)
 }

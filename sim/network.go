@@ -106,6 +106,30 @@ type network struct {
 	check bool // Options.CheckAliasing
 
 	sent, lost, dups, cutDrops int64
+
+	// free holds messages whose delivery is over, for the next send to
+	// reuse: a heartbeat and its response would otherwise be two of the
+	// four allocations a heartbeat costs (the cores make the other two),
+	// and the collector's work grows with them.
+	free []*message
+}
+
+// newMessage returns a zeroed message, reusing a recycled one if it can.
+func (nw *network) newMessage() *message {
+	if n := len(nw.free); n > 0 {
+		m := nw.free[n-1]
+		nw.free = nw.free[:n-1]
+		return m
+	}
+	return new(message)
+}
+
+// recycle takes back a message that nothing refers to any more: its
+// delivery was handled (or dropped) and its receiver kept only the
+// request or response it carried, never the message.
+func (nw *network) recycle(m *message) {
+	*m = message{}
+	nw.free = append(nw.free, m)
 }
 
 // addNode makes room for node n, named name.

@@ -54,6 +54,9 @@ func (r *resource) init(n int) {
 func (w *world) write(n *memberNode, p int32, token epoch.Token) {
 	r := &w.res
 	r.writes++
+	if w.steady(n, p, token) {
+		return
+	}
 	ref := memberRef{n.id, n.inc}
 	v := &w.coord.view[p]
 	owner := v.set && v.ref == ref
@@ -93,6 +96,19 @@ func (w *world) write(n *memberNode, p int32, token epoch.Token) {
 		r.unfencedSuperseded++
 	}
 	r.unfencedMax[p] = max(r.unfencedMax[p], token)
+}
+
+// steady reports whether a write by n to p under token is the steady
+// state, nearly every write of a run: the owner in the coordinator's view
+// writes under the token it was recorded with, which both copies of the
+// resource already hold as their highest. Such a write changes nothing
+// but the count: the fence admits a token equal to the one it holds
+// (fencedMax is what it holds), nothing is stale or superseded, and no
+// maximum moves.
+func (w *world) steady(n *memberNode, p int32, token epoch.Token) bool {
+	v := &w.coord.view[p]
+	return token > 0 && token == v.token && token == w.res.fencedMax[p] && token == w.res.unfencedMax[p] &&
+		v.set && v.ref.node == n.id && v.ref.inc == n.inc
 }
 
 // describeOwner renders the coordinator's owner of p for the trace.

@@ -79,9 +79,11 @@ func setupSim(fs *flag.FlagSet) func(ctx context.Context, args []string) error {
 		show      = fs.Bool("show", false, "print the scenario (after --set) instead of running it")
 		list      = fs.Bool("list", false, "list the built-in scenarios and exit")
 		cpu       = fs.Bool("measure-cpu", false, "measure the CPU time of the coordinator core's calls (does not change the run)")
+		profile   = fs.String("cpuprofile", "", "write a CPU profile of the run to `file` (go tool pprof reads it; does not change the run)")
 	)
 	fs.Var(&sets, "set", "change a scenario argument, as `command.argument=value` (timing.session=20s, members.n=32, network.loss=0.01); repeatable")
 	return func(ctx context.Context, args []string) error {
+		simulatorGC()
 		if len(args) > 0 {
 			return usagef("unexpected arguments %q", args)
 		}
@@ -127,7 +129,12 @@ func setupSim(fs *flag.FlagSet) func(ctx context.Context, args []string) error {
 			}
 			opts.Trace = w
 		}
+		stopProfile, err := startCPUProfile(*profile)
+		if err != nil {
+			return err
+		}
 		rep, err := sim.Run(sc, opts)
+		stopProfile()
 		if err != nil {
 			return err
 		}

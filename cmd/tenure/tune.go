@@ -100,6 +100,7 @@ func setupTune(fs *flag.FlagSet) func(ctx context.Context, args []string) error 
 	)
 	fs.Var(&sets, "set", "change an argument of every scenario, as `command.argument=value` (members.n=32, network.loss=0.01); repeatable")
 	return func(ctx context.Context, args []string) error {
+		simulatorGC()
 		if len(args) > 0 {
 			return usagef("unexpected arguments %q", args)
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -51,7 +52,7 @@ const (
 //
 //	go test -run '^$' -bench 'BenchmarkCommits1000' -benchtime 1x -tenure.window 10s ./coordinator/server/
 func BenchmarkCommits1000(b *testing.B) {
-	rates := map[string]float64{}
+	rates, cpus := map[string]float64{}, map[string]float64{}
 	for _, mode := range []struct {
 		name      string
 		maxWrites int
@@ -60,7 +61,7 @@ func BenchmarkCommits1000(b *testing.B) {
 	}{{"group-commit", 0, false, false}, {"group-commit-serial", 0, true, false}, {"txn-per-commit", 1, true, false}, {"memory", 0, false, true}} {
 		b.Run(mode.name, func(b *testing.B) {
 			for range b.N {
-				rates[mode.name] = benchCommits(b, mode.maxWrites, mode.serial, mode.memory)
+				rates[mode.name], cpus[mode.name] = benchCommits(b, mode.maxWrites, mode.serial, mode.memory)
 			}
 		})
 	}
@@ -68,10 +69,14 @@ func BenchmarkCommits1000(b *testing.B) {
 		b.Logf("against memory's %.0f commits/s: group-commit %.2f, group-commit-serial %.2f, txn-per-commit %.2f",
 			m, rates["group-commit"]/m, rates["group-commit-serial"]/m, rates["txn-per-commit"]/m)
 	}
+	if m := cpus["memory"]; m > 0 && cpus["group-commit"] > 0 {
+		b.Logf("CPU per commit: group-commit %.2fx memory's (%.1f against %.1f µs)", cpus["group-commit"]/m, cpus["group-commit"], m)
+	}
 }
 
-// benchCommits runs one mode and returns its rate.
-func benchCommits(b *testing.B, maxWrites int, serial, memory bool) float64 {
+// benchCommits runs one mode and returns its rate and the process's CPU
+// per commit in microseconds.
+func benchCommits(b *testing.B, maxWrites int, serial, memory bool) (float64, float64) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	var st store.Store = store.NewMemory()
@@ -121,7 +126,7 @@ func benchCommits(b *testing.B, maxWrites int, serial, memory bool) float64 {
 	)
 	stop := time.Now().Add(*benchWindow)
 	var wg sync.WaitGroup
-	start := time.Now()
+	start, cpu0 := time.Now(), processCPU()
 	for i, m := range members {
 		wg.Add(1)
 		go func() {
@@ -149,7 +154,7 @@ func benchCommits(b *testing.B, maxWrites int, serial, memory bool) float64 {
 		}()
 	}
 	wg.Wait()
-	elapsed := time.Since(start)
+	elapsed, cpu := time.Since(start), processCPU()-cpu0
 	if failures > 0 {
 		b.Fatalf("%d commits failed, the first with: %v", failures, first)
 	}
@@ -159,7 +164,12 @@ func benchCommits(b *testing.B, maxWrites int, serial, memory bool) float64 {
 	afterW := ts.histogram(b, "tenure_store_batch_readies")
 	batches := after.count - before.count
 	rate := float64(len(lat)) / elapsed.Seconds()
+	cpuPer := float64(cpu.Microseconds()) / float64(len(lat))
 	b.ReportMetric(rate, "commits/s")
+	// The process's CPU per commit (server, store and the committers'
+	// clients alike) does not depend on how much of the machine the
+	// run got, as the rate does on a shared machine.
+	b.ReportMetric(cpuPer, "cpu-us/commit")
 	b.ReportMetric(pct(50), "p50-ms")
 	b.ReportMetric(pct(99), "p99-ms")
 	b.ReportMetric((after.sum-before.sum)/batches, "records/txn")
@@ -167,7 +177,16 @@ func benchCommits(b *testing.B, maxWrites int, serial, memory bool) float64 {
 	b.Logf("%d commits in %v by %d members: %.0f/s, p50 %.2f ms, p99 %.2f ms, %.0f store writes of %.1f records",
 		len(lat), elapsed.Round(time.Millisecond), commitMembers, float64(len(lat))/elapsed.Seconds(), pct(50), pct(99),
 		batches, (after.sum-before.sum)/batches)
-	return rate
+	return rate, cpuPer
+}
+
+// processCPU is this process's CPU so far.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // commitOwned commits offset for every partition m owns and fails unless

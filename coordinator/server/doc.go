@@ -200,6 +200,7 @@
 //	tenure_peers_down                         gauge (registered nodes the probe finds down)
 //	tenure_view_changes_total                 counter (changes of the set told to clients)
 //	tenure_find_coordinator_held_total        counter (FindCoordinator held for a live coordinator)
+//	tenure_connection_loss_settling_total     counter (closes that started no connection-loss grace: the view was settling)
 //	tenure_group_generation{group}            gauge
 //	tenure_group_members{group}               gauge
 //	tenure_group_unowned_partitions{group}    gauge

@@ -13,7 +13,9 @@ import (
 // interval the coordinator gives, which a member may beat early) and, with
 // commits on, commits its partitions' offsets with each heartbeat (KIP-848
 // OffsetCommit v9, its member epoch as generation). Every answer's round
-// trip, from the request's queueing to its answer, goes into latency.
+// trip, from the request's queueing to its answer, goes into hbLatency or
+// commitLatency: a commit waits for the store's fsync and a heartbeat
+// does not, so their tails are told apart.
 type fleetLoad struct {
 	period  atomic.Int64 // time.Duration; 0: the coordinator's interval
 	commits atomic.Bool
@@ -21,7 +23,8 @@ type fleetLoad struct {
 	commitsOK   atomic.Int64
 	commitsFail atomic.Int64
 	offset      atomic.Int64 // the offset committed next, fleet-wide
-	latency     latencyHist
+
+	hbLatency, commitLatency latencyHist
 }
 
 // commit sends an OffsetCommit of every partition m owns to node, after
@@ -43,7 +46,7 @@ func (l *fleetLane) commit(m *fleetMember, node int, now time.Duration) {
 	}
 	req.Topics = append(req.Topics, t)
 	err := l.wires[node].send(req, func(resp kmsg.Response, err error) {
-		f.load.latency.record(time.Since(f.base) - now)
+		f.load.commitLatency.record(time.Since(f.base) - now)
 		ok := err == nil
 		if ok {
 			for _, t := range resp.(*kmsg.OffsetCommitResponse).Topics {

@@ -320,7 +320,7 @@ func (l *fleetLane) send(m *fleetMember, now time.Duration) {
 		if join {
 			l.joins--
 		}
-		f.load.latency.record(time.Since(f.base) - now)
+		f.load.hbLatency.record(time.Since(f.base) - now)
 		l.takeLocked(m, node, full, now, resp, err)
 	})
 	if err != nil {

@@ -469,9 +469,12 @@ func decodeValue(pk parsedKey, data []byte) (coordinator.Record, error) {
 		}
 		return r, nil
 	case kindOffset:
-		var v offsetValue
-		if err := unmarshal(data, &v); err != nil {
-			return nil, err
+		v, ok := decodeOffsetFast(data)
+		if !ok {
+			v = offsetValue{} // what the fast path read before it gave up
+			if err := unmarshal(data, &v); err != nil {
+				return nil, err
+			}
 		}
 		return &coordinator.OffsetRecord{
 			Group: pk.group, Topic: pk.name, Partition: pk.partition, Offset: v.Offset, LeaderEpoch: v.LeaderEpoch,

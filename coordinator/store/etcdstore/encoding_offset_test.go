@@ -1,0 +1,77 @@
+package etcdstore
+
+import (
+	"math"
+	"reflect"
+	"strconv"
+	"testing"
+
+	"github.com/tenure-dev/tenure/coordinator"
+	"github.com/tenure-dev/tenure/epoch"
+)
+
+// FuzzDecodeOffset checks that the fast path takes only what the general
+// decoder accepts, and reads it alike.
+func FuzzDecodeOffset(f *testing.F) {
+	md := "checkpoint"
+	for _, r := range []*coordinator.OffsetRecord{
+		{Offset: 1234567, LeaderEpoch: -1, Metadata: &md, Token: 16, MemberID: "hq0F3Jh_gGIwoTygd5badg"},
+		{Offset: math.MaxInt64, LeaderEpoch: math.MinInt32, Token: math.MinInt64},
+		{Offset: -1, LeaderEpoch: math.MaxInt32, Metadata: new(string)},
+		{MemberID: "\xff"},
+		{MemberID: `a"b\c`},
+		{},
+	} {
+		f.Add(encodeValue(r))
+	}
+	for _, s := range []string{
+		`{}`, ` {}`, `{"o":1,}`, `{"o":01}`, `{"o":-0}`, `{"o":1.0}`, `{"o":1e3}`, `{"O":1}`, `{"o":1,"o":2}`,
+		`{"le":2147483648}`, `{"o":9223372036854775808}`, `{"o":-9223372036854775809}`, `{"md":null}`,
+		`{"k":1,"o":2}`, `{"v":1,"o":2}`, `{"x":true,"m":"YQ=="}`, `{"m":"\u0041"}`, `{"o":1}x`, `{"o":1} `,
+		`{"o":` + strconv.FormatInt(math.MinInt64, 10) + `}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		fast, ok := decodeOffsetFast(data)
+		if !ok {
+			return
+		}
+		var slow offsetValue
+		if err := unmarshal(data, &slow); err != nil {
+			t.Fatalf("the fast path took %q, which the general decoder refuses: %v", data, err)
+		}
+		if !reflect.DeepEqual(fast, slow) {
+			t.Fatalf("%q: the fast path read %+v, the general decoder %+v", data, fast, slow)
+		}
+	})
+}
+
+// TestDecodeOffsetFastTakes checks that the fast path takes what tenure
+// writes (else it would save nothing) and leaves what it must.
+func TestDecodeOffsetFastTakes(t *testing.T) {
+	md := "checkpoint"
+	for _, r := range []*coordinator.OffsetRecord{
+		{Offset: 1234567, LeaderEpoch: -1, Metadata: &md, Token: 16, MemberID: "hq0F3Jh_gGIwoTygd5badg"},
+		{Offset: math.MaxInt64, LeaderEpoch: math.MinInt32, Token: math.MinInt64},
+		{Offset: -1, Metadata: new(string)},
+		{},
+	} {
+		data := encodeValue(r)
+		v, ok := decodeOffsetFast(data)
+		if !ok {
+			t.Errorf("%s: not taken", data)
+			continue
+		}
+		got := &coordinator.OffsetRecord{Offset: v.Offset, LeaderEpoch: v.LeaderEpoch, Metadata: v.Metadata,
+			Token: epoch.Token(v.Token), MemberID: v.MemberID}
+		if !reflect.DeepEqual(got, r) {
+			t.Errorf("%s: read %+v, want %+v", data, got, r)
+		}
+	}
+	for _, s := range []string{`{"x":true,"m":"/w=="}`, `{"v":3,"o":1}`, `{"m":"\u0041"}`, `{"o":1e3}`, `{"md":null}`} {
+		if _, ok := decodeOffsetFast([]byte(s)); ok {
+			t.Errorf("%s: taken; the general decoder must read it", s)
+		}
+	}
+}
