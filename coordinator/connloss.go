@@ -52,9 +52,9 @@ type connLoss struct {
 	next time.Time
 }
 
-// ConnectionClosed tells the group that the connection that carried the
-// latest request of member memberID closed at now. Unless the member is
-// heard from within Config.ConnLossGrace, the Tick at the end of the grace
+// connectionClosed (input ConnectionClosed) is told that the connection
+// that carried the latest request of member memberID closed at now. Unless
+// the member is heard from within Config.ConnLossGrace, the Tick at the end of the grace
 // expels it as its session expiry would, with the reason
 // "connection-closed". The caller must call it only for the connection
 // that carried the member's latest request (a member may use several
@@ -63,12 +63,10 @@ type connLoss struct {
 // that connection ends, not when a request fails.
 //
 // It does nothing when the grace is 0, for an unknown member, for a static
-// member (see above) or for a member already marked (the earlier mark
-// stands). Like Step, it may leave something in Ready: a new NextTick.
-func (g *Group) ConnectionClosed(now time.Time, memberID string) {
-	g.apply(now, func() { g.connectionClosed(now, memberID) })
-}
-
+// member (see above), for a member under its takeover grace
+// (Config.TakeoverGrace: restored and not heard on its heartbeat path
+// since) or for a member already marked (the earlier mark stands). Like
+// any input, it may leave something in Ready: a new NextTick.
 func (g *Group) connectionClosed(now time.Time, memberID string) {
 	grace := g.cfg.ConnLossGrace
 	if grace <= 0 || g.deleted || !g.connLossApplies(memberID) {
@@ -88,15 +86,21 @@ func (g *Group) connectionClosed(now time.Time, memberID string) {
 }
 
 // connLossApplies reports whether memberID is a dynamic member of the
-// group.
+// group that is not under its takeover grace. A member restored at a
+// takeover and not yet heard on its heartbeat path here (a KIP-848
+// heartbeat; a classic heartbeat, JoinGroup or SyncGroup) is still
+// finding its new coordinator: its client moves its connections about
+// (a commit that reached this node through the old coordinator's broker
+// ID closes when Metadata moves that ID), and its takeover grace, not
+// the connection-loss grace, bounds how long it may take.
 func (g *Group) connLossApplies(memberID string) bool {
 	switch g.typ {
 	case Classic:
 		m, ok := g.classic.members[memberID]
-		return ok && m.instanceID == ""
+		return ok && m.instanceID == "" && !m.graced
 	case Consumer:
 		m, ok := g.consumer.members[memberID]
-		return ok && m.instanceID == ""
+		return ok && m.instanceID == "" && !m.graced
 	}
 	return false
 }

@@ -15,6 +15,15 @@ type Stats struct {
 	// the session expires, or while a partition waits for its previous
 	// owner to release it. Classic groups of a protocol type other than
 	// "consumer" report 0: their subscriptions are opaque.
+	//
+	// A group with no members counts the partitions it has committed
+	// offsets for (of topics that exist) when its last member was
+	// expelled (session timeout, connection-loss grace) rather than left:
+	// its consumers may still be working on them, as consumers whose
+	// client never found their new coordinator after a fail-over do,
+	// while nobody owns them; a join or a leave ends it. A group emptied
+	// by leaving counts 0, and so does one a coordinator took over empty
+	// (it is not persisted).
 	Unowned int
 	// Awaited counts the members restored with a takeover grace
 	// (Config.TakeoverGrace) that have not been heard from since: the
@@ -25,6 +34,7 @@ type Stats struct {
 // Stats returns a snapshot of the group. It costs O(subscribed topics) for
 // consumer groups and O(members) for classic ones (their subscriptions are
 // decoded from the join metadata), plus O(members) with a takeover grace,
+// plus O(committed partitions) for a group whose last member was expelled,
 // so call it when metrics are scraped,
 // not per request.
 func (g *Group) Stats() Stats {
@@ -62,6 +72,13 @@ func (g *Group) Stats() Stats {
 	}
 	if s.Members > 0 && subscribed > s.Owned {
 		s.Unowned = subscribed - s.Owned
+	}
+	if s.Members == 0 && g.expelledEmpty {
+		for tp := range g.offsets.m {
+			if _, parts, ok := g.cfg.Topics.Lookup(tp.Topic); ok && tp.Partition < parts {
+				s.Unowned++
+			}
+		}
 	}
 	return s
 }

@@ -72,3 +72,79 @@ func TestStatsConsumer(t *testing.T) {
 		t.Fatalf("after m1's heartbeat: awaited %d, want 1", s.Awaited)
 	}
 }
+
+// TestStatsExpelledEmpty: a group whose last member was expelled counts
+// the partitions it committed as unowned (its consumer may still work on
+// them), until a member joins; a group emptied by a leave counts none.
+func TestStatsExpelledEmpty(t *testing.T) {
+	topics := NewStaticTopics()
+	topics.Add("t", TopicID{1}, 8)
+	cfg := DefaultConfig()
+	cfg.Topics = topics
+	cfg.ConnLossGrace = 0
+	g := NewGroup("g", &cfg, rand.New(rand.NewPCG(1, 1)))
+	now := time.Unix(0, 0)
+	step := func(id string, msg kmsg.Request) kmsg.Response {
+		g.Step(now, Request{Ref: id, Msg: msg})
+		rd := g.Ready()
+		if len(rd.Replies) == 0 {
+			t.Fatalf("no reply to %T", msg)
+		}
+		resp := rd.Replies[0].Msg
+		g.Advance(rd)
+		return resp
+	}
+	hb := func(id string, epoch int32) *kmsg.ConsumerGroupHeartbeatResponse {
+		req := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+		req.Version = 1
+		req.Group, req.MemberID, req.MemberEpoch = "g", id, epoch
+		if epoch == 0 {
+			req.RebalanceTimeoutMillis = 5000
+			req.SubscribedTopicNames = []string{"t"}
+			req.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+		}
+		return step(id, req).(*kmsg.ConsumerGroupHeartbeatResponse)
+	}
+	commit := func(id string, epoch int32, parts ...int32) {
+		req := kmsg.NewPtrOffsetCommitRequest()
+		req.Version = 9
+		req.Group, req.MemberID, req.Generation = "g", id, epoch
+		tt := kmsg.NewOffsetCommitRequestTopic()
+		tt.Topic = "t"
+		for _, p := range parts {
+			pp := kmsg.NewOffsetCommitRequestTopicPartition()
+			pp.Partition, pp.Offset = p, 10
+			tt.Partitions = append(tt.Partitions, pp)
+		}
+		req.Topics = append(req.Topics, tt)
+		r := step(id, req).(*kmsg.OffsetCommitResponse)
+		for _, p := range r.Topics[0].Partitions {
+			if p.ErrorCode != 0 {
+				t.Fatalf("commit of t[%d]: error %d", p.Partition, p.ErrorCode)
+			}
+		}
+	}
+	expire := func() {
+		now = now.Add(cfg.ConsumerSessionTimeout + time.Second)
+		g.Step(now, Tick{})
+		g.Advance(g.Ready())
+	}
+
+	r := hb("m1", 0)
+	commit("m1", r.MemberEpoch, 0, 1, 2)
+	expire()
+	if s := g.Stats(); s.Members != 0 || s.Unowned != 3 {
+		t.Fatalf("the last member expelled: stats = %+v, want 0 members and 3 unowned (its committed partitions)", s)
+	}
+	r = hb("m2", 0)
+	if s := g.Stats(); s.Members != 1 || s.Unowned != 0 {
+		t.Fatalf("a member joined: stats = %+v, want 1 member and 0 unowned", s)
+	}
+	leave := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+	leave.Version = 1
+	leave.Group, leave.MemberID, leave.MemberEpoch = "g", "m2", -1
+	step("m2", leave)
+	if s := g.Stats(); s.Members != 0 || s.Unowned != 0 {
+		t.Fatalf("the last member left: stats = %+v, want 0 members and 0 unowned", s)
+	}
+}

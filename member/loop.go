@@ -301,17 +301,36 @@ func (s *Session) onHeartbeat(now time.Time, r heartbeatResult) {
 	s.m.Step(now, HeartbeatResponse{Resp: r.resp, Req: r.req})
 }
 
-// send sends a heartbeat in a goroutine, bounded by RequestTimeout. kgo
-// finds the coordinator (FindCoordinator), and reconnects.
+// send sends a heartbeat in a goroutine, bounded by RequestTimeout, to
+// the group's coordinator, which the session looks up itself
+// (coordinator.go); kgo reconnects.
 func (s *Session) send(req *kmsg.ConsumerGroupHeartbeatRequest) {
 	s.bg.Add(1)
 	go func() {
 		defer s.bg.Done()
 		ctx, cancel := context.WithTimeout(s.loopCtx, s.cfg.RequestTimeout)
-		resp, err := req.RequestWith(ctx, s.cl)
-		cancel()
-		s.hbDone <- heartbeatResult{req: req, resp: resp, err: err}
+		defer cancel()
+		r := heartbeatResult{req: req}
+		r.coord, r.err = s.coordinatorID(ctx)
+		if r.err == nil {
+			var resp kmsg.Response
+			if resp, r.err = s.cl.Broker(int(r.coord)).Request(ctx, req); r.err == nil {
+				r.resp = resp.(*kmsg.ConsumerGroupHeartbeatResponse)
+			}
+		}
+		if r.coord >= 0 && staleCoordinator(r.err, r.code()) {
+			s.forgetCoordinator(r.coord)
+		}
+		s.hbDone <- r
 	}()
+}
+
+// code is the heartbeat's error code, 0 without an answer.
+func (r heartbeatResult) code() int16 {
+	if r.resp == nil {
+		return 0
+	}
+	return r.resp.ErrorCode
 }
 
 // resolve looks up topic IDs the machine cannot name, retrying until it
@@ -411,17 +430,22 @@ func (s *Session) isDoneLocked() bool {
 // topics if names is nil. missing holds, for each named topic the answer
 // gives no ID for, why: its error code, or that the answer left it out.
 func topicIDs(ctx context.Context, cl *kgo.Client, names []string) (ids map[string][16]byte, missing map[string]error, err error) {
-	req := kmsg.NewPtrMetadataRequest()
-	req.AllowAutoTopicCreation = names != nil
-	for _, n := range names {
-		t := kmsg.NewMetadataRequestTopic()
-		t.Topic = kmsg.StringPtr(n)
-		req.Topics = append(req.Topics, t)
+	newReq := func() kmsg.Request {
+		req := kmsg.NewPtrMetadataRequest()
+		req.AllowAutoTopicCreation = names != nil
+		for _, n := range names {
+			t := kmsg.NewMetadataRequestTopic()
+			t.Topic = kmsg.StringPtr(n)
+			req.Topics = append(req.Topics, t)
+		}
+		return req
 	}
-	resp, err := req.RequestWith(ctx, cl)
+	// Every broker at once: kgo would wait on a frozen one (coordinator.go).
+	r, rq, err := firstAnswer(ctx, cl, newReq, func(kmsg.Response) error { return nil })
 	if err != nil {
 		return nil, nil, err
 	}
+	resp, req := r.(*kmsg.MetadataResponse), rq.(*kmsg.MetadataRequest)
 	if req.Version < 10 {
 		return nil, nil, fmt.Errorf("metadata v%d carries no topic IDs: KIP-848 needs v10+", req.Version)
 	}

@@ -77,6 +77,7 @@ type Session struct {
 	loopCancel context.CancelFunc
 	loopDone   chan struct{}
 	bg         sync.WaitGroup // heartbeat, metadata and refresh goroutines
+	coord      coordinator    // the group's coordinator (coordinator.go)
 	handlers   sync.WaitGroup // handler goroutines
 
 	memberID    atomic.Pointer[string]
@@ -107,9 +108,10 @@ type partWork struct {
 }
 
 type heartbeatResult struct {
-	req  *kmsg.ConsumerGroupHeartbeatRequest
-	resp *kmsg.ConsumerGroupHeartbeatResponse
-	err  error
+	req   *kmsg.ConsumerGroupHeartbeatRequest
+	resp  *kmsg.ConsumerGroupHeartbeatResponse
+	err   error
+	coord int32 // the broker it went to, -1 if none was found
 }
 
 // Join joins cfg.Group and returns once the coordinator acknowledged the
@@ -149,6 +151,7 @@ func Join(ctx context.Context, cfg Config, handler Handler) (*Session, error) {
 		loopDone:  make(chan struct{}),
 		joined:    make(chan struct{}),
 		done:      make(chan struct{}),
+		coord:     coordinator{id: -1},
 	}
 	s.cl = cfg.Client
 	if s.cl == nil {

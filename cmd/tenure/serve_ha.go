@@ -132,6 +132,11 @@ func (c *haCluster) runShards(ctx context.Context) {
 	defer close(c.done)
 	defer close(c.shardTerms)
 	count := c.node.ShardCount()
+	// One Combiner for every shard store of the node: the shards' writes
+	// at once go to etcd in one request, each guarded by its own shard's
+	// owner key and fence. It is never closed: it holds nothing between
+	// requests, and each store ends its own writes when it closes.
+	comb := etcdstore.NewCombiner(c.cli, c.storeOpts...)
 	for {
 		var t *ha.Term
 		select {
@@ -142,7 +147,7 @@ func (c *haCluster) runShards(ctx context.Context) {
 				return
 			}
 		}
-		st, err := etcdstore.New(ctx, c.cli, append(c.storeOpts, etcdstore.Guard(t.Guard()), etcdstore.Shard(t.Shard(), count))...)
+		st, err := etcdstore.New(ctx, c.cli, append(c.storeOpts, etcdstore.Guard(t.Guard()), etcdstore.Shard(t.Shard(), count), etcdstore.Combine(comb))...)
 		if err != nil {
 			// The owner key is this node's until the term ends; it then
 			// moves, or is won again with a fresh store.

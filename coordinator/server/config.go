@@ -68,6 +68,22 @@ type Config struct {
 	// once.
 	CoordinatorWait time.Duration
 
+	// ViewSettle is how long after the set's view changes (a node left
+	// or came back, or a departed node's broker ID points elsewhere) a
+	// closed connection starts no connection-loss grace
+	// (Core.ConnLossGrace) for the members whose latest request it
+	// carried. Clients close connections themselves when Metadata moves
+	// a broker ID to another address (kgo stops the broker and dials the
+	// new one), and a member whose heartbeat connection so closed may not
+	// be heard again within the grace: a kgo classic member heartbeats
+	// every 3 s, and its next heartbeat may first go to a node that is
+	// not the coordinator. Such a member keeps its session timeout (or
+	// its takeover grace). Default 10 s: kgo reloads metadata at most
+	// every 5 s (MetadataMinAge), then needs a heartbeat interval and a
+	// coordinator lookup. A member whose process dies within that window
+	// goes at its session timeout instead of the grace.
+	ViewSettle time.Duration
+
 	// TopicRefresh is how often a node of an HA set reloads the topics,
 	// which any node may create. Default 1 s.
 	TopicRefresh time.Duration
@@ -337,6 +353,7 @@ func DefaultConfig() Config {
 		TopicRefresh:      time.Second,
 		PeerProbe:         250 * time.Millisecond,
 		CoordinatorWait:   6 * time.Second,
+		ViewSettle:        10 * time.Second,
 		SASLMechanisms:    []string{ScramSHA256, ScramSHA512},
 		AuthTimeout:       10 * time.Second,
 		AuthFailureDelay:  100 * time.Millisecond,
@@ -373,6 +390,9 @@ func (c *Config) Validate() error {
 	}
 	if c.CoordinatorWait < 0 {
 		bad("coordinator wait %v is negative", c.CoordinatorWait)
+	}
+	if c.ViewSettle < 0 {
+		bad("view settle %v is negative", c.ViewSettle)
 	}
 	if c.Cluster != nil && c.TopicRefresh <= 0 {
 		bad("topic refresh %v must be positive", c.TopicRefresh)

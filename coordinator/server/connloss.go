@@ -10,7 +10,7 @@ import (
 	"github.com/tenure-dev/tenure/coordinator"
 )
 
-// Connection-aware expiry (coordinator.Group.ConnectionClosed): the server
+// Connection-aware expiry (coordinator.ConnectionClosed): the server
 // remembers, per group, the connection that carried each member's latest
 // request, and when a connection ends it tells the groups of the members
 // for which it was that connection. A member's other connections say
@@ -19,6 +19,15 @@ import (
 // 20 s, so after a rebalance its join connection closes under a healthy
 // member. A member whose ID a request does not carry yet (a first
 // JoinGroup, a KIP-848 v0 join) is tracked from its next request.
+//
+// While the set's view settles (Config.ViewSettle) a close starts no
+// grace: clients then close connections of their own accord, to dial a
+// broker ID at the address Metadata moved it to. Seen with kgo classic
+// consumers after their coordinator froze: two survivors briefly pointed
+// the frozen node's ID at different addresses, each client's heartbeat
+// connection to the new coordinator under that ID closed as its metadata
+// flipped, and a member whose next heartbeat first met a node that was
+// not the coordinator was expelled before it was heard again.
 
 // memberConn names a member of a group, as a connection remembers it.
 type memberConn struct {
@@ -81,12 +90,18 @@ func (s *Server) connMembersLost(c *conn, reason string) {
 				lost = append(lost, id)
 			}
 		}
+		if len(lost) > 0 && s.view != nil && s.view.settling(now, s.cfg.ViewSettle) {
+			s.log.Debug("connection of members closed while the set's view settles: no connection-loss grace",
+				zap.String("group", e.name), zap.Strings("members", lost), zap.String("remote", c.addr), zap.String("reason", reason))
+			s.m.connLossSettling.Add(float64(len(lost)))
+			lost = lost[:0]
+		}
 		if len(lost) > 0 {
 			s.log.Debug("connection of members closed", zap.String("group", e.name),
 				zap.Strings("members", lost), zap.String("remote", c.addr), zap.String("reason", reason))
 			if s.useCore(e, func(g *coordinator.Group) {
 				for _, id := range lost {
-					g.ConnectionClosed(now, id)
+					g.Step(now, coordinator.ConnectionClosed{MemberID: id})
 				}
 			}) {
 				s.performReady(e, nil)

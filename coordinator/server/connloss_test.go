@@ -1,11 +1,14 @@
 package server
 
 import (
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tenure-dev/tenure/coordinator/store"
 )
 
 // connLossServer starts a server with a connection-loss grace and a session
@@ -113,4 +116,66 @@ func TestConnLossOff(t *testing.T) {
 	if n := ts.metric(t, "tenure_group_members", "group", "g"); n != 2 {
 		t.Fatalf("%v members, want 2", n)
 	}
+}
+
+// TestConnLossViewSettles: while the set's view settles after a node left,
+// a closed connection starts no connection-loss grace (clients then close
+// connections of their own accord, to dial a broker ID at the address
+// Metadata moved it to), and the member keeps its session; once the view
+// has settled, a closed connection expels its member a grace later again.
+func TestConnLossViewSettles(t *testing.T) {
+	const grace = 150 * time.Millisecond
+	const settle = 2 * time.Second
+	set := &fakeSet{leader: -1, shared: store.NewMemory(), nodes: []Node{{ID: 0}, {ID: 1}}}
+	na, nb := set.node(0), set.node(1)
+	start := func(n *fakeNode) *testServer {
+		return startServer(t, func(c *Config) {
+			c.Store = nil
+			c.TopicStore = set.shared
+			c.Cluster = n
+			c.TopicRefresh = 50 * time.Millisecond
+			c.Core.ConnLossGrace = grace
+			c.Core.ConsumerSessionTimeout = time.Minute
+			c.ViewSettle = settle
+		})
+	}
+	a, b := start(na), start(nb)
+	set.advertise(a, b)
+	set.setLeader(0)
+	na.terms <- newFakeTerm(set.shared)
+	eventually(t, 5*time.Second, "a to lead", func() bool { return a.lead.Load() != nil })
+	dial(t, a.addr).roundTrip(metadataRequest(12, "jobs"))
+	eventually(t, 5*time.Second, "a to see both nodes' addresses", func() bool {
+		snap := a.view.snap.Load()
+		return snap != nil && len(snap.live) == 2 && !slices.ContainsFunc(snap.live, func(n Node) bool { return n.Addr == "" })
+	})
+
+	x := dial(t, a.addr)
+	const id = "member-x-000000000000000"
+	cgJoin(t, x, id)
+	b.stop() // b's port refuses: a's probe finds it down, and a's view changes
+	eventually(t, 5*time.Second, "a's view to lose b", func() bool {
+		snap := a.view.snap.Load()
+		return len(snap.departed) == 1
+	})
+	x.nc.Close()
+	time.Sleep(5 * grace)
+	if n := a.metric(t, "tenure_members_expired_total", "reason", "connection-closed"); n != 0 {
+		t.Fatalf("%v members expelled for a connection closed while the view settled, want 0", n)
+	}
+	if n := a.metric(t, "tenure_connection_loss_settling_total"); n != 1 {
+		t.Fatalf("tenure_connection_loss_settling_total %v, want 1", n)
+	}
+	x2 := dial(t, a.addr)
+	r := x2.roundTrip(cgHeartbeat("g", id, 1)).(*kmsg.ConsumerGroupHeartbeatResponse)
+	if r.ErrorCode != 0 {
+		t.Fatalf("the member's heartbeat after the settling close: error %d", r.ErrorCode)
+	}
+
+	// Settled: a close counts again (a crashed process goes fast).
+	eventually(t, 2*settle, "the view to settle", func() bool { return !a.view.settling(time.Now(), settle) })
+	x2.nc.Close()
+	eventually(t, 5*time.Second, "the member of the closed connection to be expelled", func() bool {
+		return a.metric(t, "tenure_members_expired_total", "reason", "connection-closed") == 1
+	})
 }

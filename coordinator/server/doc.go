@@ -54,7 +54,7 @@
 // is completed from elsewhere. Each group's core is owned by one goroutine
 // at a time (its lock), so groups run in parallel.
 //
-// After every Step or Tick the server hands the Ready's records to the
+// After every Step the server hands the Ready's records to the
 // store writer (writer.go), which persists everything queued since its
 // last write in one Store.Persist (group commit: one etcd transaction, one
 // fsync, for the records of many Readies of many groups), while the groups
@@ -200,6 +200,7 @@
 //	tenure_peers_down                         gauge (registered nodes the probe finds down)
 //	tenure_view_changes_total                 counter (changes of the set told to clients)
 //	tenure_find_coordinator_held_total        counter (FindCoordinator held for a live coordinator)
+//	tenure_connection_loss_settling_total     counter (closes that started no connection-loss grace: the view was settling)
 //	tenure_group_generation{group}            gauge
 //	tenure_group_members{group}               gauge
 //	tenure_group_unowned_partitions{group}    gauge

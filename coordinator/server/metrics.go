@@ -11,38 +11,39 @@ import (
 
 // metrics are the server's Prometheus metrics (listed in the package doc).
 type metrics struct {
-	requests        *prometheus.CounterVec
-	heartbeat       *prometheus.HistogramVec
-	rebalances      *prometheus.CounterVec
-	handoff         prometheus.Histogram
-	generation      *prometheus.GaugeVec
-	members         *prometheus.GaugeVec
-	unowned         *prometheus.GaugeVec
-	commitsRejected prometheus.Counter
-	expiredVec      *prometheus.CounterVec
-	connections     prometheus.Gauge
-	connClosed      *prometheus.CounterVec
-	limits          *prometheus.CounterVec
-	groups          prometheus.Gauge
-	topics          prometheus.Gauge
-	storeFailures   prometheus.Counter
-	persistSeconds  prometheus.Histogram
-	batchRecords    prometheus.Histogram
-	batchWrites     prometheus.Histogram
-	groupsOffline   *prometheus.CounterVec
-	groupLoads      *prometheus.CounterVec
-	takeovers       *prometheus.CounterVec
-	corePanics      prometheus.Counter
-	leading         prometheus.Gauge
-	terms           prometheus.Counter
-	authentications *prometheus.CounterVec
-	deniedVec       *prometheus.CounterVec
-	acls            prometheus.Gauge
-	throttled       *prometheus.CounterVec
-	throttleSeconds prometheus.Counter
-	peersDown       prometheus.Gauge
-	viewChanges     prometheus.Counter
-	findHeld        prometheus.Counter
+	requests         *prometheus.CounterVec
+	heartbeat        *prometheus.HistogramVec
+	rebalances       *prometheus.CounterVec
+	handoff          prometheus.Histogram
+	generation       *prometheus.GaugeVec
+	members          *prometheus.GaugeVec
+	unowned          *prometheus.GaugeVec
+	commitsRejected  prometheus.Counter
+	expiredVec       *prometheus.CounterVec
+	connections      prometheus.Gauge
+	connClosed       *prometheus.CounterVec
+	limits           *prometheus.CounterVec
+	groups           prometheus.Gauge
+	topics           prometheus.Gauge
+	storeFailures    prometheus.Counter
+	persistSeconds   prometheus.Histogram
+	batchRecords     prometheus.Histogram
+	batchWrites      prometheus.Histogram
+	groupsOffline    *prometheus.CounterVec
+	groupLoads       *prometheus.CounterVec
+	takeovers        *prometheus.CounterVec
+	corePanics       prometheus.Counter
+	leading          prometheus.Gauge
+	terms            prometheus.Counter
+	authentications  *prometheus.CounterVec
+	deniedVec        *prometheus.CounterVec
+	acls             prometheus.Gauge
+	throttled        *prometheus.CounterVec
+	throttleSeconds  prometheus.Counter
+	peersDown        prometheus.Gauge
+	viewChanges      prometheus.Counter
+	findHeld         prometheus.Counter
+	connLossSettling prometheus.Counter
 
 	// okRequests caches the error="NONE" child of every served key, so
 	// the common path is one atomic add.
@@ -186,6 +187,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "tenure_view_changes_total",
 			Help: "Changes of the HA set that this node tells clients of (live nodes, departed nodes' aliases): each answers parked Fetches, and each connection's next Fetch, NOT_LEADER_OR_FOLLOWER once, so that clients reload metadata.",
 		}),
+		connLossSettling: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tenure_connection_loss_settling_total",
+			Help: "Members whose latest request's connection closed while the set's view settled (Config.ViewSettle), so that no connection-loss grace started: clients moving to the addresses a view change gave their brokers' IDs.",
+		}),
 		findHeld: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "tenure_find_coordinator_held_total",
 			Help: "FindCoordinator requests held because no live node coordinated their group (up to Config.CoordinatorWait), rather than answered COORDINATOR_NOT_AVAILABLE at once.",
@@ -206,7 +211,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			m.storeFailures, m.persistSeconds, m.batchRecords, m.batchWrites, m.groupsOffline,
 			m.groupLoads, m.takeovers, m.corePanics, m.leading, m.terms, m.authentications,
 			m.deniedVec, m.acls, m.throttled, m.throttleSeconds,
-			m.peersDown, m.viewChanges, m.findHeld,
+			m.peersDown, m.viewChanges, m.findHeld, m.connLossSettling,
 		} {
 			reg.MustRegister(c)
 		}

@@ -137,7 +137,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Registerer != nil {
 		cfg.Registerer.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "tenure_unowned_partitions",
-			Help: "Partitions of the groups this node coordinates that their members subscribe to and nobody owns, summed over the groups, read at scrape time: during hand-offs, and after a crash until the session expires.",
+			Help: "Partitions of the groups this node coordinates that their members subscribe to and nobody owns, summed over the groups, read at scrape time: during hand-offs, and after a crash until the session expires; a group whose last member was expelled (not left) counts the partitions it committed, until a member joins or leaves.",
 		}, s.unownedPartitions))
 		cfg.Registerer.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "tenure_takeover_awaited_members",

@@ -68,6 +68,17 @@ type viewSnap struct {
 	liveIDs  []int32
 	departed []departure // sorted by ID
 	gen      uint64      // the changes clients were told of up to this snapshot
+	// changed is when the view clients see last changed (zero: never
+	// since the first refresh); read with a monotonic clock.
+	changed time.Time
+}
+
+// settling reports whether the view clients see changed less than settle
+// before now: clients may still be moving their connections to the
+// addresses the change gave their brokers' IDs (Config.ViewSettle).
+func (v *clusterView) settling(now time.Time, settle time.Duration) bool {
+	snap := v.snap.Load()
+	return snap != nil && !snap.changed.IsZero() && now.Sub(snap.changed) < settle
 }
 
 // told is the change count a connection must have been told of to be
@@ -243,12 +254,16 @@ func (v *clusterView) refresh(ctx context.Context, now time.Time) {
 		fmt.Fprintf(&b, "%d>%d;", d.node.ID, s.aliasTarget(d, now).ID)
 	}
 	snap.gen = v.told()
+	if prev := v.snap.Load(); prev != nil {
+		snap.changed = prev.changed
+	}
 	changed := false
 	if fp := b.String(); fp != v.fingerprint {
 		changed = v.fingerprint != ""
 		v.fingerprint = fp
 		if changed {
 			snap.gen++
+			snap.changed = now
 		}
 	}
 	v.snap.Store(snap)

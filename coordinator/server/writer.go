@@ -30,11 +30,17 @@ import (
 //
 //   - a write that touches a group's state beyond its offsets (members,
 //     assignments, epochs, the generation log) goes into a batch only when
-//     no write of its group is in flight, and while it is in flight no
-//     other write of the group starts;
+//     no write of its group is in flight in another batch, and while it
+//     is in flight no other write of the group starts;
 //   - writes of offsets only may overlap with other such writes of their
 //     group, provided they touch different partitions: two commits of one
 //     partition land in the order they were made.
+//
+// Within one batch a group may have any number of writes: the store
+// applies a batch's records in order, and one that fails leaves a prefix
+// of them written. So every write a group queued while its last batch was
+// in flight goes out in the next batch together (a group of members
+// joining at once costs one round trip per batch, not one per join).
 //
 // A write that must wait stays queued, and so does every later write of
 // its group, so a group's writes start in the order it made them; the
@@ -208,10 +214,18 @@ func (wr *writer) take() []*write {
 			n++
 			continue
 		}
-		wr.fly(w)
 		batch = append(batch, w)
 		size += len(w.recs)
 		wr.queued -= len(w.recs)
+	}
+	// In flight only now: admit weighs a write against the other
+	// batches, not against the writes of its group before it in this
+	// one, which the store applies first (and a batch that fails
+	// leaves a prefix of them written). A group's writes queued while
+	// one of its writes was in flight so share the next batch, where
+	// they would otherwise take a batch each.
+	for _, w := range batch {
+		wr.fly(w)
 	}
 	clear(wr.queue[n:])
 	wr.queue = wr.queue[:n]
@@ -266,7 +280,9 @@ func (wr *writer) land(w *write) {
 		return
 	}
 	if !w.offsetsOnly {
-		gw.general = false // only one general write flies at a time
+		// The general writes of a group in flight are all in one batch
+		// (admit), which lands whole: none is left flying.
+		gw.general = false
 		return
 	}
 	for _, r := range w.recs {

@@ -59,7 +59,8 @@ func (b *gatedBatch) names() []string {
 // flight waits for the first; a write of a group's state beyond its
 // offsets waits for the group's writes in flight, and the group's later
 // writes wait behind it while other groups' writes go on; and every write
-// is acknowledged once, after its batch is durable.
+// is acknowledged once, after its batch is durable. What a group queued
+// while its writes were in flight goes out in one batch once they land.
 func TestWriterPipeline(t *testing.T) {
 	ts := startServer(t, nil)
 	gate := &batchGate{Store: store.NewMemory(), entered: make(chan *gatedBatch, 16)}
@@ -144,25 +145,22 @@ func TestWriterPipeline(t *testing.T) {
 	waitAcked(1)
 	idle("after a's partition 1 landed")
 	b1.open <- nil
+	// Nothing of a flies now: what a queued meanwhile shares one batch,
+	// in the order a made it.
 	b4 := next()
-	if got := b4.names(); !slices.Equal(got, []string{"o:a/0"}) {
-		t.Fatalf("fourth batch %v, want a's partition 0 again", got)
+	if got := b4.names(); !slices.Equal(got, []string{"o:a/0", "g:a", "o:a/2"}) {
+		t.Fatalf("fourth batch %v, want a's three queued writes in order", got)
 	}
-	idle("while a's commit is in flight, before its group write")
+	submit("a3", ga, offset("a", 3))
+	idle("while a's group write is in flight")
 	b4.open <- nil
 	b5 := next()
-	if got := b5.names(); !slices.Equal(got, []string{"g:a"}) {
-		t.Fatalf("fifth batch %v, want a's group write alone", got)
+	if got := b5.names(); !slices.Equal(got, []string{"o:a/3"}) {
+		t.Fatalf("fifth batch %v", got)
 	}
-	idle("while a's group write is in flight")
 	b5.open <- nil
-	b6 := next()
-	if got := b6.names(); !slices.Equal(got, []string{"o:a/2"}) {
-		t.Fatalf("sixth batch %v", got)
-	}
-	b6.open <- nil
 	b3.open <- nil
-	waitAcked(6)
+	waitAcked(7)
 	got := ackedNames()
 	// a's writes are acknowledged in the order they were made, except
 	// a1, which flew beside a0.
@@ -172,7 +170,7 @@ func TestWriterPipeline(t *testing.T) {
 			ofA = append(ofA, n)
 		}
 	}
-	if want := []string{"a1", "a0", "a0-again", "a-meta", "a2"}; !slices.Equal(ofA, want) {
+	if want := []string{"a1", "a0", "a0-again", "a-meta", "a2", "a3"}; !slices.Equal(ofA, want) {
 		t.Fatalf("a's acknowledgements %v, want %v", ofA, want)
 	}
 	if !wr.drain(context.Background()) {
@@ -359,5 +357,61 @@ func TestWriterFailureFailsLaterWrites(t *testing.T) {
 	})
 	if got[1] != 11 || got[0] != -1 && got[0] != 0 {
 		t.Fatalf("offsets after the reload %v: want partition 1 at 11 (landed) and 0 uncommitted", got)
+	}
+}
+
+// TestWriterGroupBatchFails: the writes a group queued behind one in
+// flight share the next batch; when that batch fails, each of them is
+// told so, and none is acknowledged as durable, while the write before
+// them, whose batch landed, is.
+func TestWriterGroupBatchFails(t *testing.T) {
+	ts := startServer(t, nil)
+	gate := &batchGate{Store: store.NewMemory(), entered: make(chan *gatedBatch, 16)}
+	wr := newWriter(ts.Server, gate)
+	go wr.run()
+	defer wr.close()
+	g := &groupEntry{name: "a"}
+	var mu sync.Mutex
+	outcome := map[string]error{}
+	submit := func(name string) {
+		wr.submit(&write{recs: []coordinator.Record{&coordinator.GroupRecord{Group: "a", Type: coordinator.Consumer}},
+			group: g, live: func() bool { return true }, done: func(err error) {
+				mu.Lock()
+				defer mu.Unlock()
+				if _, twice := outcome[name]; twice {
+					t.Errorf("write %s acknowledged twice", name)
+				}
+				outcome[name] = err
+			}})
+	}
+	submit("first")
+	first := <-gate.entered
+	submit("second")
+	submit("third")
+	submit("fourth")
+	first.open <- nil
+	var next *gatedBatch
+	select {
+	case next = <-gate.entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no second batch")
+	}
+	if got := next.names(); len(got) != 3 {
+		t.Fatalf("second batch %v, want the three queued writes of a", got)
+	}
+	boom := errors.New("store down")
+	next.open <- boom
+	if !wr.drain(context.Background()) {
+		t.Fatal("the writer did not drain")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if err := outcome["first"]; err != nil {
+		t.Errorf("first: %v, want durable", err)
+	}
+	for _, name := range []string{"second", "third", "fourth"} {
+		if err, ok := outcome[name]; !ok || !errors.Is(err, boom) {
+			t.Errorf("%s: outcome %v (told: %v), want %v", name, err, ok, boom)
+		}
 	}
 }

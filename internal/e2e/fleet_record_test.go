@@ -57,6 +57,21 @@ func (f *fleet) served() int64 {
 	return n
 }
 
+// joined returns the members whose join was answered: they hold an epoch.
+func (f *fleet) joined() int {
+	n := 0
+	for _, l := range f.lanes {
+		l.mu.Lock()
+		for _, m := range l.members {
+			if m.epoch > 0 {
+				n++
+			}
+		}
+		l.mu.Unlock()
+	}
+	return n
+}
+
 // memberState is a member as a snapshot shows it.
 type memberState struct {
 	epoch    int32

@@ -32,8 +32,11 @@ var (
 //	join-s          from the first join to every group settled (each member
 //	                holds its target and has said so)
 //	members/s       members over join-s
-//	etcd-writes     the etcd revision's growth over the join (each put of a
-//	                transaction moves it by one)
+//	etcd-writes     the etcd revision's growth over the join: one per
+//	                write request (all the puts of a transaction, nested
+//	                ones included, share one revision)
+//	store-batches   the nodes' writers' batches (Store.Persist calls)
+//	joined-s        until every member's join was answered
 //	node-cpu-s      the three nodes' CPU over the join, summed
 //	loadgen-cpu-s   this process's CPU over the join
 //
@@ -105,25 +108,31 @@ func benchJoin(b *testing.B, name, bin, window string) {
 		perLane: *benchLane, inFlight: *benchFlight, timeout: 10 * time.Second})
 	sc.f = f
 
+	m0 := storeMetrics(ctx, b, h)
 	w0 := sc.sample(ctx)
 	f.start()
 	defer f.stop()
+	var joined time.Duration // until every member's join was answered
 	for last := time.Now(); ; {
 		time.Sleep(250 * time.Millisecond)
 		n, first := f.unsettled()
+		if joined == 0 && f.joined() == groups*size {
+			joined = time.Since(w0.at)
+		}
 		if n == 0 {
 			break
 		}
 		if testing.Verbose() && time.Since(last) >= 10*time.Second {
 			last = time.Now()
-			fmt.Fprintf(os.Stderr, "BenchmarkJoin %s: %v: %d groups unsettled, %d heartbeats answered, errors %v\n",
-				name, time.Since(w0.at).Round(time.Second), n, f.served(), f.errorCodes())
+			fmt.Fprintf(os.Stderr, "BenchmarkJoin %s: %v: %d members joined, %d groups unsettled, %d heartbeats answered, errors %v\n",
+				name, time.Since(w0.at).Round(time.Second), f.joined(), n, f.served(), f.errorCodes())
 		}
 		if time.Since(w0.at) > 20*time.Minute {
 			b.Fatalf("%d groups still unsettled after %v, the first %s", n, time.Since(w0.at).Round(time.Second), first)
 		}
 	}
 	w1 := sc.sample(ctx)
+	m1 := storeMetrics(ctx, b, h)
 	f.check(b)
 	join := w1.at.Sub(w0.at)
 	var cpu time.Duration
@@ -133,9 +142,38 @@ func benchJoin(b *testing.B, name, bin, window string) {
 	b.Logf("%s: %d members in %d groups joined in %v (%.0f members/s); etcd revision +%d; nodes' CPU %.1f s, etcd's %.1f s, the load generator's %.1f s",
 		name, groups*size, groups, join.Round(time.Millisecond), float64(groups*size)/join.Seconds(), w1.rev-w0.rev,
 		cpu.Seconds(), (w1.etcdCPU - w0.etcdCPU).Seconds(), (w1.self - w0.self).Seconds())
+	var batches, persistS, readies float64
+	for i := range m1 {
+		batches += m1[i][0] - m0[i][0]
+		persistS += m1[i][1] - m0[i][1]
+		readies += m1[i][2] - m0[i][2]
+	}
+	if batches > 0 {
+		b.Logf("%s: every join answered after %v; store batches %.0f (%.0f/s over the join), %.1f group writes and %.1f ms each on average",
+			name, joined.Round(time.Millisecond), batches, batches/join.Seconds(), readies/batches, 1000*persistS/batches)
+	}
+	b.ReportMetric(joined.Seconds(), "joined-s")
+	b.ReportMetric(batches, "store-batches")
 	b.ReportMetric(join.Seconds(), "join-s")
 	b.ReportMetric(float64(groups*size)/join.Seconds(), "members/s")
 	b.ReportMetric(float64(w1.rev-w0.rev), "etcd-writes")
 	b.ReportMetric(cpu.Seconds(), "node-cpu-s")
 	b.ReportMetric((w1.self - w0.self).Seconds(), "loadgen-cpu-s")
+}
+
+// storeMetrics reads each node's store batch count, the seconds they took
+// and the group writes they held, from its /metrics.
+func storeMetrics(ctx context.Context, tb testing.TB, h *haSet) [][3]float64 {
+	tb.Helper()
+	out := make([][3]float64, len(h.nodes))
+	for i := range h.nodes {
+		for j, series := range []string{"tenure_store_persist_seconds_count", "tenure_store_persist_seconds_sum", "tenure_store_batch_readies_sum"} {
+			v, err := h.metric(ctx, i, series)
+			if err != nil {
+				tb.Fatal(err)
+			}
+			out[i][j] = v
+		}
+	}
+	return out
 }

@@ -68,10 +68,10 @@ func clients(tl tools) []client {
 	join := func(s []string) string { return strings.Join(s, ",") }
 	return []client{
 		{name: "kgo-848", protocol: "consumer", missing: none, argv: func(seeds []string, group, topic string) []string {
-			return []string{tl.kgo, "-brokers", join(seeds), "-group", group, "-topic", topic, "-protocol", "consumer"}
+			return []string{tl.kgo, "-brokers", join(seeds), "-group", group, "-topic", topic, "-protocol", "consumer", "-log-level", kgoLogLevel()}
 		}},
 		{name: "kgo-classic", protocol: "classic", missing: none, argv: func(seeds []string, group, topic string) []string {
-			return []string{tl.kgo, "-brokers", join(seeds), "-group", group, "-topic", topic, "-protocol", "classic"}
+			return []string{tl.kgo, "-brokers", join(seeds), "-group", group, "-topic", topic, "-protocol", "classic", "-log-level", kgoLogLevel()}
 		}},
 		{name: "librdkafka", protocol: "classic", missing: pythonMissing(tl.python, "confluent_kafka"), argv: func(seeds []string, group, topic string) []string {
 			return []string{tl.python, filepath.Join(tl.dir, "python", "rdkafka_driver.py"), join(seeds), group, topic}

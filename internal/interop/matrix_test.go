@@ -34,6 +34,7 @@ var (
 	observe     = flag.Duration("interop.observe", 20*time.Second, "how long each run watches the group after the fault")
 	tableOut    = flag.String("interop.out", "", "also write the table to this file")
 	logDir      = flag.String("interop.logs", "", "keep every run's node and driver logs under this directory (default: a temporary one)")
+	debug       = flag.Bool("interop.debug", false, "log the nodes and the kgo drivers at debug level (to trace a run)")
 	expect      = flag.Bool("interop.expect", true, "hold each run to the expected results (expected.go); off: only measure and print the table")
 )
 
@@ -121,11 +122,11 @@ func TestFailoverMatrix(t *testing.T) {
 						}
 						t.Skipf("%s cannot run: %s", cl.name, why)
 					}
-					dir := filepath.Join(logs, strings.ReplaceAll(name, "/", "-"))
+					dir := runDir(logs, strings.ReplaceAll(name, "/", "-"))
 					if err := os.MkdirAll(dir, 0o755); err != nil {
 						t.Fatal(err)
 					}
-					r := runOne(t, cl, setConfig{tenure: tenure, etcd: etcd, prefix: "/interop/" + strings.ReplaceAll(name, "/", "-") + "/",
+					r := runOne(t, cl, setConfig{tenure: tenure, debug: *debug, etcd: etcd, prefix: "/interop/" + strings.ReplaceAll(name, "/", "-") + "/",
 						shards: topo.shards, ttl: ttl, session: session, heartbeat: heartbeat, topic: topic, parts: partitions, logDir: dir}, f)
 					r.client, r.topology, r.fault = cl.name, topo.name, f
 					rows = append(rows, r)
@@ -496,4 +497,31 @@ func expelled(ctx context.Context, survivors []*node, from, to time.Time) (int, 
 		return len(left), nil
 	}
 	return 0, errors.Join(errs...)
+}
+
+// runDir is the log directory of a run named name under logs: a run
+// repeated (-count) gets a directory of its own, so that the logs of the
+// run that failed are still there when the series ends.
+func runDir(logs, name string) string {
+	dir := filepath.Join(logs, name)
+	for i := 2; ; i++ {
+		if _, err := os.Stat(dir); os.IsNotExist(err) {
+			return dir
+		}
+		dir = filepath.Join(logs, fmt.Sprintf("%s-%d", name, i))
+	}
+}
+
+func nodeLogLevel(debug bool) string {
+	if debug {
+		return "debug"
+	}
+	return "info"
+}
+
+func kgoLogLevel() string {
+	if *debug {
+		return "debug"
+	}
+	return "warn"
 }

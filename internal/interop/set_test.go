@@ -94,6 +94,7 @@ type setConfig struct {
 	topic     string
 	parts     int32
 	logDir    string
+	debug     bool // nodes log at debug level
 }
 
 func newProxy(srv *toxiproxy.ApiServer, name, upstream string) (*toxiproxy.Proxy, error) {
@@ -137,7 +138,7 @@ func startSet(t *testing.T, cfg setConfig) *set {
 			"--election-ttl", cfg.ttl.String(), "--shards", strconv.Itoa(cfg.shards),
 			"--consumer-session-timeout", cfg.session.String(), "--consumer-heartbeat-interval", cfg.heartbeat.String(),
 			"--initial-rebalance-delay", "500ms", "--topic", fmt.Sprintf("%s:%d", cfg.topic, cfg.parts),
-			"--log-level", "info"}
+			"--log-level", nodeLogLevel(cfg.debug)}
 		wg.Go(func() {
 			p, err := proctest.StartOn(n.name, listen, cfg.tenure, args...)
 			if err != nil {

@@ -17,3 +17,24 @@ func PauseMirror(m *Mirror) (resume func()) {
 		close(hold)
 	}
 }
+
+// HoldCombiner keeps c from sending, as if its requests in flight were
+// all unanswered, so that the transactions sent meanwhile wait together;
+// queued counts them, and release lets them go.
+func HoldCombiner(c *Combiner) (queued func() int, release func()) {
+	c.mu.Lock()
+	c.inFlight += maxCombinedInFlight
+	c.mu.Unlock()
+	queued = func() int {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return len(c.queue)
+	}
+	release = func() {
+		c.mu.Lock()
+		c.inFlight -= maxCombinedInFlight
+		c.sendLocked()
+		c.mu.Unlock()
+	}
+	return queued, release
+}

@@ -30,6 +30,7 @@ type cfg struct {
 	pageSize     int
 	shard        int
 	shards       int // 1: the unsharded layout
+	combiner     *Combiner
 }
 
 // Defaults of the options.

@@ -126,7 +126,11 @@ func (s *Store) Persist(ctx context.Context, recs []coordinator.Record) (err err
 	if len(recs) == 0 {
 		return nil
 	}
-	txns := s.keys.plan(recs, s.cfg.maxTxnOps, s.cfg.maxTxnBytes)
+	maxOps := s.cfg.maxTxnOps
+	if s.cfg.combiner != nil {
+		maxOps = max(MinTxnOps, maxOps-combineRoom(maxOps))
+	}
+	txns := s.keys.plan(recs, maxOps, s.cfg.maxTxnBytes)
 	defer func() {
 		if err != nil {
 			s.metrics.failed(opPersist, err)
@@ -192,8 +196,7 @@ func (s *Store) commit(ctx context.Context, t *plannedTxn) error {
 		var resp *clientv3.TxnResponse
 		err = s.whenAccepted(ctx, func() (err error) {
 			start := time.Now()
-			resp, err = s.cli.Txn(ctx).If(s.writeCmpsAt(rev)...).Then(ops...).
-				Else(clientv3.OpGet(s.keys.fence())).Commit()
+			resp, err = s.txn(ctx, s.writeCmpsAt(rev), ops, []clientv3.Op{clientv3.OpGet(s.keys.fence())}, t.bytes)
 			s.metrics.txn(time.Since(start).Seconds(), t.records, t.bytes)
 			return err
 		})
@@ -221,6 +224,15 @@ func (s *Store) commit(ctx context.Context, t *plannedTxn) error {
 		}
 	}
 	return errors.New("etcdstore: the fence keeps moving")
+}
+
+// txn sends one write transaction, through the Combiner if the store has
+// one.
+func (s *Store) txn(ctx context.Context, cmps []clientv3.Cmp, then, els []clientv3.Op, bytes int) (*clientv3.TxnResponse, error) {
+	if c := s.cfg.combiner; c != nil {
+		return c.txn(ctx, cmps, then, els, bytes)
+	}
+	return s.cli.Txn(ctx).If(cmps...).Then(then...).Else(els...).Commit()
 }
 
 // unknownOutcome settles a write that compared fence revision rev and

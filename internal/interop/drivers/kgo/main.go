@@ -70,7 +70,8 @@ func main() {
 		// The topics hold no records: nothing to commit.
 		kgo.DisableAutoCommit(),
 		kgo.FetchMaxWait(time.Second),
-		kgo.WithLogger(kgo.BasicLogger(os.Stderr, level, nil)),
+		// Timestamps line the client's log up with the nodes' logs.
+		kgo.WithLogger(kgo.BasicLogger(os.Stderr, level, func() string { return time.Now().UTC().Format("15:04:05.000000 ") })),
 		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { emit("assigned", m, "") }),
 		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { emit("revoked", m, "") }),
 		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { emit("lost", m, "") }),

@@ -1,0 +1,180 @@
+package etcdstore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+
+	"github.com/tenure-dev/tenure/coordinator"
+	"github.com/tenure-dev/tenure/coordinator/store/etcdstore"
+	"github.com/tenure-dev/tenure/internal/testenv"
+)
+
+// txnShapes records the Txn requests a client sends: per request, how
+// many transactions it nests (0 for a plain one).
+type txnShapes struct {
+	mu     sync.Mutex
+	nested []int
+}
+
+func (s *txnShapes) intercept(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	if r, ok := req.(*pb.TxnRequest); ok {
+		n := 0
+		for _, op := range r.Success {
+			if op.GetRequestTxn() != nil {
+				n++
+			}
+		}
+		s.mu.Lock()
+		s.nested = append(s.nested, n)
+		s.mu.Unlock()
+	}
+	return invoker(ctx, method, req, reply, cc, opts...)
+}
+
+func (s *txnShapes) since(i int) []int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]int(nil), s.nested[i:]...)
+}
+
+// TestCombinedShards: three shards' writes, sent at once through one
+// Combiner, go to etcd as one request of three nested transactions, each
+// with its shard's guard and fence. The shard whose guard fails (its
+// owner key moved) and the shard fenced by a newer store of its own write
+// nothing and are told so (ErrGuardFailed, ErrFenced); the third shard's
+// write lands all the same.
+func TestCombinedShards(t *testing.T) {
+	shapes := &txnShapes{}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: etcd.Endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
+		DialOptions: []grpc.DialOption{grpc.WithUnaryInterceptor(shapes.intercept)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	ctx := testenv.Context(t)
+	prefix := uniquePrefix(t)
+	owner := func(s int) string { return fmt.Sprintf("%sowners/%d", prefix, s) }
+	guard := func(s int) etcdstore.Opt {
+		return etcdstore.Guard(clientv3.Compare(clientv3.Value(owner(s)), "=", "n1"))
+	}
+	for s := range 3 {
+		if _, err := cli.Put(ctx, owner(s), "n1"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	comb := etcdstore.NewCombiner(cli)
+	t.Cleanup(comb.Close)
+	store := prefix + "store/"
+	var shards []*etcdstore.Store
+	for s := range 3 {
+		shards = append(shards, openShard(t, cli, store, s, 3, guard(s), etcdstore.Combine(comb)))
+	}
+	for s, st := range shards {
+		persist(t, st, shardGroup(fmt.Sprintf("g%d", s), 1, "m")...)
+	}
+
+	// Shard 1 moves to another node; shard 2 is opened again (a later
+	// term of this node's).
+	if _, err := cli.Put(ctx, owner(1), "n2"); err != nil {
+		t.Fatal(err)
+	}
+	again := openShard(t, cli, store, 2, 3, guard(2))
+	before := countKeys(t, cli, store+"shards/")
+
+	queued, release := etcdstore.HoldCombiner(comb)
+	first := len(shapes.since(0))
+	errs := make([]error, 3)
+	var wg sync.WaitGroup
+	for s, st := range shards {
+		wg.Go(func() { errs[s] = st.Persist(ctx, shardGroup(fmt.Sprintf("g%d", s), 2, "m2")) })
+	}
+	testenv.Eventually(t, 10*time.Second, "three writes waiting in the combiner", func() bool { return queued() == 3 })
+	release()
+	wg.Wait()
+
+	if errs[0] != nil {
+		t.Errorf("shard 0: %v, want written", errs[0])
+	}
+	if !errors.Is(errs[1], etcdstore.ErrGuardFailed) {
+		t.Errorf("shard 1: %v, want ErrGuardFailed", errs[1])
+	}
+	if !errors.Is(errs[2], etcdstore.ErrFenced) {
+		t.Errorf("shard 2: %v, want ErrFenced", errs[2])
+	}
+	if got := shapes.since(first); len(got) != 1 || got[0] != 3 {
+		t.Errorf("requests sent (transactions nested in each): %v, want one of 3", got)
+	}
+	// Shard 0's write added a member and its assignment; the others
+	// wrote nothing.
+	if after := countKeys(t, cli, store+"shards/"); after != before+2 {
+		t.Errorf("keys under the shards: %d before, %d after, want 2 more (shard 0's new member)", before, after)
+	}
+	if got := load(t, shards[0])[0].(*coordinator.GroupRecord).Epoch; got != 2 {
+		t.Errorf("shard 0's group at epoch %d, want 2", got)
+	}
+	for s, st := range []*etcdstore.Store{shards[1], again} {
+		if got := load(t, st)[0].(*coordinator.GroupRecord).Epoch; got != 1 {
+			t.Errorf("shard %d's group at epoch %d, want 1", s+1, got)
+		}
+	}
+	// The combiner goes on: the newer store of shard 2 writes through it.
+	persist(t, again, &coordinator.GroupRecord{Group: "g2", Type: coordinator.Consumer, Epoch: 3})
+}
+
+// TestCombinedDuplicateKey: two shards writing one shared key (a
+// generation log entry) at once make a request etcd refuses as a whole;
+// nothing of it was written, so the Combiner sends each transaction alone,
+// and both land.
+func TestCombinedDuplicateKey(t *testing.T) {
+	shapes := &txnShapes{}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: etcd.Endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
+		DialOptions: []grpc.DialOption{grpc.WithUnaryInterceptor(shapes.intercept)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	ctx := testenv.Context(t)
+	comb := etcdstore.NewCombiner(cli)
+	t.Cleanup(comb.Close)
+	prefix := uniquePrefix(t)
+	a := openShard(t, cli, prefix, 0, 2, etcdstore.Combine(comb))
+	b := openShard(t, cli, prefix, 1, 2, etcdstore.Combine(comb))
+
+	queued, release := etcdstore.HoldCombiner(comb)
+	first := len(shapes.since(0))
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for i, st := range []*etcdstore.Store{a, b} {
+		wg.Go(func() {
+			errs[i] = st.Persist(ctx, []coordinator.Record{
+				&coordinator.GroupRecord{Group: fmt.Sprintf("g%d", i), Type: coordinator.Consumer, Epoch: 1},
+				&coordinator.GenerationRecord{Group: "shared", Epoch: 1, Reason: fmt.Sprintf("from %d", i)},
+			})
+		})
+	}
+	testenv.Eventually(t, 10*time.Second, "two writes waiting in the combiner", func() bool { return queued() == 2 })
+	release()
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("shard %d: %v, want written", i, err)
+		}
+	}
+	if got := shapes.since(first); len(got) != 3 || got[0] != 2 || got[1] != 0 || got[2] != 0 {
+		t.Errorf("requests sent (transactions nested in each): %v, want one of 2 (refused), then each alone", got)
+	}
+	for i, st := range []*etcdstore.Store{a, b} {
+		if got := load(t, st)[0].(*coordinator.GroupRecord).Group; got != fmt.Sprintf("g%d", i) {
+			t.Errorf("shard %d holds %s", i, got)
+		}
+	}
+}

@@ -1,0 +1,199 @@
+package member
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// The session finds its group's coordinator itself and heartbeats that
+// broker directly, rather than through kgo's coordinator cache:
+//
+//   - kgo sends FindCoordinator (and Metadata) to one broker of its
+//     choosing, round robin over the brokers and the seeds. When a node
+//     of an HA set freezes (SIGSTOP, a cut network) while its
+//     connections stay open, a lookup that lands on it waits out kgo's
+//     RequestTimeoutOverhead (10 s) before kgo tries another broker,
+//     and every heartbeat queues behind that lookup: a member joining
+//     while its coordinator froze failed its join heartbeats for 22 s.
+//     The session asks every broker at once and takes the first answer.
+//   - a surviving tenure node holds a FindCoordinator while no live node
+//     coordinates the group (up to its CoordinatorWait, at most 8 s for
+//     tenure serve), so the lookup outlives one heartbeat's
+//     RequestTimeout: it runs on its own, up to coordinatorLookupWait,
+//     and each heartbeat waits for it only up to its own deadline, so
+//     the next heartbeat finds the answer.
+
+// coordinatorLookupWait bounds one coordinator lookup: above the longest
+// a tenure node holds a FindCoordinator (8 s).
+const coordinatorLookupWait = 15 * time.Second
+
+// coordinator is the session's view of its group's coordinator.
+type coordinator struct {
+	mu   sync.Mutex
+	id   int32         // the coordinator's broker ID, -1 if unknown
+	err  error         // why the last lookup found none
+	wait chan struct{} // closed when the running lookup ends; nil if none runs
+}
+
+// coordinatorID returns the group's coordinator, starting a lookup if none
+// is known and waiting for it until ctx ends.
+func (s *Session) coordinatorID(ctx context.Context) (int32, error) {
+	c := &s.coord
+	c.mu.Lock()
+	if c.id >= 0 {
+		id := c.id
+		c.mu.Unlock()
+		return id, nil
+	}
+	if c.wait == nil {
+		c.wait = make(chan struct{})
+		s.bg.Add(1)
+		go s.lookupCoordinator(c.wait)
+	}
+	wait := c.wait
+	c.mu.Unlock()
+	select {
+	case <-wait:
+	case <-ctx.Done():
+		return -1, ctx.Err()
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.id < 0 {
+		return -1, c.err
+	}
+	return c.id, nil
+}
+
+func (s *Session) lookupCoordinator(done chan struct{}) {
+	defer s.bg.Done()
+	ctx, cancel := context.WithTimeout(s.loopCtx, coordinatorLookupWait)
+	id, err := findCoordinator(ctx, s.cl, s.cfg.Group)
+	cancel()
+	c := &s.coord
+	c.mu.Lock()
+	c.id, c.err, c.wait = id, err, nil
+	c.mu.Unlock()
+	close(done)
+}
+
+// forgetCoordinator drops coordinator id after a transport error or an
+// answer that it does not coordinate the group; the next heartbeat looks
+// it up again.
+func (s *Session) forgetCoordinator(id int32) {
+	c := &s.coord
+	c.mu.Lock()
+	if c.id == id {
+		c.id = -1
+	}
+	c.mu.Unlock()
+}
+
+// errNoCoordinator: no broker named a coordinator.
+var errNoCoordinator = errors.New("no broker named the group's coordinator")
+
+// findCoordinator asks every broker cl knows for group's coordinator at
+// once (firstAnswer) and returns the first broker ID named.
+func findCoordinator(ctx context.Context, cl *kgo.Client, group string) (int32, error) {
+	var id int32 = -1
+	_, _, err := firstAnswer(ctx, cl, func() kmsg.Request {
+		req := kmsg.NewPtrFindCoordinatorRequest()
+		req.CoordinatorKey = group
+		req.CoordinatorKeys = []string{group}
+		return req
+	}, func(resp kmsg.Response) error {
+		got, err := coordinatorOf(resp.(*kmsg.FindCoordinatorResponse), nil)
+		if err == nil {
+			id = got
+		}
+		return err
+	})
+	if err != nil {
+		return -1, err
+	}
+	return id, nil
+}
+
+// firstAnswer sends a request made by newReq to every broker cl knows (its
+// seeds, until it has read Metadata) at once, and returns the first
+// answer that accept takes (nil error), with the request that got it;
+// else the last error. A broker that never answers holds up nobody: kgo
+// itself sends such requests to one broker of its choosing, and waits
+// out its RequestTimeoutOverhead on a frozen one. accept is called on
+// one goroutine at a time.
+func firstAnswer(ctx context.Context, cl *kgo.Client, newReq func() kmsg.Request, accept func(kmsg.Response) error) (kmsg.Response, kmsg.Request, error) {
+	brokers := cl.DiscoveredBrokers()
+	if len(brokers) == 0 {
+		brokers = cl.SeedBrokers()
+	}
+	if len(brokers) == 0 {
+		req := newReq()
+		resp, err := cl.Request(ctx, req)
+		if err == nil {
+			err = accept(resp)
+		}
+		return resp, req, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type answer struct {
+		req  kmsg.Request
+		resp kmsg.Response
+		err  error
+	}
+	answers := make(chan answer, len(brokers))
+	for _, b := range brokers {
+		go func() {
+			req := newReq()
+			resp, err := b.Request(ctx, req)
+			answers <- answer{req, resp, err}
+		}()
+	}
+	err := errNoCoordinator
+	for range brokers {
+		a := <-answers
+		if a.err == nil {
+			if a.err = accept(a.resp); a.err == nil {
+				return a.resp, a.req, nil
+			}
+		}
+		err = a.err
+	}
+	return nil, nil, err
+}
+
+// coordinatorOf reads a FindCoordinator answer for one key.
+func coordinatorOf(resp *kmsg.FindCoordinatorResponse, err error) (int32, error) {
+	if err != nil {
+		return -1, err
+	}
+	code, id := resp.ErrorCode, resp.NodeID
+	if len(resp.Coordinators) > 0 {
+		code, id = resp.Coordinators[0].ErrorCode, resp.Coordinators[0].NodeID
+	}
+	if err := kerr.ErrorForCode(code); err != nil {
+		return -1, err
+	}
+	if id < 0 {
+		return -1, errNoCoordinator
+	}
+	return id, nil
+}
+
+// staleCoordinator reports whether a heartbeat's outcome says its
+// coordinator is gone: a transport error, or an answer that it does not
+// (or not yet) coordinate the group.
+func staleCoordinator(err error, code int16) bool {
+	if err != nil {
+		return true
+	}
+	e := kerr.ErrorForCode(code)
+	return errors.Is(e, kerr.NotCoordinator) || errors.Is(e, kerr.CoordinatorNotAvailable) ||
+		errors.Is(e, kerr.CoordinatorLoadInProgress)
+}

@@ -1,0 +1,118 @@
+package member
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// frozenCluster is a kfake cluster of three brokers in which the broker
+// that coordinated group "g" froze (it keeps its connections and answers
+// nothing, as under SIGSTOP) and the group moved to another broker, as an
+// HA set's survivors take it over. The frozen broker's address is the
+// last seed, so that a client's first Metadata does not wait on it.
+func frozenCluster(t *testing.T) (c *kfake.Cluster, seeds []string, frozen int32) {
+	t.Helper()
+	c, err := kfake.NewCluster(
+		kfake.NumBrokers(3),
+		kfake.SeedTopics(testParts, testTopic),
+		kfake.BrokerConfigs(map[string]string{
+			"group.consumer.heartbeat.interval.ms": fmt.Sprint(testInterval.Milliseconds()),
+			"group.consumer.session.timeout.ms":    fmt.Sprint(testSession.Milliseconds()),
+		}),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	frozen = c.CoordinatorFor("g")
+	for c.CoordinatorFor("g") == frozen {
+		c.RehashCoordinators()
+	}
+	c.Control(func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		// Handled with no answer and no error: the connection stays
+		// open and nothing comes back.
+		return nil, nil, c.CurrentNode() == frozen
+	})
+	addrs := c.ListenAddrs()
+	for i, a := range addrs {
+		if int32(i) != frozen {
+			seeds = append(seeds, a)
+		}
+	}
+	return c, append(seeds, addrs[frozen]), frozen
+}
+
+// TestFindCoordinatorFrozenBroker: kgo sends FindCoordinator to one broker
+// of its choosing, round robin, so some of a few lookups wait on the
+// frozen broker until they time out; findCoordinator asks every broker
+// at once and is answered by the live ones every time.
+func TestFindCoordinatorFrozenBroker(t *testing.T) {
+	c, seeds, frozen := frozenCluster(t)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	// kgo's first Metadata goes to a seed of its choosing: if it is the
+	// frozen one, the next try goes to another.
+	for i := 0; len(cl.DiscoveredBrokers()) != 3; i++ {
+		if i == 5 {
+			t.Fatalf("%d brokers discovered, want 3", len(cl.DiscoveredBrokers()))
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		kmsg.NewPtrMetadataRequest().RequestWith(ctx, cl)
+		cancel()
+	}
+	want := c.CoordinatorFor("g")
+
+	stalled := 0
+	for range 4 {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		req := kmsg.NewPtrFindCoordinatorRequest()
+		req.CoordinatorKey, req.CoordinatorKeys = "g", []string{"g"}
+		if _, err := req.RequestWith(ctx, cl); err != nil {
+			stalled++
+		}
+		cancel()
+	}
+	if stalled == 0 {
+		t.Fatalf("none of 4 lookups through kgo's own routing reached the frozen broker %d: the test shows nothing", frozen)
+	}
+
+	for i := range 6 {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		start := time.Now()
+		id, err := findCoordinator(ctx, cl, "g")
+		cancel()
+		if err != nil || id != want {
+			t.Fatalf("lookup %d: coordinator %d, %v; want %d", i, id, err, want)
+		}
+		if took := time.Since(start); took > time.Second {
+			t.Fatalf("lookup %d took %v: it waited on the frozen broker", i, took)
+		}
+	}
+	t.Logf("kgo's own lookups stalled on the frozen broker %d: %d of 4", frozen, stalled)
+}
+
+// TestJoinWhileCoordinatorFrozen: members join while the broker that
+// coordinated their group is frozen and another coordinates it. Each
+// joins within a few heartbeat intervals; a lookup that waited on the
+// frozen broker would hold its join heartbeats for kgo's 10 s
+// RequestTimeoutOverhead.
+func TestJoinWhileCoordinatorFrozen(t *testing.T) {
+	_, seeds, _ := frozenCluster(t)
+	for i := range 3 {
+		start := time.Now()
+		s := join(t, testConfig(t, seeds), (&recorder{t: t}).handler(fmt.Sprint("m", i)))
+		if took := time.Since(start); took > 5*time.Second {
+			t.Fatalf("member %d (%s) took %v to join", i, s.MemberID(), took)
+		}
+	}
+}
