@@ -59,7 +59,7 @@ func (b *classicBench) build(n int) {
 	}
 	for b.g.classic.phase == classicPreparing {
 		b.now = b.g.Ready().NextTick
-		b.g.Tick(b.now)
+		b.g.Step(b.now, Tick{})
 		b.g.Advance(b.g.Ready())
 	}
 	b.sync(b.plan(0))

@@ -171,7 +171,7 @@ func FuzzClassicGroup(f *testing.F) {
 				continue
 			case 5:
 				now = now.Add(time.Duration(r.byte()) * 250 * time.Millisecond)
-				g.Tick(now)
+				g.Step(now, Tick{})
 			}
 			if msg != nil {
 				seq++
@@ -179,7 +179,7 @@ func FuzzClassicGroup(f *testing.F) {
 			}
 			drain()
 			if next := g.Ready().NextTick; !next.IsZero() && !next.After(now) && r.byte()%2 == 0 {
-				g.Tick(now)
+				g.Step(now, Tick{})
 				drain()
 			}
 		}

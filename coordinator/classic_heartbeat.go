@@ -11,11 +11,7 @@ import (
 // classicGroupHeartbeatToClassicGroup). It is the hot path of a classic
 // group: O(1), and allocation-free when the caller supplies Request.Resp.
 func (g *Group) classicHeartbeat(now time.Time, req Request, m *kmsg.HeartbeatRequest) {
-	resp, ok := req.Resp.(*kmsg.HeartbeatResponse)
-	if !ok {
-		resp = new(kmsg.HeartbeatResponse)
-	}
-	*resp = kmsg.HeartbeatResponse{Version: m.Version}
+	resp := response[kmsg.HeartbeatResponse](req.Resp, m.Version)
 	resp.ErrorCode = g.classicHeartbeatCode(now, m)
 	var gr *Grants
 	if resp.ErrorCode == 0 {

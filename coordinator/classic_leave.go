@@ -16,7 +16,7 @@ import (
 // parked requests UNKNOWN_MEMBER_ID, release their partitions, and the
 // group rebalances once for the whole batch.
 func (g *Group) classicLeave(now time.Time, req Request, m *kmsg.LeaveGroupRequest) {
-	resp := classicLeaveResponse(req.Resp, m.Version)
+	resp := response[kmsg.LeaveGroupResponse](req.Resp, m.Version)
 	if g.deleted {
 		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
 		g.reply(req, resp)

@@ -538,7 +538,7 @@ func (s *classicSim) advance(d time.Duration) {
 		if next.After(s.now) {
 			s.now = next
 		}
-		s.g.Tick(s.now)
+		s.g.Step(s.now, Tick{})
 		s.process()
 		if n := s.g.Ready().NextTick; !n.IsZero() && !n.After(s.now) {
 			s.t.Fatalf("the group asks to be ticked at %s again after a tick at %s", rel(n), rel(s.now))
@@ -552,7 +552,7 @@ func (s *classicSim) advance(d time.Duration) {
 // closeConn tells the group that c's connection closed.
 func (s *classicSim) closeConn(c *classicSimClient) {
 	if c.id != "" {
-		s.g.ConnectionClosed(s.now, c.id)
+		s.g.Step(s.now, ConnectionClosed{MemberID: c.id})
 		s.process()
 	}
 }

@@ -5,9 +5,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// The classic responses are reset before they are filled, so a caller that
-// reuses them (Request.Resp) never sends a field left from an earlier use.
-
 // emptyConsumerAssignment is an encoded ConsumerMemberAssignment with no
 // partitions. A "consumer" group member the leader assigned nothing gets
 // it instead of zero bytes, which some clients fail to decode (kfake does
@@ -18,33 +15,11 @@ var emptyConsumerAssignment = func() []byte {
 }()
 
 func classicJoinResponse(r kmsg.Response, version int16) *kmsg.JoinGroupResponse {
-	resp, ok := r.(*kmsg.JoinGroupResponse)
-	if !ok {
-		resp = new(kmsg.JoinGroupResponse)
-	}
-	*resp = kmsg.JoinGroupResponse{Version: version}
-	resp.Default()
-	return resp
+	return response[kmsg.JoinGroupResponse](r, version)
 }
 
 func classicSyncResponse(r kmsg.Response, version int16) *kmsg.SyncGroupResponse {
-	resp, ok := r.(*kmsg.SyncGroupResponse)
-	if !ok {
-		resp = new(kmsg.SyncGroupResponse)
-	}
-	*resp = kmsg.SyncGroupResponse{Version: version}
-	resp.Default()
-	return resp
-}
-
-func classicLeaveResponse(r kmsg.Response, version int16) *kmsg.LeaveGroupResponse {
-	resp, ok := r.(*kmsg.LeaveGroupResponse)
-	if !ok {
-		resp = new(kmsg.LeaveGroupResponse)
-	}
-	*resp = kmsg.LeaveGroupResponse{Version: version}
-	resp.Default()
-	return resp
+	return response[kmsg.SyncGroupResponse](r, version)
 }
 
 // classicReplyJoinError answers a JoinGroup with an error. As in Kafka, the

@@ -71,7 +71,7 @@ type Config struct {
 	GenerationLogRetention int
 
 	// ConnLossGrace is how long a member whose connection closed (see
-	// Group.ConnectionClosed) keeps its place without being heard from on
+	// input ConnectionClosed) keeps its place without being heard from on
 	// any connection; then it is expelled, as its session expiry would,
 	// with the reason "connection-closed". A process that dies has its
 	// connections closed by its kernel, so its partitions move after

@@ -52,9 +52,9 @@ type connLoss struct {
 	next time.Time
 }
 
-// ConnectionClosed tells the group that the connection that carried the
-// latest request of member memberID closed at now. Unless the member is
-// heard from within Config.ConnLossGrace, the Tick at the end of the grace
+// connectionClosed (input ConnectionClosed) is told that the connection
+// that carried the latest request of member memberID closed at now. Unless
+// the member is heard from within Config.ConnLossGrace, the Tick at the end of the grace
 // expels it as its session expiry would, with the reason
 // "connection-closed". The caller must call it only for the connection
 // that carried the member's latest request (a member may use several
@@ -65,11 +65,8 @@ type connLoss struct {
 // It does nothing when the grace is 0, for an unknown member, for a static
 // member (see above), for a member under its takeover grace
 // (Config.TakeoverGrace: restored and not heard on its heartbeat path
-// since) or for a member already marked (the earlier mark stands). Like Step, it may leave something in Ready: a new NextTick.
-func (g *Group) ConnectionClosed(now time.Time, memberID string) {
-	g.apply(now, func() { g.connectionClosed(now, memberID) })
-}
-
+// since) or for a member already marked (the earlier mark stands). Like
+// any input, it may leave something in Ready: a new NextTick.
 func (g *Group) connectionClosed(now time.Time, memberID string) {
 	grace := g.cfg.ConnLossGrace
 	if grace <= 0 || g.deleted || !g.connLossApplies(memberID) {

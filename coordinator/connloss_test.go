@@ -22,7 +22,7 @@ func init() {
 		if id == "" {
 			id = e.client(label).id
 		}
-		e.g.ConnectionClosed(e.now, id)
+		e.g.Step(e.now, ConnectionClosed{MemberID: id})
 		return l.apply(e.drain())
 	}
 }
@@ -75,7 +75,7 @@ func TestConnLossProperty(t *testing.T) {
 				if _, ok := p.closed[c.id]; !ok {
 					p.closed[c.id] = p.now
 				}
-				p.g.ConnectionClosed(p.now, c.id)
+				p.g.Step(p.now, ConnectionClosed{MemberID: c.id})
 				p.drain()
 			},
 			"commit": func(rt *rapid.T) { p.commit(pick(rt), rapid.Bool().Draw(rt, "all")) },
@@ -118,7 +118,7 @@ func (p *connLossRun) advance(d time.Duration) {
 		if next.After(p.now) {
 			p.now = next
 		}
-		p.g.Tick(p.now)
+		p.g.Step(p.now, Tick{})
 		p.drain()
 	}
 	p.now = end

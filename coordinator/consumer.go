@@ -230,7 +230,7 @@ type consumerState struct {
 	// targetMoves collects the partitions whose target owner changed
 	// since the last generation log entry (noteTargetChange).
 	targetMoves map[TopicPartition]string
-	// drained counts the members drained by an admin (Group.Drain).
+	// drained counts the members drained by an admin (input Drain).
 	drained int
 	// targetSizes counts the members by the size of their target (those
 	// with an empty one are not counted), for the generation log's

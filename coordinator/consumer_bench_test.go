@@ -285,7 +285,7 @@ func BenchmarkConsumerColdJoinCoalesced(b *testing.B) {
 				bg.cfg.ConsumerJoinCoalesce = window
 				bg.addMembers(n)
 				bg.now = bg.now.Add(window)
-				bg.g.Tick(bg.now)
+				bg.g.Step(bg.now, Tick{})
 				bg.g.Advance(bg.g.Ready())
 				bg.converge(b)
 				if e := bg.g.Epoch(); e != 2 {

@@ -3,11 +3,10 @@ package coordinator
 import (
 	"errors"
 	"fmt"
-	"time"
 )
 
-// Drain is the planned-deploy path: the member's partitions move away
-// gracefully while it stays in the group. Its part of the target becomes
+// drain (input Drain) is the planned-deploy path: the member's partitions
+// move away gracefully while it stays in the group. Its part of the target becomes
 // empty and the epoch is bumped (reason "drain"), so the member revokes
 // its partitions on its next heartbeat, and each is granted to its new
 // owner, under a fresh token, only once the member has released it:
@@ -21,11 +20,6 @@ import (
 // Only KIP-848 groups can be drained: a classic group's assignment is
 // computed by its leader client, which the coordinator cannot steer; the
 // way to move work off a classic member is LeaveGroup (an admin removal).
-func (g *Group) Drain(now time.Time, memberID string, remove bool) (err error) {
-	g.apply(now, func() { err = g.drain(memberID, remove) })
-	return err
-}
-
 func (g *Group) drain(memberID string, remove bool) error {
 	mem, err := g.drainable(memberID)
 	if err != nil {
@@ -45,12 +39,8 @@ func (g *Group) drain(memberID string, remove bool) error {
 	return nil
 }
 
-// Undrain lets a drained member be assigned partitions again.
-func (g *Group) Undrain(now time.Time, memberID string) (err error) {
-	g.apply(now, func() { err = g.undrain(memberID) })
-	return err
-}
-
+// undrain lets a drained member be assigned partitions again (input
+// Undrain).
 func (g *Group) undrain(memberID string) error {
 	mem, err := g.drainable(memberID)
 	if err != nil {

@@ -14,7 +14,7 @@ import (
 // leave (-1, or -2 for a static member that will come back), or a regular
 // heartbeat. A request that is refused changes nothing.
 func (g *Group) consumerHeartbeat(now time.Time, req Request, m *kmsg.ConsumerGroupHeartbeatRequest) {
-	resp := heartbeatResponse(req, m)
+	resp := response[kmsg.ConsumerGroupHeartbeatResponse](req.Resp, m.Version)
 	resp.HeartbeatIntervalMillis = int32(g.cfg.ConsumerHeartbeatInterval / time.Millisecond)
 	switch {
 	case !g.validHeartbeat(m, resp):
@@ -42,16 +42,6 @@ func (g *Group) consumerHeartbeat(now time.Time, req Request, m *kmsg.ConsumerGr
 	gr := g.consumer.replyGrants
 	g.consumer.replyGrants = nil
 	g.replyGranting(req, resp, gr)
-}
-
-// heartbeatResponse returns the response to fill: the caller's, reset, or
-// a new one.
-func heartbeatResponse(req Request, m *kmsg.ConsumerGroupHeartbeatRequest) *kmsg.ConsumerGroupHeartbeatResponse {
-	if r, ok := req.Resp.(*kmsg.ConsumerGroupHeartbeatResponse); ok && r != nil {
-		*r = kmsg.ConsumerGroupHeartbeatResponse{Version: m.Version}
-		return r
-	}
-	return m.ResponseKind().(*kmsg.ConsumerGroupHeartbeatResponse)
 }
 
 func failHeartbeat(resp *kmsg.ConsumerGroupHeartbeatResponse, code int16, msg string) {
@@ -143,7 +133,7 @@ func (g *Group) parseSubscription(mem *consumerMember, m *kmsg.ConsumerGroupHear
 				failHeartbeat(resp, kerr.InvalidRequest.Code, "SubscribedTopicRegex is not supported: the coordinator's topic resolver cannot list topics.")
 				return u, false
 			}
-			re, err := compileTopicRegex(*u.regex)
+			re, err := CompileTopicRegex(*u.regex)
 			if err != nil {
 				failHeartbeat(resp, kerr.InvalidRegularExpression.Code, "SubscribedTopicRegex "+*u.regex+" is invalid: "+err.Error())
 				return u, false

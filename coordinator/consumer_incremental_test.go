@@ -160,7 +160,7 @@ func (r *incRun) step() bool {
 			id, parts, _ := r.topics.Lookup("t")
 			r.topics.Add("t", id, parts+1)
 		}
-		r.g.TopicsChanged(testEpoch)
+		r.g.Step(testEpoch, TopicsChanged{})
 		return false
 	}
 }

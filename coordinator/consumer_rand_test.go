@@ -208,27 +208,27 @@ func (r *randRun) step(n int) {
 	// Time passes; due timers fire.
 	e.now = e.now.Add(time.Duration(r.rng.IntN(300)) * time.Millisecond)
 	if next := e.g.Ready().NextTick; !next.IsZero() && !next.After(e.now) {
-		e.g.Tick(e.now)
+		e.g.Step(e.now, Tick{})
 		r.drain(nil)
 	}
 	if !r.topicAdded && n == 400 {
 		r.topicAdded = true
 		e.topics.Add("u", deletedU, 4)
-		e.g.TopicsChanged(e.now)
+		e.g.Step(e.now, TopicsChanged{})
 		r.drain(nil)
 	}
 	// u is deleted, then created again with a new ID and more partitions.
 	switch n {
 	case 650:
 		e.topics.Remove("u")
-		e.g.TopicsDeleted(e.now, []string{"u"})
+		e.g.Step(e.now, TopicsDeleted{Names: []string{"u"}})
 		r.drain(nil)
 		for _, c := range r.clients {
 			r.deletedHeld += c.deleteTopic("u")
 		}
 	case 800:
 		e.topics.Add("u", TopicID{15: 3}, 6)
-		e.g.TopicsChanged(e.now)
+		e.g.Step(e.now, TopicsChanged{})
 		r.drain(nil)
 	}
 	c := r.clients[r.rng.IntN(len(r.clients))]
@@ -255,7 +255,7 @@ func (r *randRun) step(n int) {
 				if r.rng.IntN(2) == 0 {
 					// Its connection closes under it: expelled a
 					// grace later unless it wakes first.
-					e.g.ConnectionClosed(e.now, c.id)
+					e.g.Step(e.now, ConnectionClosed{MemberID: c.id})
 					r.drain(nil)
 				}
 			}
@@ -272,7 +272,7 @@ func (r *randRun) step(n int) {
 	}
 	if e.cfg.IssueGrants && r.rng.IntN(100) == 0 {
 		r.reissues++
-		e.g.ReissueGrants()
+		e.g.Step(e.now, ReissueGrants{})
 		for id := range e.g.consumer.members {
 			r.reissued[id] = true
 		}
@@ -568,7 +568,7 @@ func (r *randRun) restartCoordinator() {
 		// A restored group takes its members to hold grants of what they
 		// own; the server reissues after a load while a rotation is
 		// recent, as here.
-		g.ReissueGrants()
+		g.Step(r.env.now, ReissueGrants{})
 	}
 	r.drain(nil)
 	r.store.check(r.t, g, r.env.now)

@@ -12,9 +12,11 @@ type TopicLister interface {
 	Names() []string
 }
 
-// compileTopicRegex compiles a subscription regex. Like Kafka, the
-// pattern must match the whole topic name. Go's RE2 syntax is the one
-// Kafka's RE2J accepts.
-func compileTopicRegex(pattern string) (*regexp.Regexp, error) {
+// CompileTopicRegex compiles a KIP-848 subscription regex as the
+// coordinator resolves it: like Kafka, the pattern must match the whole
+// topic name. Go's RE2 syntax is the one Kafka's RE2J accepts. Everything
+// that matches topics against a subscription (the server's ACL check, the
+// CLI's state) compiles it here, so they agree with the group.
+func CompileTopicRegex(pattern string) (*regexp.Regexp, error) {
 	return regexp.Compile("^(?:" + pattern + ")$")
 }

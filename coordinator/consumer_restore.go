@@ -52,7 +52,7 @@ func (g *Group) restoreConsumer(gr *GroupRecord, rg *recordGroup) error {
 		}
 		mem.resolved = mem.topics
 		if mem.regex != "" {
-			re, err := compileTopicRegex(mem.regex)
+			re, err := CompileTopicRegex(mem.regex)
 			if err != nil {
 				return fmt.Errorf("%w: group %q member %q: regex %q: %v", ErrCorruptRecords, g.name, id, mem.regex, err)
 			}

@@ -62,16 +62,12 @@ func init() {
 	testCommands["round"] = cmdRound
 	testCommands["run"] = cmdRun
 	testCommands["drain"] = func(e *testEnv, a *testArgs) string {
-		if err := e.g.Drain(e.now, a.str("member", ""), a.has("remove")); err != nil {
-			return "error: " + err.Error()
-		}
-		return e.drain()
+		return e.admin(func(ref any) Input {
+			return Drain{Ref: ref, MemberID: a.str("member", ""), Remove: a.has("remove")}
+		})
 	}
 	testCommands["undrain"] = func(e *testEnv, a *testArgs) string {
-		if err := e.g.Undrain(e.now, a.str("member", "")); err != nil {
-			return "error: " + err.Error()
-		}
-		return e.drain()
+		return e.admin(func(ref any) Input { return Undrain{Ref: ref, MemberID: a.str("member", "")} })
 	}
 	testCommands["describe"] = func(e *testEnv, a *testArgs) string {
 		return renderDescribe(e.g.DescribeConsumer())
@@ -574,10 +570,10 @@ func renderOffsetDeleteResponse(r kmsg.Response) string {
 }
 
 func cmdDeleteGroup(e *testEnv, a *testArgs) string {
-	code := e.g.Delete(e.now)
+	err := stepAdmin(e.t, e.g, e.now, func(ref any) Input { return DeleteGroup{Ref: ref} })
 	s := "ok"
-	if code != 0 {
-		s = "error=" + kerr.ErrorForCode(code).(*kerr.Error).Message
+	if err != nil {
+		s = "error=" + err.(*kerr.Error).Message
 	}
 	return s + "\n" + e.drain()
 }

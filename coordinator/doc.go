@@ -2,9 +2,10 @@
 // that decides who owns which partition, at which generation, and which
 // commits to accept.
 //
-// A [Group] is pure. The caller hands it decoded Kafka requests (franz-go's
-// kmsg types) with the current time through [Group.Step], calls
-// [Group.Tick] when timers are due, and then performs what [Group.Ready]
+// A [Group] is pure. The caller hands it every input with the current time
+// through [Group.Step]: decoded Kafka requests (franz-go's kmsg types, in a
+// [Request]), a [Tick] when timers are due, topic changes and admin
+// operations ([Input] lists them); then it performs what [Group.Ready]
 // asks, in order: persist the records, send the replies, arm a timer for
 // NextTick. The group never reads a clock, starts a goroutine or touches a
 // socket, so the TCP server (package coordinator/server), the simulator
@@ -41,7 +42,7 @@
 //
 // A dead process's kernel closes its connections; a paused or partitioned
 // process closes nothing. The caller tells a group, with
-// [Group.ConnectionClosed], when the connection that carried a member's
+// [ConnectionClosed], when the connection that carried a member's
 // latest request ends; unless the member is heard from on any connection
 // within [Config.ConnLossGrace] (3 s by default; 0 turns it off), the Tick
 // at the end of the grace expels it as a session expiry would, with the

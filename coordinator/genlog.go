@@ -34,7 +34,7 @@ type GenerationRecord struct {
 	Group string
 	Epoch int32
 	Type  GroupType
-	// Time is when the epoch began (the time given to the Step or Tick).
+	// Time is when the epoch began (the time given to Step).
 	Time time.Time
 	// Reason says why, as the group's events name it (member-joined,
 	// member-left, member-expired, subscription-changed, topics-changed,

@@ -49,11 +49,11 @@ type GrantedPartition struct {
 	Token     epoch.Token
 }
 
-// ReissueGrants makes every member's next successful reply grant all it
+// reissueGrants (input ReissueGrants) makes every member's next successful reply grant all it
 // holds again (a new signing key: every live ownership gets a signature of
 // it). It changes nothing durable and is a no-op without
 // Config.IssueGrants.
-func (g *Group) ReissueGrants() {
+func (g *Group) reissueGrants() {
 	if !g.cfg.IssueGrants {
 		return
 	}

@@ -41,9 +41,9 @@ type Request struct {
 	// Msg is the request: JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
 	// ConsumerGroupHeartbeat, OffsetCommit or OffsetDelete.
 	Msg kmsg.Request
-	// Resp, if not nil, is a response of Msg's kind and version for the
-	// group to fill, so a caller can reuse responses; otherwise the group
-	// allocates one with Msg.ResponseKind().
+	// Resp, if not nil, is a response of Msg's kind for the group to
+	// reset to Msg's version and fill, so a caller can reuse responses;
+	// otherwise the group allocates one with Msg.ResponseKind().
 	Resp kmsg.Response
 	// ClientID and ClientHost describe the connection, for member IDs and
 	// DescribeGroups.
@@ -90,7 +90,7 @@ type Group struct {
 	expelledEmpty bool
 	// conn marks the members whose connection closed (connloss.go).
 	conn connLoss
-	// now is the time of the input being applied (apply), for the
+	// now is the time of the input being stepped (Step), for the
 	// callbacks that do not take it (ownership changes).
 	now time.Time
 
@@ -127,71 +127,6 @@ func (g *Group) Type() GroupType { return g.typ }
 
 // Epoch returns the classic generation or KIP-848 group epoch.
 func (g *Group) Epoch() int32 { return g.epoch }
-
-// Step applies one request at time now. A reply is appended to Ready, now
-// or (for requests the protocol parks, such as a classic JoinGroup) when a
-// later Step or Tick completes it. The caller must not route other request
-// kinds here: doing so is a programming error and panics.
-func (g *Group) Step(now time.Time, req Request) {
-	g.apply(now, func() { g.step(now, req) })
-}
-
-func (g *Group) step(now time.Time, req Request) {
-	g.connHeard(req.Msg)
-	switch m := req.Msg.(type) {
-	case *kmsg.JoinGroupRequest:
-		g.classicJoin(now, req, m)
-	case *kmsg.SyncGroupRequest:
-		g.classicSync(now, req, m)
-	case *kmsg.HeartbeatRequest:
-		g.classicHeartbeat(now, req, m)
-	case *kmsg.LeaveGroupRequest:
-		g.classicLeave(now, req, m)
-	case *kmsg.ConsumerGroupHeartbeatRequest:
-		g.consumerHeartbeat(now, req, m)
-	case *kmsg.OffsetCommitRequest:
-		g.commitOffsets(now, req, m)
-	case *kmsg.OffsetDeleteRequest:
-		g.deleteOffsets(now, req, m)
-	default:
-		panic(fmt.Sprintf("coordinator: Step given %T, which is not a group request", req.Msg))
-	}
-}
-
-// apply is the one way into the group's state: every entry point that
-// may change it (Step, Tick, TopicsChanged, TopicsDeleted, Drain,
-// Undrain, Delete, ConnectionClosed) hands its work to apply, which sets
-// the clock the callbacks read before it, and persists the targets the
-// work moved after it, so that the Ready after any input holds them.
-func (g *Group) apply(now time.Time, work func()) {
-	g.now = now
-	work()
-	g.persistTargets()
-}
-
-// Tick fires the timers that are due at now: session expiry, expiry after
-// a closed connection (ConnectionClosed), rebalance and revocation
-// timeouts, the initial rebalance delay.
-func (g *Group) Tick(now time.Time) {
-	g.apply(now, func() {
-		switch g.typ {
-		case Classic:
-			g.classicTick(now)
-		case Consumer:
-			g.consumerTick(now)
-		}
-	})
-}
-
-// TopicsChanged tells the group that topics were created, so a KIP-848
-// group recomputes its target assignment for subscriptions that now match.
-func (g *Group) TopicsChanged(now time.Time) {
-	g.apply(now, func() {
-		if g.typ == Consumer {
-			g.consumerTopicsChanged(now)
-		}
-	})
-}
 
 // HasReady reports whether Ready has anything new for the caller.
 func (g *Group) HasReady() bool {

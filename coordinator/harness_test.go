@@ -119,18 +119,18 @@ var testCommands = map[string]func(e *testEnv, a *testArgs) string{
 	},
 	"add-topic": func(e *testEnv, a *testArgs) string {
 		e.addTopic(a.str("name", ""), int32(a.int("partitions", 0)))
-		e.g.TopicsChanged(e.now)
+		e.g.Step(e.now, TopicsChanged{})
 		return e.drain()
 	},
 	"advance": func(e *testEnv, a *testArgs) string {
 		return e.advance(a.dur("d", 0))
 	},
 	"tick": func(e *testEnv, a *testArgs) string {
-		e.g.Tick(e.now)
+		e.g.Step(e.now, Tick{})
 		return e.drain()
 	},
 	"reissue-grants": func(e *testEnv, a *testArgs) string {
-		e.g.ReissueGrants()
+		e.g.Step(e.now, ReissueGrants{})
 		return "ok"
 	},
 	"state": func(e *testEnv, a *testArgs) string {
@@ -195,7 +195,7 @@ func (e *testEnv) advance(d time.Duration) string {
 		if next.After(e.now) {
 			e.now = next
 		}
-		e.g.Tick(e.now)
+		e.g.Step(e.now, Tick{})
 		if s := e.drain(); s != "" && s != "next-tick: none\n" {
 			fmt.Fprintf(&out, "at %s:\n%s", rel(e.now), s)
 		}
@@ -210,6 +210,38 @@ func (e *testEnv) advance(d time.Duration) string {
 	return out.String()
 }
 
+// answer is the Ref of an admin input stepped by stepAdmin.
+type answer struct{}
+
+// stepAdmin steps the admin input mk makes at now and returns the group's
+// answer, which it finds in Ready without retiring it.
+func stepAdmin(t testing.TB, g *Group, now time.Time, mk func(ref any) Input) error {
+	t.Helper()
+	a := new(answer)
+	g.Step(now, mk(a))
+	for _, r := range g.Ready().Replies {
+		if r.Ref == a {
+			if r.Msg != nil {
+				t.Fatalf("the answer to an admin input carries a response: %v", r.Msg)
+			}
+			return r.Err
+		}
+	}
+	t.Fatalf("no answer to %T in Ready", mk(a))
+	return nil
+}
+
+// admin steps an admin input and renders the group's answer: the error
+// alone, or the Ready it left.
+func (e *testEnv) admin(mk func(ref any) Input) string {
+	err := stepAdmin(e.t, e.g, e.now, mk)
+	out := e.drain()
+	if err != nil {
+		return "error: " + err.Error()
+	}
+	return out
+}
+
 // drain renders and advances the group's Ready.
 func (e *testEnv) drain() string {
 	rd := e.g.Ready()
@@ -218,6 +250,9 @@ func (e *testEnv) drain() string {
 		b.WriteString("persist: " + renderRecord(r) + "\n")
 	}
 	for _, r := range rd.Replies {
+		if r.Msg == nil {
+			continue // an admin input's answer (stepAdmin)
+		}
 		fmt.Fprintf(&b, "reply to %v: %s\n", r.Ref, renderResponse(r.Msg))
 		if r.Grants != nil {
 			fmt.Fprintf(&b, "grants to %s: %s\n", r.Grants.Member, renderGrants(r.Grants.Partitions))

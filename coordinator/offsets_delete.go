@@ -18,7 +18,7 @@ import (
 // unknown topic is UNKNOWN_TOPIC_OR_PARTITION. Deleting an offset that is
 // not committed succeeds and changes nothing.
 func (g *Group) deleteOffsets(now time.Time, req Request, m *kmsg.OffsetDeleteRequest) {
-	resp := offsetDeleteResponse(req, m)
+	resp := response[kmsg.OffsetDeleteResponse](req.Resp, m.Version)
 	var subscribed func(topic string) bool
 	switch {
 	case g.deleted:
@@ -56,14 +56,6 @@ func (g *Group) deleteOffsets(now time.Time, req Request, m *kmsg.OffsetDeleteRe
 		resp.Topics = append(resp.Topics, rt)
 	}
 	g.reply(req, resp)
-}
-
-func offsetDeleteResponse(req Request, m *kmsg.OffsetDeleteRequest) *kmsg.OffsetDeleteResponse {
-	if r, ok := req.Resp.(*kmsg.OffsetDeleteResponse); ok && r != nil {
-		*r = kmsg.OffsetDeleteResponse{Version: m.Version}
-		return r
-	}
-	return m.ResponseKind().(*kmsg.OffsetDeleteResponse)
 }
 
 // deleteOffset removes a committed offset, if any, durably.
@@ -109,28 +101,23 @@ func (g *Group) offsetDeleteClassicTopics() map[string]struct{} {
 	return topics
 }
 
-// Delete deletes the group, as DeleteGroups asks: a group with members
+// deleteGroup (input DeleteGroup) deletes the group, as DeleteGroups asks: a group with members
 // answers NON_EMPTY_GROUP (a static member parked by a -2 leave still
 // counts) and a deleted one GROUP_ID_NOT_FOUND; otherwise every committed
 // offset is deleted, then the group, durably (OffsetRecords with Deleted,
 // then a GroupRecord with Deleted), and the Group accepts nothing more:
 // the caller drops it once the records are persisted.
-func (g *Group) Delete(now time.Time) (code int16) {
-	g.apply(now, func() { code = g.deleteGroup() })
-	return code
-}
-
-func (g *Group) deleteGroup() int16 {
+func (g *Group) deleteGroup() error {
 	switch {
 	case g.deleted:
-		return kerr.GroupIDNotFound.Code
+		return kerr.GroupIDNotFound
 	case !g.Empty():
-		return kerr.NonEmptyGroup.Code
+		return kerr.NonEmptyGroup
 	}
 	for _, tp := range g.offsets.sorted() {
 		g.deleteOffset(tp)
 	}
 	g.deleted = true
 	g.persist(&GroupRecord{Group: g.name, Type: g.typ, Epoch: g.epoch, Deleted: true})
-	return 0
+	return nil
 }

@@ -8,7 +8,7 @@ import (
 	"github.com/tenure-dev/tenure/epoch"
 )
 
-// Ready is what a Group asks its caller to do after Step or Tick. The
+// Ready is what a Group asks its caller to do after Step. The
 // caller performs it in this order, and calls Advance(rd) once it has taken
 // what it keeps (the records are the caller's for good; the Replies and
 // Events slices are reused after Advance):
@@ -28,7 +28,7 @@ import (
 //  2. Send every reply. Some answer requests stepped earlier (a classic
 //     JoinGroup is answered when the rebalance completes); Reply.Ref says
 //     which.
-//  3. Call Tick no later than NextTick (when it is not zero), even if no
+//  3. Step a Tick no later than NextTick (when it is not zero), even if no
 //     request arrives.
 //
 // Events are informational (logs, metrics, simulator statistics) and may be
@@ -45,12 +45,17 @@ type Ready struct {
 	NextTick time.Time
 }
 
-// Reply is a response to a request given to Step.
+// Reply answers an input given to Step: a Request (Msg) or an admin input
+// (Drain, Undrain, DeleteGroup: Err).
 type Reply struct {
-	// Ref is Request.Ref of the request this answers.
+	// Ref is the Ref of the input this answers.
 	Ref any
-	// Msg is the response, of the request's kind and version.
+	// Msg is the response to a Request, of the request's kind and
+	// version; nil for an admin input.
 	Msg kmsg.Response
+	// Err is the outcome of an admin input: nil, or why it was refused
+	// (see Drain and DeleteGroup). Always nil with Msg.
+	Err error
 	// Grants, with Config.IssueGrants, are the ownerships Msg tells its
 	// member of, for the caller to sign and carry in Msg (epoch/grantwire)
 	// before sending it; nil when there are none (grants.go).
@@ -113,7 +118,7 @@ type MemberRecord struct {
 	// Protocols are the classic member's protocols with their metadata,
 	// in its order of preference.
 	Protocols []Protocol
-	// Drained is set on a KIP-848 member an admin drained (Group.Drain):
+	// Drained is set on a KIP-848 member an admin drained (input Drain):
 	// it is assigned nothing; RemoveWhenDrained removes it once it holds
 	// nothing.
 	Drained           bool

@@ -47,16 +47,16 @@ func Restore(name string, cfg *Config, rng *rand.Rand, now time.Time, recs []Rec
 	if err != nil {
 		return nil, err
 	}
-	g.Resume(now)
+	g.Step(now, Resume{})
 	return g, nil
 }
 
 // Rebuild is Restore without the clock: the group as its records describe
-// it, with every deadline still to start. Resume(now) starts them, and
-// Restore(now) is exactly Rebuild then Resume(now); a warm standby
-// (package server) rebuilds the groups it may take over ahead of time,
-// so that taking them over costs a Resume each. The group must not be
-// stepped or ticked before Resume.
+// it, with every deadline still to start. Stepping it with Resume starts
+// them, and Restore(now) is exactly Rebuild then Step(now, Resume{}); a
+// warm standby (package server) rebuilds the groups it may take over
+// ahead of time, so that taking them over costs a Resume each. The group
+// must not be stepped with any other input before Resume.
 func Rebuild(name string, cfg *Config, rng *rand.Rand, recs []Record) (*Group, error) {
 	set := NewRecordSet()
 	for _, r := range recs {
@@ -120,12 +120,13 @@ type resumeState struct {
 	assigning bool
 }
 
-// Resume starts the clocks of a group that Rebuild returned: every
+// resumeClocks (input Resume) starts the clocks of a group that Rebuild
+// returned: every
 // member's session (with the takeover grace, and spread:
 // restoredDeadline), and a revoking member's rebalance timeout, start at
 // now, so that a fail-over expels nobody (Restore). Resume does nothing
 // to a group that Rebuild made from no records, or once it has run.
-func (g *Group) Resume(now time.Time) {
+func (g *Group) resumeClocks(now time.Time) {
 	if g.resume == nil {
 		return
 	}

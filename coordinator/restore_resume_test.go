@@ -27,11 +27,11 @@ func TestRebuildResume(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got.Resume(at)
+	got.Step(at, coordinator.Resume{})
 	if got.String() != want.String() || nextTick(got) != nextTick(want) {
 		t.Fatalf("rebuilt and resumed:\n%s\nnext tick %v\nrestored:\n%s\nnext tick %v", got, nextTick(got), want, nextTick(want))
 	}
-	got.Resume(at.Add(time.Hour))
+	got.Step(at.Add(time.Hour), coordinator.Resume{})
 	if got.String() != want.String() {
 		t.Fatalf("a second Resume changed the group:\n%s", got)
 	}
@@ -61,7 +61,7 @@ func TestRestoredSessionsSpread(t *testing.T) {
 		if next := nextTick(g).Sub(at); next < session {
 			t.Fatalf("group %s: a session ends %v after the restore, before the grace %v", name, next, session)
 		}
-		g.Tick(at.Add(session - time.Nanosecond))
+		g.Step(at.Add(session-time.Nanosecond), coordinator.Tick{})
 		if n := g.MemberCount(); n != members {
 			t.Fatalf("group %s: %d members left before the grace ended", name, n)
 		}
@@ -70,7 +70,7 @@ func TestRestoredSessionsSpread(t *testing.T) {
 				t.Fatalf("group %s: %d members outlive the spread (next tick %v)", name, g.MemberCount(), now)
 			}
 			n := g.MemberCount()
-			g.Tick(now)
+			g.Step(now, coordinator.Tick{})
 			expired[(now.Sub(at)-session)/tick] += n - g.MemberCount()
 		}
 	}

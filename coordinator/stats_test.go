@@ -126,7 +126,7 @@ func TestStatsExpelledEmpty(t *testing.T) {
 	}
 	expire := func() {
 		now = now.Add(cfg.ConsumerSessionTimeout + time.Second)
-		g.Tick(now)
+		g.Step(now, Tick{})
 		g.Advance(g.Ready())
 	}
 

@@ -48,7 +48,7 @@ func (t *StaticTopics) Add(name string, id TopicID, partitions int32) {
 }
 
 // Remove deletes a topic; an unknown name is ignored. Tell the groups
-// (Group.TopicsDeleted).
+// (input TopicsDeleted).
 func (t *StaticTopics) Remove(name string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()

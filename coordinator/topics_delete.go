@@ -27,7 +27,8 @@ import (
 //     topic of the name is created again keeps it under its token until
 //     that rebalance.
 
-// TopicsDeleted tells the group that the named topics were deleted: its
+// topicsDeleted (input TopicsDeleted) is told that the named topics were
+// deleted: its
 // Topics resolver no longer knows them, or knows a new topic of the name
 // (deleted and created again). The group deletes their committed offsets
 // (OffsetRecords with Deleted), forgets their last owners and, if it is a
@@ -35,10 +36,6 @@ import (
 // and bumps its epoch ("topics-changed"): a parked static member, which
 // runs nothing, releases them at once. Topics the group holds nothing of
 // change nothing.
-func (g *Group) TopicsDeleted(now time.Time, names []string) {
-	g.apply(now, func() { g.topicsDeleted(now, names) })
-}
-
 func (g *Group) topicsDeleted(now time.Time, names []string) {
 	if g.deleted || len(names) == 0 {
 		return

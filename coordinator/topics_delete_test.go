@@ -36,7 +36,7 @@ func init() {
 			return "ok"
 		}
 		renderEnv = e
-		e.g.TopicsDeleted(e.now, names)
+		e.g.Step(e.now, TopicsDeleted{Names: names})
 		out := e.drain()
 		checkConsumerInvariants(e.t, e.g)
 		return out
@@ -44,7 +44,7 @@ func init() {
 	testCommands["forget-unknown"] = func(e *testEnv, a *testArgs) string {
 		unknown := e.g.UnknownTopics()
 		out := "unknown: " + strings.Join(unknown, ",") + "\n"
-		e.g.TopicsDeleted(e.now, unknown)
+		e.g.Step(e.now, TopicsDeleted{Names: unknown})
 		out += e.drain()
 		checkConsumerInvariants(e.t, e.g)
 		return out

@@ -230,7 +230,7 @@ func (c *coordNode) connClosed(w *world, k connKey) {
 	if w.opts.MeasureCPU {
 		start = time.Now()
 	}
-	c.g.ConnectionClosed(w.clock.now.Time(), id)
+	c.g.Step(w.clock.now.Time(), coordinator.ConnectionClosed{MemberID: id})
 	c.steps++
 	if w.opts.MeasureCPU {
 		c.cpu += time.Since(start)
@@ -249,7 +249,7 @@ func (c *coordNode) timer(w *world, e *event) {
 	if w.opts.MeasureCPU {
 		start = time.Now()
 	}
-	c.g.Tick(w.clock.now.Time())
+	c.g.Step(w.clock.now.Time(), coordinator.Tick{})
 	c.ticks++
 	if w.opts.MeasureCPU {
 		c.cpu += time.Since(start)
@@ -258,7 +258,18 @@ func (c *coordNode) timer(w *world, e *event) {
 }
 
 // ready performs what the group asks, in its order: persist, reply, arm.
+// First, after every input that changed the group's durable state, it
+// checks the group's invariants: a broken one fails the run at the input
+// that broke it. (An input that persists nothing, such as a steady
+// heartbeat, changes no member, subscription or target; checking after
+// those too made the simulator's tests five times slower.)
 func (c *coordNode) ready(w *world) {
+	if len(c.g.Ready().Persist) > 0 {
+		if err := c.g.CheckInvariants(); err != nil {
+			w.fail(fmt.Errorf("sim: after step %d: %w", c.steps+c.ticks, err))
+			return
+		}
+	}
 	for c.g.HasReady() {
 		rd := c.g.Ready()
 		if len(rd.Persist) > 0 {

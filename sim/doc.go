@@ -67,7 +67,7 @@
 // its kernel: the FIN reaches the coordinator a link delay later (after
 // what the process sent before it; a cut drops it), and the coordinator
 // node, like the TCP server, tells the group through
-// coordinator.Group.ConnectionClosed for the member whose latest request
+// coordinator.ConnectionClosed for the member whose latest request
 // came on that connection, so that the connection-loss grace
 // (timing conn-grace=) expels it long before its session would expire. A
 // host crash (crash host=true) closes nothing, nor does a cut or a pause:

@@ -28,8 +28,11 @@ import (
 // server and member shells on loopback, the time from the crash until its
 // partitions are worked on again, and the number of rebalances it causes,
 // must agree: for a process crash (its connections close: the grace
-// decides) and for a host crash (its connections go silent: the session
-// decides).
+// decides), for a host crash (its connections go silent: the session
+// decides) and for a graceful leave (the member releases its partitions
+// and leaves; nothing waits for a timeout) and for a pause past the
+// session (the coordinator expires it, alive). The graceful leave is
+// m4's, the member the simulator's scale-in picks; the others are m1's.
 const (
 	fidMembers   = 4
 	fidParts     = 16
@@ -48,13 +51,19 @@ const (
 	fidSlackFrac = 0.10
 )
 
-// fidelityCase is one way the member m1 goes away.
+// fidelityCase is one way a member goes away: m1 crashes, or m4 (the
+// member the simulator's scale-in picks) leaves gracefully.
 type fidelityCase struct {
-	name string
-	host bool // a host crash: connections silenced, not closed
+	name  string
+	host  bool // a host crash: connections silenced, not closed
+	leave bool // a graceful leave (member.Session.Close; scale-in n=1)
+	pause bool // m1 paused for twice the session
 }
 
-var fidelityCases = []fidelityCase{{"process crash", false}, {"host crash", true}}
+var fidelityCases = []fidelityCase{
+	{name: "process crash"}, {name: "host crash", host: true},
+	{name: "graceful leave", leave: true}, {name: "pause past session", pause: true},
+}
 
 // fidSlack is the bound on the difference for a simulated mean.
 func fidSlack(mean time.Duration) time.Duration {
@@ -87,7 +96,7 @@ func TestFidelityBounds(t *testing.T) {
 	}
 }
 
-func fidelityScenario(t *testing.T, crash bool, host bool, crashAt time.Duration) *sim.Scenario {
+func fidelityScenario(t *testing.T, crash bool, fc fidelityCase, crashAt time.Duration) *sim.Scenario {
 	src := fmt.Sprintf(`
 members n=%d
 topic name=%s partitions=%d
@@ -95,9 +104,17 @@ timing heartbeat=%v session=%v rebalance=%v margin=%v drift=0.01 request-timeout
 network delay=lognormal(median=150us,p99=2ms)
 work every=100ms
 `, fidMembers, fidTopic, fidParts, fidInterval, fidSession, fidRebalance, fidMargin, fidRequest, fidGrace)
-	if crash {
-		src += fmt.Sprintf("crash member=m1 at=%v host=%v\nrun for=%v\n", crashAt, host, crashAt+4*fidSession)
-	} else {
+	switch {
+	case crash && fc.pause:
+		// The pause outlasts the run: the real member's connections
+		// stay frozen to the end, so neither rejoins (a rejoin would
+		// bump the epoch once more).
+		src += fmt.Sprintf("pause member=m1 at=%v for=%v\nrun for=%v\n", crashAt, 5*fidSession, crashAt+4*fidSession)
+	case crash && fc.leave:
+		src += fmt.Sprintf("scale-in at=%v n=1\nrun for=%v\n", crashAt, crashAt+4*fidSession)
+	case crash:
+		src += fmt.Sprintf("crash member=m1 at=%v host=%v\nrun for=%v\n", crashAt, fc.host, crashAt+4*fidSession)
+	default:
 		src += fmt.Sprintf("run for=%v\n", crashAt)
 	}
 	sc, err := sim.ParseScenario("fidelity", src)
@@ -139,17 +156,31 @@ func TestFidelity(t *testing.T) {
 		var sum time.Duration
 		const seeds = 20
 		for seed := uint64(1); seed <= seeds; seed++ {
-			before := run(t, fidelityScenario(t, false, fc.host, crashAt), sim.Options{Seed: seed})
-			after := run(t, fidelityScenario(t, true, fc.host, crashAt), sim.Options{Seed: seed})
-			if after.Availability.Crashes != 1 || after.Availability.NotReassigned != 0 {
-				t.Fatalf("%s, seed %d: %d crashes, %d not reassigned", fc.name, seed, after.Availability.Crashes, after.Availability.NotReassigned)
+			before := run(t, fidelityScenario(t, false, fc, crashAt), sim.Options{Seed: seed})
+			after := run(t, fidelityScenario(t, true, fc, crashAt), sim.Options{Seed: seed})
+			a := after.Availability
+			d := time.Duration(a.ReassignMax * float64(time.Second))
+			switch {
+			case fc.pause:
+				if a.ScriptedPauses != 1 || a.PausesNotReassigned != 0 {
+					t.Fatalf("%s, seed %d: %d pauses, %d not taken over", fc.name, seed, a.ScriptedPauses, a.PausesNotReassigned)
+				}
+				d = time.Duration(a.PauseReassignMax * float64(time.Second))
+			case fc.leave:
+				if a.Leaves != 1 || a.LeavesNotReassigned != 0 {
+					t.Fatalf("%s, seed %d: %d leaves, %d not reassigned", fc.name, seed, a.Leaves, a.LeavesNotReassigned)
+				}
+				d = time.Duration(a.LeaveReassignMax * float64(time.Second))
+			default:
+				if a.Crashes != 1 || a.NotReassigned != 0 {
+					t.Fatalf("%s, seed %d: %d crashes, %d not reassigned", fc.name, seed, a.Crashes, a.NotReassigned)
+				}
 			}
-			d := time.Duration(after.Availability.ReassignMax * float64(time.Second))
 			r.lo, r.hi, sum = min(r.lo, d), max(r.hi, d), sum+d
 			r.simBumps = append(r.simBumps, int64(after.Churn.Epoch-before.Churn.Epoch))
 		}
 		r.mean = sum / seeds
-		r.real, r.realBumps = runReal(t, fc.host)
+		r.real, r.realBumps = runReal(t, fc)
 		r.diff = outside(r.real, r.lo, r.hi)
 		rows = append(rows, r)
 	}
@@ -350,8 +381,8 @@ func (r *runners) takenOver(ps []int32, name string) bool {
 }
 
 // runReal runs the fidelity scenario with the real server and members and
-// returns the reassignment time and the epoch bumps of the crash.
-func runReal(t *testing.T, host bool) (time.Duration, int64) {
+// returns the reassignment time and the epoch bumps of the crash or leave.
+func runReal(t *testing.T, fc fidelityCase) (time.Duration, int64) {
 	log := zaptest.NewLogger(t, zaptest.Level(zap.ErrorLevel))
 	cfg := testenv.TenureConfig(t, fidSession, fidInterval, fidParts)
 	cfg.Core.ConnLossGrace = fidGrace
@@ -415,15 +446,44 @@ func runReal(t *testing.T, host bool) (time.Duration, int64) {
 	time.Sleep(time.Second)
 
 	before := groupEpoch()
-	victims := r.of("m1")
+	victim := "m1"
+	if fc.leave {
+		victim = fmt.Sprintf("m%d", fidMembers)
+	}
+	victims := r.of(victim)
+	var closed chan struct{} // a leave's Close is done
 	crashed := time.Now()
-	if host {
+	switch {
+	case fc.leave:
+		// Close returns once the member has left; the partitions are
+		// measured from the moment it was asked, as in the simulator.
+		s := sessions[fidMembers-1]
+		sessions[fidMembers-1] = nil
+		closed = make(chan struct{})
+		go func() {
+			defer close(closed)
+			cctx, ccancel := context.WithTimeout(context.Background(), 2*fidSession)
+			defer ccancel()
+			if err := s.Close(cctx); err != nil {
+				t.Errorf("close %s: %v", victim, err)
+			}
+		}()
+	case fc.host, fc.pause:
+		// In-process, a pause is the member's connections frozen: no
+		// FIN, nothing answered. A real stop-the-world pause differs
+		// in two ways that do not move this figure: its kernel would
+		// answer TCP keepalive probes (this timing uses none), and its
+		// own timers would stop too (here they run, so it stops its
+		// handlers itself; the figure waits for the others' handlers).
 		kills[0].silence()
-	} else {
+	default:
 		kills[0].kill()
 	}
-	waitUntil(t, 4*fidSession, func() bool { return r.takenOver(victims, "m1") }, "m1's partitions to be taken over")
+	waitUntil(t, 4*fidSession, func() bool { return r.takenOver(victims, victim) }, victim+"'s partitions to be taken over")
 	reassign := time.Since(crashed)
+	if closed != nil {
+		<-closed
+	}
 	time.Sleep(2 * fidInterval) // let the group settle before reading its epoch
 	return reassign, groupEpoch() - before
 }

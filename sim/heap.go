@@ -30,7 +30,7 @@ const (
 	evCrash
 	// evNextCrash draws the next random crash of the fleet.
 	evNextCrash
-	// evCoordTimer: the coordinator's group timer (Group.NextTick).
+	// evCoordTimer: the coordinator's group timer (Ready.NextTick).
 	evCoordTimer
 	// evAction: a timed scenario action (crash, cut, heal, scale,
 	// rolling-restart step, fail-over); arg is its index.

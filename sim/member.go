@@ -348,6 +348,9 @@ func (w *world) claimChange(n *memberNode, ch member.ClaimChange) {
 		if isWorking {
 			n.working = append(n.working, p)
 			w.met.setWorking(w, p, +1, +1)
+			if len(w.met.takeovers) > 0 {
+				w.met.ownedBy(w, n.id, p)
+			}
 		} else {
 			n.dropWorking(p)
 			w.met.setWorking(w, p, -1, -1)

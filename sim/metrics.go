@@ -51,6 +51,19 @@ type metrics struct {
 	crashes    []*crashTrack
 	reassign   []time.Duration
 	unassigned int // crashes whose partitions were not all reassigned by the end
+	// departures, leaveReassign and leftUnassigned do the same for
+	// graceful leaves, from the moment the process was asked to leave.
+	departures     []*crashTrack
+	leaveReassign  []time.Duration
+	leftUnassigned int
+	// takeovers, pauseReassign and pausedUnassigned do the same for a
+	// scripted pause (pause member=): from its start until another member
+	// works on every partition the paused one worked on alone. A paused
+	// owner still believes it owns them, so this is not the end of an
+	// incident but a takeover.
+	takeovers        []*takeover
+	pauseReassign    []time.Duration
+	pausedUnassigned int
 
 	heartbeats     int64 // delivered to the coordinator
 	heartbeatsSent int64
@@ -148,19 +161,86 @@ func (m *metrics) crashed(w *world, lost []int32) {
 	m.crashes = append(m.crashes, t)
 }
 
-// reassigned notes that p has a working owner again.
-func (m *metrics) reassigned(w *world, p int32) {
-	kept := m.crashes[:0]
-	for _, t := range m.crashes {
-		delete(t.waiting, p)
+// departing starts following the partitions n works on alone as it is
+// asked to leave gracefully, until each has a working owner again: what a
+// graceful leave costs, comparable with a crash's reassignment.
+func (m *metrics) departing(w *world, n *memberNode) {
+	t := &crashTrack{at: w.clock.now, waiting: make(map[int32]bool, len(n.working))}
+	for _, p := range n.working {
+		if m.parts[p].believers == 1 {
+			t.waiting[p] = true
+		}
+	}
+	if len(t.waiting) == 0 {
+		m.leaveReassign = append(m.leaveReassign, 0)
+		return
+	}
+	m.departures = append(m.departures, t)
+}
+
+// takeover follows the partitions of a paused member until others own
+// them.
+type takeover struct {
+	at      vtime
+	node    int32
+	waiting map[int32]bool
+}
+
+// pausing starts following the partitions n works on alone as a scripted
+// pause stops it.
+func (m *metrics) pausing(w *world, n *memberNode) {
+	t := &takeover{at: w.clock.now, node: n.id, waiting: make(map[int32]bool, len(n.working))}
+	for _, p := range n.working {
+		if m.parts[p].believers == 1 {
+			t.waiting[p] = true
+		}
+	}
+	if len(t.waiting) == 0 {
+		m.pauseReassign = append(m.pauseReassign, 0)
+		return
+	}
+	m.takeovers = append(m.takeovers, t)
+}
+
+// ownedBy notes that node now works on p.
+func (m *metrics) ownedBy(w *world, node, p int32) {
+	kept := m.takeovers[:0]
+	for _, t := range m.takeovers {
+		if node != t.node {
+			delete(t.waiting, p)
+		}
 		if len(t.waiting) == 0 {
-			m.reassign = append(m.reassign, since(t.at, w.clock.now))
+			m.pauseReassign = append(m.pauseReassign, since(t.at, w.clock.now))
 			continue
 		}
 		kept = append(kept, t)
 	}
-	clear(m.crashes[len(kept):])
-	m.crashes = kept
+	clear(m.takeovers[len(kept):])
+	m.takeovers = kept
+}
+
+// reassigned notes that p has a working owner again.
+func (m *metrics) reassigned(w *world, p int32) {
+	m.crashes, m.reassign = settle(w, p, m.crashes, m.reassign)
+	if len(m.departures) > 0 {
+		m.departures, m.leaveReassign = settle(w, p, m.departures, m.leaveReassign)
+	}
+}
+
+// settle removes p from the tracks that wait for it and adds the time of
+// each that it completes to done.
+func settle(w *world, p int32, tracks []*crashTrack, done []time.Duration) ([]*crashTrack, []time.Duration) {
+	kept := tracks[:0]
+	for _, t := range tracks {
+		delete(t.waiting, p)
+		if len(t.waiting) == 0 {
+			done = append(done, since(t.at, w.clock.now))
+			continue
+		}
+		kept = append(kept, t)
+	}
+	clear(tracks[len(kept):])
+	return kept, done
 }
 
 // finish closes what is still open at the end of the run.
@@ -181,6 +261,8 @@ func (m *metrics) finish(now vtime) {
 		}
 	}
 	m.unassigned = len(m.crashes)
+	m.leftUnassigned = len(m.departures)
+	m.pausedUnassigned = len(m.takeovers)
 }
 
 // identity is what counts as "the same member" for moves: with static

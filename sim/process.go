@@ -144,6 +144,7 @@ func (w *world) leave(n *memberNode, then leaveThen) {
 		return
 	}
 	n.leaving, n.afterLeave = true, then
+	w.met.departing(w, n)
 	temporary := w.sc.Static && then == thenRestart
 	w.traceLine(n.name, "leave temporary=%v", temporary)
 	n.m.Leave(w.localNow(n), temporary)
@@ -216,6 +217,9 @@ func (w *world) pauseStart(n *memberNode, e *event) {
 		return // not running, or already paused: the pauses merge
 	}
 	n.paused = true
+	if e.arg < 0 {
+		w.met.pausing(w, n)
+	}
 	for _, p := range n.working {
 		w.met.setWorking(w, p, 0, -1)
 	}

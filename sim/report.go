@@ -66,6 +66,22 @@ type Availability struct {
 	ReassignP50   float64 `json:"reassign_p50_s"`
 	ReassignMax   float64 `json:"reassign_max_s"`
 	NotReassigned int     `json:"not_reassigned"`
+	// Leaves counts graceful leaves; LeaveReassignMax is the longest
+	// time from a process being asked to leave until every partition it
+	// worked on alone had a working owner again (LeavesNotReassigned:
+	// never, by the end). JSON only: make fidelity compares it with real
+	// members.
+	Leaves              int     `json:"leaves"`
+	LeaveReassignMax    float64 `json:"leave_reassign_max_s"`
+	LeavesNotReassigned int     `json:"leaves_not_reassigned"`
+	// ScriptedPauses counts pauses of pause member= commands;
+	// PauseReassignMax is the longest time from such a pause's start
+	// until other members worked on every partition the paused one
+	// worked on alone (PausesNotReassigned: never, by the end). JSON
+	// only, as for leaves.
+	ScriptedPauses      int     `json:"scripted_pauses"`
+	PauseReassignMax    float64 `json:"pause_reassign_max_s"`
+	PausesNotReassigned int     `json:"pauses_not_reassigned"`
 }
 
 // Safety counts double ownership and stale writes. See the resource model
@@ -232,6 +248,12 @@ func (w *world) report() *Report {
 		ReassignP50:             quantile(re, 0.5),
 		ReassignMax:             quantile(re, 1),
 		NotReassigned:           m.unassigned,
+		Leaves:                  len(m.leaveReassign) + m.leftUnassigned,
+		LeaveReassignMax:        slices.Max(append([]time.Duration{0}, m.leaveReassign...)).Seconds(),
+		LeavesNotReassigned:     m.leftUnassigned,
+		ScriptedPauses:          len(m.pauseReassign) + m.pausedUnassigned,
+		PauseReassignMax:        slices.Max(append([]time.Duration{0}, m.pauseReassign...)).Seconds(),
+		PausesNotReassigned:     m.pausedUnassigned,
 	}
 	r := &w.res
 	rep.Safety = Safety{

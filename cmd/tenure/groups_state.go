@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/tenure-dev/tenure/assignor"
+	"github.com/tenure-dev/tenure/coordinator"
 )
 
 // groupState is a group's live state as the Kafka protocol shows it, in
@@ -58,18 +59,17 @@ func readGroupState(ctx context.Context, adm *kadm.Client, group string) (*group
 		st.Described, st.Assignor = classicDescription(g), g.Protocol
 	}
 	named := map[string]bool{}
-	var regexes []*regexp.Regexp
+	regexes := map[string]*regexp.Regexp{} // by member ID
 	for _, m := range st.Described.Members {
 		for _, t := range m.SubscribedTopics {
 			named[t] = true
 		}
 		if m.SubscribedTopicRegex != nil {
-			// As the coordinator compiles it (coordinator/consumer_regex.go).
-			re, err := regexp.Compile("^(?:" + *m.SubscribedTopicRegex + ")$")
+			re, err := coordinator.CompileTopicRegex(*m.SubscribedTopicRegex)
 			if err != nil {
 				return nil, fmt.Errorf("member %s subscribes to the regex %q, which does not compile: %w", m.MemberID, *m.SubscribedTopicRegex, err)
 			}
-			regexes = append(regexes, re)
+			regexes[m.MemberID] = re
 		}
 	}
 	var all kadm.TopicDetails
@@ -101,8 +101,7 @@ func readGroupState(ctx context.Context, adm *kadm.Client, group string) (*group
 				sm.Topics = append(sm.Topics, t)
 			}
 		}
-		if m.SubscribedTopicRegex != nil {
-			re := regexp.MustCompile("^(?:" + *m.SubscribedTopicRegex + ")$") // it compiled above
+		if re := regexes[m.MemberID]; re != nil {
 			for name := range parts {
 				if re.MatchString(name) {
 					sm.Topics = append(sm.Topics, name)

@@ -60,7 +60,7 @@ func (s *Server) handleFetch(c *conn, sl *slot, req *kmsg.FetchRequest) {
 	if s.authz.on {
 		for i := range resp.Topics {
 			st := &resp.Topics[i]
-			if s.authorized(c, 1, resTopic, st.Topic, opRead) {
+			if s.authorized(c, kmsg.Fetch, resTopic, st.Topic, opRead) {
 				continue
 			}
 			for j := range st.Partitions {

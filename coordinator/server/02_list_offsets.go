@@ -59,7 +59,7 @@ func (s *Server) handleListOffsets(c *conn, req *kmsg.ListOffsetsRequest) kmsg.R
 		st := kmsg.NewListOffsetsResponseTopic()
 		st.Topic = rt.Topic
 		t := s.topics.get(rt.Topic)
-		allowed := s.authorized(c, 2, resTopic, rt.Topic, opDescribe)
+		allowed := s.authorized(c, kmsg.ListOffsets, resTopic, rt.Topic, opDescribe)
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewListOffsetsResponseTopicPartition()
 			sp.Partition = rp.Partition

@@ -148,7 +148,7 @@ func (s *Server) handleMetadata(c *conn, req *kmsg.MetadataRequest, now time.Tim
 				addErr(nil, rt.TopicID, kerr.UnknownTopicID.Code)
 				continue
 			}
-			if !s.authorized(c, 3, resTopic, t.name, opDescribe) {
+			if !s.authorized(c, kmsg.Metadata, resTopic, t.name, opDescribe) {
 				addErr(nil, rt.TopicID, kerr.TopicAuthorizationFailed.Code)
 				continue
 			}
@@ -166,13 +166,13 @@ func (s *Server) handleMetadata(c *conn, req *kmsg.MetadataRequest, now time.Tim
 			continue
 		}
 		seen[name] = true
-		if !s.authorized(c, 3, resTopic, name, opDescribe) {
+		if !s.authorized(c, kmsg.Metadata, resTopic, name, opDescribe) {
 			addErr(rt.Topic, [16]byte{}, kerr.TopicAuthorizationFailed.Code)
 			continue
 		}
 		t := s.topics.get(name)
 		if t == nil {
-			if allowAuto && !createAll && !s.authorized(c, 3, resTopic, name, opCreate) {
+			if allowAuto && !createAll && !s.authorized(c, kmsg.Metadata, resTopic, name, opCreate) {
 				addErr(rt.Topic, [16]byte{}, kerr.TopicAuthorizationFailed.Code)
 				continue
 			}

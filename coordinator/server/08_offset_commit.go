@@ -27,6 +27,7 @@ import (
 func init() {
 	register(api{
 		key: 8, min: 0, max: 9,
+		member:    func(req kmsg.Request) string { return req.(*kmsg.OffsetCommitRequest).MemberID },
 		aliasFree: true,
 		handle: func(s *Server, c *conn, sl *slot, now time.Time) {
 			req := sl.req.(*kmsg.OffsetCommitRequest)
@@ -67,14 +68,14 @@ func init() {
 // otherwise takes the topics the client may not read out of req and has
 // their refusals merged into the response.
 func (s *Server) authorizeCommit(c *conn, sl *slot, req *kmsg.OffsetCommitRequest) bool {
-	if !s.authorized(c, 8, resGroup, req.Group, opRead) {
+	if !s.authorized(c, kmsg.OffsetCommit, resGroup, req.Group, opRead) {
 		c.respond(sl, offsetCommitErrorResponse(req, kerr.GroupAuthorizationFailed.Code))
 		return false
 	}
 	var kept []kmsg.OffsetCommitRequestTopic
 	var refused []kmsg.OffsetCommitResponseTopic
 	for i, rt := range req.Topics {
-		if s.authorized(c, 8, resTopic, rt.Topic, opRead) {
+		if s.authorized(c, kmsg.OffsetCommit, resTopic, rt.Topic, opRead) {
 			if refused != nil {
 				kept = append(kept, rt)
 			}

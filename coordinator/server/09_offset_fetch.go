@@ -94,7 +94,7 @@ func (s *Server) fetchGroupOffsets(c *conn, req *kmsg.OffsetFetchRequest, rg kms
 		sg.ErrorCode = code
 		return sg
 	}
-	if !s.authorized(c, 9, resGroup, rg.Group, opDescribe) {
+	if !s.authorized(c, kmsg.OffsetFetch, resGroup, rg.Group, opDescribe) {
 		return failed(kerr.GroupAuthorizationFailed.Code)
 	}
 	var sg kmsg.OffsetFetchResponseGroup
@@ -122,7 +122,7 @@ func (s *Server) hideOffsets(c *conn, rg kmsg.OffsetFetchRequestGroup, sg *kmsg.
 	}
 	sg.Topics = kept
 	for _, rt := range rg.Topics {
-		if s.authorized(c, 9, resTopic, rt.Topic, opDescribe) {
+		if s.authorized(c, kmsg.OffsetFetch, resTopic, rt.Topic, opDescribe) {
 			continue
 		}
 		st := kmsg.NewOffsetFetchResponseGroupTopic()

@@ -21,7 +21,8 @@ import (
 func init() {
 	register(api{
 		key: 11, min: 0, max: 9,
-		parks: true,
+		member: func(req kmsg.Request) string { return req.(*kmsg.JoinGroupRequest).MemberID },
+		parks:  true,
 		handle: func(s *Server, c *conn, sl *slot, now time.Time) {
 			name := sl.req.(*kmsg.JoinGroupRequest).Group
 			if s.groupDenied(c, sl, name, opRead) {

@@ -19,16 +19,13 @@ import (
 func init() {
 	register(api{
 		key: 12, min: 0, max: 4,
+		member:    func(req kmsg.Request) string { return req.(*kmsg.HeartbeatRequest).MemberID },
 		aliasFree: true,
 		request: func(sl *slot) kmsg.Request {
 			sl.hb = kmsg.HeartbeatRequest{}
 			return &sl.hb
 		},
-		response: func(sl *slot) kmsg.Response {
-			sl.hbResp = kmsg.HeartbeatResponse{Version: sl.version}
-			sl.hbResp.Default()
-			return &sl.hbResp
-		},
+		response: func(sl *slot) kmsg.Response { return &sl.hbResp },
 		handle: func(s *Server, c *conn, sl *slot, now time.Time) {
 			name := sl.req.(*kmsg.HeartbeatRequest).Group
 			if s.groupDenied(c, sl, name, opRead) {

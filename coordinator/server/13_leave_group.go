@@ -17,6 +17,7 @@ import (
 func init() {
 	register(api{
 		key: 13, min: 0, max: 5,
+		member:    func(req kmsg.Request) string { return req.(*kmsg.LeaveGroupRequest).MemberID },
 		aliasFree: true,
 		handle: func(s *Server, c *conn, sl *slot, now time.Time) {
 			name := sl.req.(*kmsg.LeaveGroupRequest).Group

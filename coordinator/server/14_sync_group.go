@@ -21,7 +21,8 @@ import (
 func init() {
 	register(api{
 		key: 14, min: 0, max: 5,
-		parks: true,
+		member: func(req kmsg.Request) string { return req.(*kmsg.SyncGroupRequest).MemberID },
+		parks:  true,
 		handle: func(s *Server, c *conn, sl *slot, now time.Time) {
 			name := sl.req.(*kmsg.SyncGroupRequest).Group
 			if s.groupDenied(c, sl, name, opRead) {

@@ -51,7 +51,7 @@ func init() {
 func (s *Server) handleDescribeGroups(c *conn, req *kmsg.DescribeGroupsRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.DescribeGroupsResponse)
 	for _, name := range req.Groups {
-		if !s.authorized(c, 15, resGroup, name, opDescribe) {
+		if !s.authorized(c, kmsg.DescribeGroups, resGroup, name, opDescribe) {
 			dg := kmsg.NewDescribeGroupsResponseGroup()
 			dg.Group, dg.ErrorCode = name, kerr.GroupAuthorizationFailed.Code
 			resp.Groups = append(resp.Groups, dg)

@@ -27,6 +27,7 @@ import (
 func init() {
 	register(api{
 		key: 17, min: 0, max: 1,
+		preAuth:   true,
 		aliasFree: true,
 		handle: func(s *Server, c *conn, sl *slot, _ time.Time) {
 			c.respond(sl, s.handleSaslHandshake(c, sl.req.(*kmsg.SASLHandshakeRequest)))

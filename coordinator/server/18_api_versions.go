@@ -18,6 +18,7 @@ import (
 func init() {
 	register(api{
 		key: 18, min: 0, max: 3,
+		preAuth: true, versionProbe: true,
 		aliasFree: true,
 		handle: func(s *Server, c *conn, sl *slot, _ time.Time) {
 			c.respond(sl, s.handleApiVersions(sl.req.(*kmsg.ApiVersionsRequest)))

@@ -88,7 +88,7 @@ func (s *Server) handleCreateTopics(c *conn, req *kmsg.CreateTopicsRequest, now 
 		case count[rt.Topic] > 1:
 			fail(kerr.InvalidRequest.Code, "topic listed more than once")
 			continue
-		case !createAll && !s.authorized(c, 19, resTopic, rt.Topic, opCreate):
+		case !createAll && !s.authorized(c, kmsg.CreateTopics, resTopic, rt.Topic, opCreate):
 			fail(kerr.TopicAuthorizationFailed.Code, "Authorization failed.")
 			continue
 		case rt.ReplicationFactor == 0 || rt.ReplicationFactor < -1:

@@ -134,7 +134,7 @@ func (s *Server) handleDeleteTopics(c *conn, req *kmsg.DeleteTopicsRequest, now 
 		switch {
 		case st.ErrorCode != 0:
 		case rt.Topic != nil:
-			if !s.authorized(c, 20, resTopic, *rt.Topic, opDelete) {
+			if !s.authorized(c, kmsg.DeleteTopics, resTopic, *rt.Topic, opDelete) {
 				fail(&st, kerr.TopicAuthorizationFailed.Code, "")
 			} else if t = s.topics.get(*rt.Topic); t == nil {
 				fail(&st, kerr.UnknownTopicOrPartition.Code, "")
@@ -142,10 +142,10 @@ func (s *Server) handleDeleteTopics(c *conn, req *kmsg.DeleteTopicsRequest, now 
 		default:
 			if t = s.topics.getID(rt.TopicID); t == nil {
 				fail(&st, kerr.UnknownTopicID.Code, "")
-			} else if !s.authorized(c, 20, resTopic, t.name, opDescribe) {
+			} else if !s.authorized(c, kmsg.DeleteTopics, resTopic, t.name, opDescribe) {
 				t = nil
 				fail(&st, kerr.TopicAuthorizationFailed.Code, "")
-			} else if !s.authorized(c, 20, resTopic, t.name, opDelete) {
+			} else if !s.authorized(c, kmsg.DeleteTopics, resTopic, t.name, opDelete) {
 				if req.Version >= 6 {
 					name := t.name
 					st.Topic = &name

@@ -44,7 +44,7 @@ func (s *Server) handleDescribeACLs(c *conn, req *kmsg.DescribeACLsRequest) kmsg
 	if !s.authz.on {
 		return fail(kerr.SecurityDisabled.Code, errNoAuthorizer)
 	}
-	if !s.authorized(c, 29, resCluster, acl.ClusterName, opDescribe) {
+	if !s.authorized(c, kmsg.DescribeACLs, resCluster, acl.ClusterName, opDescribe) {
 		return fail(kerr.ClusterAuthorizationFailed.Code, "DESCRIBE on the cluster is needed to describe ACLs")
 	}
 	f := acl.Filter{

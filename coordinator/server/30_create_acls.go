@@ -57,7 +57,7 @@ func (s *Server) handleCreateACLs(c *conn, req *kmsg.CreateACLsRequest) kmsg.Res
 	fail := func(i int, code int16, msg string) {
 		resp.Results[i].ErrorCode, resp.Results[i].ErrorMessage = code, &msg
 	}
-	refused, why := s.aclChangeRefused(c, 30, "create")
+	refused, why := s.aclChangeRefused(c, kmsg.CreateACLs, "create")
 	var valid []acl.Binding
 	var at []int
 	for i, cr := range req.Creations {

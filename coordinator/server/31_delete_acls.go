@@ -55,7 +55,7 @@ func (s *Server) handleDeleteACLs(c *conn, req *kmsg.DeleteACLsRequest) kmsg.Res
 	fail := func(i int, code int16, msg string) {
 		resp.Results[i].ErrorCode, resp.Results[i].ErrorMessage = code, &msg
 	}
-	refused, why := s.aclChangeRefused(c, 31, "delete")
+	refused, why := s.aclChangeRefused(c, kmsg.DeleteACLs, "delete")
 	var valid []acl.Filter
 	var at []int
 	for i, rf := range req.Filters {

@@ -27,6 +27,7 @@ import (
 func init() {
 	register(api{
 		key: 36, min: 0, max: 2,
+		preAuth: true,
 		handle: func(s *Server, c *conn, sl *slot, _ time.Time) {
 			c.respond(sl, s.handleSaslAuthenticate(c, sl.req.(*kmsg.SASLAuthenticateRequest)))
 		},

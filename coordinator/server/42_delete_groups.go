@@ -12,7 +12,7 @@ import (
 
 // DeleteGroups: v0-2.
 //
-// Each group is deleted by the group core (Group.Delete: NON_EMPTY_GROUP
+// Each group is deleted by the group core (coordinator.DeleteGroup: NON_EMPTY_GROUP
 // unless it has no members) while the server owns it; the deletion is
 // persisted like any other change and answered once durable. The group is
 // then forgotten, but for its tombstone in the store: a group re-created
@@ -53,7 +53,7 @@ func (s *Server) handleDeleteGroups(c *conn, req *kmsg.DeleteGroupsRequest, now 
 	for _, name := range req.Groups {
 		dg := kmsg.NewDeleteGroupsResponseGroup()
 		dg.Group = name
-		if !s.authorized(c, 42, resGroup, name, opDelete) {
+		if !s.authorized(c, kmsg.DeleteGroups, resGroup, name, opDelete) {
 			dg.ErrorCode = kerr.GroupAuthorizationFailed.Code
 		} else {
 			dg.ErrorCode = s.deleteGroup(name, now)
@@ -64,10 +64,11 @@ func (s *Server) handleDeleteGroups(c *conn, req *kmsg.DeleteGroupsRequest, now 
 }
 
 func (s *Server) deleteGroup(name string, now time.Time) int16 {
-	var code int16
-	if c := s.withGroup(name, now, func(g *coordinator.Group) { code = g.Delete(now) }); c != 0 {
+	a := new(adminAnswer)
+	if c := s.withGroup(name, now, func(g *coordinator.Group) { g.Step(now, coordinator.DeleteGroup{Ref: a}) }); c != 0 {
 		return c
 	}
+	code := errorCode(a.err)
 	if code == 0 {
 		s.log.Info("group deleted", zap.String("group", name))
 	}

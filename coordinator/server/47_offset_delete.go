@@ -48,7 +48,7 @@ func (s *Server) authorizeOffsetDelete(c *conn, sl *slot, req *kmsg.OffsetDelete
 	var kept []kmsg.OffsetDeleteRequestTopic
 	var refused []kmsg.OffsetDeleteResponseTopic
 	for _, rt := range req.Topics {
-		if s.authorized(c, 47, resTopic, rt.Topic, opRead) {
+		if s.authorized(c, kmsg.OffsetDelete, resTopic, rt.Topic, opRead) {
 			kept = append(kept, rt)
 			continue
 		}

@@ -28,8 +28,8 @@ func init() {
 		aliasFree: true,
 		handle: func(s *Server, c *conn, sl *slot, _ time.Time) {
 			// Kafka: DESCRIBE on the cluster.
-			if !s.authorized(c, 50, resCluster, acl.ClusterName, opDescribe) {
-				c.respond(sl, apis[50].errorResponse(sl.req, kerr.ClusterAuthorizationFailed.Code))
+			if !s.authorized(c, kmsg.DescribeUserSCRAMCredentials, resCluster, acl.ClusterName, opDescribe) {
+				c.respond(sl, errorResponse(sl.req, kerr.ClusterAuthorizationFailed.Code))
 				return
 			}
 			c.respond(sl, s.handleDescribeUserScramCredentials(sl.req.(*kmsg.DescribeUserSCRAMCredentialsRequest)))

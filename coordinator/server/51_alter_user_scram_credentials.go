@@ -34,8 +34,8 @@ func init() {
 		key: 51, min: 0, max: 0,
 		handle: func(s *Server, c *conn, sl *slot, _ time.Time) {
 			// Kafka: ALTER on the cluster; every user is refused.
-			if !s.authorized(c, 51, resCluster, acl.ClusterName, opAlter) {
-				c.respond(sl, apis[51].errorResponse(sl.req, kerr.ClusterAuthorizationFailed.Code))
+			if !s.authorized(c, kmsg.AlterUserSCRAMCredentials, resCluster, acl.ClusterName, opAlter) {
+				c.respond(sl, errorResponse(sl.req, kerr.ClusterAuthorizationFailed.Code))
 				return
 			}
 			c.respond(sl, s.handleAlterUserScramCredentials(c, sl.req.(*kmsg.AlterUserSCRAMCredentialsRequest)))

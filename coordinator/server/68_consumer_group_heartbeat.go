@@ -1,11 +1,12 @@
 package server
 
 import (
-	"regexp"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tenure-dev/tenure/coordinator"
 )
 
 // ConsumerGroupHeartbeat: v0-1 (KIP-848).
@@ -30,16 +31,13 @@ import (
 func init() {
 	register(api{
 		key: 68, min: 0, max: 1,
+		member:    func(req kmsg.Request) string { return req.(*kmsg.ConsumerGroupHeartbeatRequest).MemberID },
 		aliasFree: true,
 		request: func(sl *slot) kmsg.Request {
 			sl.cghb = kmsg.ConsumerGroupHeartbeatRequest{}
 			return &sl.cghb
 		},
-		response: func(sl *slot) kmsg.Response {
-			sl.cghbResp = kmsg.ConsumerGroupHeartbeatResponse{Version: sl.version}
-			sl.cghbResp.Default()
-			return &sl.cghbResp
-		},
+		response: func(sl *slot) kmsg.Response { return &sl.cghbResp },
 		handle: func(s *Server, c *conn, sl *slot, now time.Time) {
 			req := sl.req.(*kmsg.ConsumerGroupHeartbeatRequest)
 			if s.groupDenied(c, sl, req.Group, opRead) {
@@ -81,19 +79,19 @@ func init() {
 // subscriptionDenied returns why c may not subscribe as req asks, or "".
 func (s *Server) subscriptionDenied(c *conn, req *kmsg.ConsumerGroupHeartbeatRequest) string {
 	for _, name := range req.SubscribedTopicNames {
-		if !s.authorized(c, 68, resTopic, name, opDescribe) {
+		if !s.authorized(c, kmsg.ConsumerGroupHeartbeat, resTopic, name, opDescribe) {
 			return "The group has subscribed to topics that are not authorized."
 		}
 	}
 	if req.SubscribedTopicRegex == nil || *req.SubscribedTopicRegex == "" {
 		return ""
 	}
-	re, err := regexp.Compile("^(?:" + *req.SubscribedTopicRegex + ")$")
+	re, err := coordinator.CompileTopicRegex(*req.SubscribedTopicRegex)
 	if err != nil {
 		return "" // the core answers an invalid regex
 	}
 	for _, name := range s.topics.Names() {
-		if re.MatchString(name) && !s.authorized(c, 68, resTopic, name, opDescribe) {
+		if re.MatchString(name) && !s.authorized(c, kmsg.ConsumerGroupHeartbeat, resTopic, name, opDescribe) {
 			return "The subscription regex matches topics that are not authorized."
 		}
 	}

@@ -51,7 +51,7 @@ func init() {
 func (s *Server) handleConsumerGroupDescribe(c *conn, req *kmsg.ConsumerGroupDescribeRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.ConsumerGroupDescribeResponse)
 	for _, name := range req.Groups {
-		if !s.authorized(c, 69, resGroup, name, opDescribe) {
+		if !s.authorized(c, kmsg.ConsumerGroupDescribe, resGroup, name, opDescribe) {
 			dg := kmsg.NewConsumerGroupDescribeResponseGroup()
 			dg.Group, dg.ErrorCode = name, kerr.GroupAuthorizationFailed.Code
 			resp.Groups = append(resp.Groups, dg)
@@ -76,13 +76,13 @@ func (s *Server) groupTopicsVisible(c *conn, dg *kmsg.ConsumerGroupDescribeRespo
 	for i := range dg.Members {
 		m := &dg.Members[i]
 		for _, t := range m.SubscribedTopics {
-			if !s.authorized(c, 69, resTopic, t, opDescribe) {
+			if !s.authorized(c, kmsg.ConsumerGroupDescribe, resTopic, t, opDescribe) {
 				return false
 			}
 		}
 		for _, a := range [2]*kmsg.Assignment{&m.Assignment, &m.TargetAssignment} {
 			for _, tp := range a.TopicPartitions {
-				if !s.authorized(c, 69, resTopic, tp.Topic, opDescribe) {
+				if !s.authorized(c, kmsg.ConsumerGroupDescribe, resTopic, tp.Topic, opDescribe) {
 					return false
 				}
 			}

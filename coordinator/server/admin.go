@@ -48,21 +48,21 @@ func (s *Server) GenerationLog(ctx context.Context, group string, before int32, 
 }
 
 // Drain moves every partition off a KIP-848 member gracefully
-// (coordinator.Group.Drain); with remove the member is removed once it
+// (coordinator.Drain); with remove the member is removed once it
 // holds nothing. It returns once the drain is durable (the partitions
 // then move as the members heartbeat). Errors: *NotCoordinatorError, the
 // core's (coordinator.ErrUnknownMember, ErrNotDrainable, ...), or one for
 // a group that does not exist or is unavailable.
 func (s *Server) Drain(group, member string, remove bool) error {
-	return s.adminChange(group, func(g *coordinator.Group, now time.Time) error {
-		return g.Drain(now, member, remove)
+	return s.adminChange(group, func(a *adminAnswer) coordinator.Input {
+		return coordinator.Drain{Ref: a, MemberID: member, Remove: remove}
 	})
 }
 
 // Undrain lets a drained member be assigned partitions again.
 func (s *Server) Undrain(group, member string) error {
-	return s.adminChange(group, func(g *coordinator.Group, now time.Time) error {
-		return g.Undrain(now, member)
+	return s.adminChange(group, func(a *adminAnswer) coordinator.Input {
+		return coordinator.Undrain{Ref: a, MemberID: member}
 	})
 }
 
@@ -70,19 +70,37 @@ func (s *Server) Undrain(group, member string) error {
 // coordinator does not have.
 var ErrUnknownGroup = errors.New("server: no such group")
 
-func (s *Server) adminChange(group string, fn func(g *coordinator.Group, now time.Time) error) error {
+// adminAnswer is the Ref of an admin input (Drain, Undrain, DeleteGroup):
+// performReady puts the group's answer in it.
+type adminAnswer struct{ err error }
+
+// errorCode is the Kafka error code of a core's answer.
+func errorCode(err error) int16 {
+	var ke *kerr.Error
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &ke):
+		return ke.Code
+	}
+	return kerr.UnknownServerError.Code
+}
+
+// adminChange steps the group with the admin input in makes for an answer,
+// and returns the group's answer once it is durable.
+func (s *Server) adminChange(group string, in func(a *adminAnswer) coordinator.Input) error {
 	now := time.Now()
-	var err error
+	a := new(adminAnswer)
 	code := s.withGroup(group, now, func(g *coordinator.Group) {
 		if g.Deleted() {
-			err = ErrUnknownGroup
+			a.err = ErrUnknownGroup
 			return
 		}
-		err = fn(g, now)
+		g.Step(now, in(a))
 	})
 	switch code {
 	case 0:
-		return err
+		return a.err
 	case kerr.GroupIDNotFound.Code:
 		return fmt.Errorf("%w %q", ErrUnknownGroup, group)
 	case kerr.NotCoordinator.Code, kerr.CoordinatorNotAvailable.Code:

@@ -11,8 +11,11 @@ import (
 // api is everything the server knows of one API key. Each key registers
 // its api once, from the init function of its own file (01_fetch.go,
 // 12_heartbeat.go...), as kfake does, so that serving a new API touches
-// one file; every per-key decision of the server reads the table built
-// from the registrations.
+// one file; every per-key decision of the server (which versions, which
+// keys before authentication, how a request is decoded, answered, refused
+// or logged) reads the table built from the registrations. Only the memory
+// of the reused heartbeat objects stays on the slot (slot.go), typed so
+// that reusing it costs no allocation; the hooks that use it are here.
 //
 // The ranges cover what a stock kgo v1.22 consumer group and kadm send
 // (the interop and kgo tests run them). A request for any other key or
@@ -34,6 +37,23 @@ type api struct {
 	// (JoinGroup, SyncGroup): the parked bounds apply to it (parked.go).
 	parks bool
 
+	// preAuth says a connection may send this key before it has
+	// authenticated (ApiVersions, SaslHandshake, SaslAuthenticate:
+	// authn.go).
+	preAuth bool
+
+	// versionProbe marks ApiVersions (KIP-511): a version above max is
+	// answered at v0 with UNSUPPORTED_VERSION instead of closing the
+	// connection, and the response header is v0 even for a flexible
+	// version, so that a client of any version can read it (frame.go).
+	versionProbe bool
+
+	// member returns the member ID a request of this key names ("" for
+	// none yet), for the connection that carries a member's latest
+	// request (connloss.go) and for logs; nil for keys that name no
+	// member.
+	member func(req kmsg.Request) string
+
 	// handle answers sl.req, a decoded request of this key, at once or
 	// later: a group request may park in its group, a Fetch is held.
 	handle func(s *Server, c *conn, sl *slot, now time.Time)
@@ -53,9 +73,10 @@ type api struct {
 
 	// request and response, when set, return the slot's own request and
 	// response objects instead of fresh ones, so that a steady-state
-	// heartbeat allocates only the strings it decodes. Each resets its
+	// heartbeat allocates only the strings it decodes. request resets its
 	// object to the zero value first: the core may keep slices of an
-	// earlier request, which must not be written into.
+	// earlier request, which must not be written into. response does not:
+	// the core resets a response it is given (coordinator.Request.Resp).
 	request  func(sl *slot) kmsg.Request
 	response func(sl *slot) kmsg.Response
 }

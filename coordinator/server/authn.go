@@ -64,9 +64,9 @@ var (
 	errAuthTimeout = errors.New("server: not authenticated within the authentication timeout")
 )
 
-// preAuthKeys are the requests a connection may send before it has
-// authenticated.
-func preAuthKey(key int16) bool { return key == 18 || key == 17 || key == 36 }
+// preAuthKey reports whether a connection may send key before it has
+// authenticated (api.preAuth).
+func preAuthKey(key int16) bool { return key >= 0 && int(key) <= maxKey && apis[key].preAuth }
 
 // startAuth authenticates a PLAINTEXT connection at once, and arms the
 // authentication timer of the others; a TLS connection's handshake runs

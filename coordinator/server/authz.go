@@ -96,13 +96,13 @@ func (s *Server) refreshACLs(ctx context.Context) {
 
 // authorized reports whether c may perform op on the resource, counting
 // and logging a refusal against the API of key.
-func (s *Server) authorized(c *conn, key int16, rt acl.ResourceType, name string, op acl.Operation) bool {
+func (s *Server) authorized(c *conn, key kmsg.Key, rt acl.ResourceType, name string, op acl.Operation) bool {
 	if !s.authz.on || s.authz.cur.Load().Authorize(c.principal, c.host, rt, name, op) {
 		return true
 	}
-	s.m.denied(key).Inc()
+	s.m.denied(key.Int16()).Inc()
 	if ce := s.log.Check(zap.DebugLevel, "request denied"); ce != nil {
-		ce.Write(zap.String("api", kmsg.NameForKey(key)), zap.String("principal", c.principal), zap.String("host", c.host),
+		ce.Write(zap.String("api", key.Name()), zap.String("principal", c.principal), zap.String("host", c.host),
 			zap.Stringer("resource_type", rt), zap.String("resource", name), zap.Stringer("operation", op))
 	}
 	return false
@@ -173,7 +173,7 @@ func (s *Server) startACLs(ctx context.Context) (stop func(), err error) {
 // groupDenied answers sl GROUP_AUTHORIZATION_FAILED and reports true if c
 // may not perform op on group.
 func (s *Server) groupDenied(c *conn, sl *slot, group string, op acl.Operation) bool {
-	if s.authorized(c, sl.key, resGroup, group, op) {
+	if s.authorized(c, kmsg.Key(sl.key), resGroup, group, op) {
 		return false
 	}
 	c.respond(sl, errorResponse(sl.req, kerr.GroupAuthorizationFailed.Code))
@@ -188,7 +188,7 @@ const errNoAuthorizer = "no authorizer is configured on the broker: start tenure
 // of an ACL request (API key, verb "create" or "delete") of c, 0 if the
 // request may go on: SECURITY_DISABLED while authorization is off, and
 // CLUSTER_AUTHORIZATION_FAILED without ALTER on the cluster, as Kafka.
-func (s *Server) aclChangeRefused(c *conn, key int16, verb string) (int16, string) {
+func (s *Server) aclChangeRefused(c *conn, key kmsg.Key, verb string) (int16, string) {
 	switch {
 	case !s.authz.on:
 		return kerr.SecurityDisabled.Code, errNoAuthorizer

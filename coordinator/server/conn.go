@@ -32,7 +32,11 @@ const maxKeptWriteBuffer = 64 << 10
 // conn is one client connection. Its reader goroutine reads, decodes and
 // handles requests one at a time: requests answered on the spot
 // (ApiVersions, Metadata, Heartbeat...) are written by the reader itself,
-// in one write per batch of ready responses. A request that parks (a
+// in one write per batch of ready responses, except under TLS, where the
+// reader leaves every write to the writer goroutine (the next request may
+// wait in TLS's own buffer), and except a group's reply held until its
+// group's store writes are durable (durability.go), which completes like a
+// parked request. A request that parks (a
 // JoinGroup waiting for the rebalance, a Fetch held for MaxWait) keeps its
 // slot in the queue; the reader goes on reading, and responses after it
 // wait. Whoever completes the slot at the head of the queue from another
@@ -291,30 +295,30 @@ func (c *conn) handleFrame(body []byte, owned bool, now time.Time) error {
 	}
 	if err := checkHeader(h); err != nil {
 		if err != errApiVersionsTooNew {
-			return fmt.Errorf("%w: key %d (%s) version %d", err, h.key, kmsg.NameForKey(h.key), h.version)
+			return fmt.Errorf("%w: key %d (%s) version %d", err, h.Key, kmsg.NameForKey(h.Key), h.Version)
 		}
 		// KIP-511: answer v0 with our ApiVersions range so the client
 		// retries at a version we serve; the body is not parsed.
 		sl := c.newSlot(h)
 		req := kmsg.NewPtrApiVersionsRequest()
-		req.Version = h.version
+		req.Version = h.Version
 		sl.req = req
 		c.enqueue(sl)
 		c.respond(sl, apiVersionsTooNew())
 		return nil
 	}
-	if err := c.admit(h.key); err != nil {
+	if err := c.admit(h.Key); err != nil {
 		return err
 	}
-	if !owned && !apis[h.key].aliasFree {
+	if !owned && !apis[h.Key].aliasFree {
 		rest = append([]byte(nil), rest...)
 	}
 	c.setClientID(h)
 	sl := c.newSlot(h)
-	req := sl.request(h.key)
-	if err := decodeBody(req, h.version, rest); err != nil {
+	req := sl.request(h.Key)
+	if err := decodeBody(req, h.Version, rest); err != nil {
 		c.freeSlot(sl)
-		return fmt.Errorf("%w: %s version %d", err, kmsg.NameForKey(h.key), h.version)
+		return fmt.Errorf("%w: %s version %d", err, kmsg.NameForKey(h.Key), h.Version)
 	}
 	sl.req = req
 	c.enqueue(sl)
@@ -323,12 +327,12 @@ func (c *conn) handleFrame(body []byte, owned bool, now time.Time) error {
 }
 
 func (c *conn) setClientID(h header) {
-	if !h.hasClientID {
+	if !h.HasClientID {
 		c.clientID = ""
 		return
 	}
-	if string(h.clientID) != c.clientID {
-		c.clientID = string(h.clientID)
+	if string(h.ClientID) != c.clientID {
+		c.clientID = string(h.ClientID)
 	}
 }
 
@@ -344,7 +348,7 @@ func (c *conn) newSlot(h header) *slot {
 	if sl == nil {
 		sl = &slot{c: c, seq: 1}
 	}
-	sl.corr, sl.key, sl.version = h.corr, h.key, h.version
+	sl.corr, sl.key, sl.version = h.Corr, h.Key, h.Version
 	return sl
 }
 

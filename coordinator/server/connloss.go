@@ -10,7 +10,7 @@ import (
 	"github.com/tenure-dev/tenure/coordinator"
 )
 
-// Connection-aware expiry (coordinator.Group.ConnectionClosed): the server
+// Connection-aware expiry (coordinator.ConnectionClosed): the server
 // remembers, per group, the connection that carried each member's latest
 // request, and when a connection ends it tells the groups of the members
 // for which it was that connection. A member's other connections say
@@ -101,7 +101,7 @@ func (s *Server) connMembersLost(c *conn, reason string) {
 				zap.Strings("members", lost), zap.String("remote", c.addr), zap.String("reason", reason))
 			if s.useCore(e, func(g *coordinator.Group) {
 				for _, id := range lost {
-					g.ConnectionClosed(now, id)
+					g.Step(now, coordinator.ConnectionClosed{MemberID: id})
 				}
 			}) {
 				s.performReady(e, nil)

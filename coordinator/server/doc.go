@@ -54,7 +54,7 @@
 // is completed from elsewhere. Each group's core is owned by one goroutine
 // at a time (its lock), so groups run in parallel.
 //
-// After every Step or Tick the server hands the Ready's records to the
+// After every Step the server hands the Ready's records to the
 // store writer (writer.go), which persists everything queued since its
 // last write in one Store.Persist (group commit: one etcd transaction, one
 // fsync, for the records of many Readies of many groups), while the groups

@@ -262,29 +262,19 @@ func (s *Server) reload(e *groupEntry, now time.Time) bool {
 // and the group goes offline and is reloaded from the store, while every
 // other group goes on.
 
-// stepCore steps e's core with req; it reports false if the core panicked.
-// e.mu must be held.
-func (s *Server) stepCore(e *groupEntry, sl *slot, now time.Time, req coordinator.Request) (ok bool) {
+// stepCore steps e's core with in (sl is the request's slot, nil for any
+// other input); it reports false if the core panicked. e.mu must be held.
+func (s *Server) stepCore(e *groupEntry, sl *slot, now time.Time, in coordinator.Input) (ok bool) {
 	defer s.recoverCore(e, sl, &ok)
 	if s.coreHook != nil {
 		s.coreHook(e.name)
 	}
-	e.g.Step(now, req)
+	e.g.Step(now, in)
 	return true
 }
 
-// tickCore ticks e's core; it reports false if the core panicked.
-func (s *Server) tickCore(e *groupEntry, now time.Time) (ok bool) {
-	defer s.recoverCore(e, nil, &ok)
-	if s.coreHook != nil {
-		s.coreHook(e.name)
-	}
-	e.g.Tick(now)
-	return true
-}
-
-// useCore runs fn on e's core (a read, a deletion, a topic change); it
-// reports false if the core panicked.
+// useCore runs fn on e's core (a read, or inputs stepped under one
+// containment); it reports false if the core panicked.
 func (s *Server) useCore(e *groupEntry, fn func(g *coordinator.Group)) (ok bool) {
 	defer s.recoverCore(e, nil, &ok)
 	if s.coreHook != nil {
@@ -313,21 +303,11 @@ func (s *Server) recoverCore(e *groupEntry, sl *slot, ok *bool) {
 	s.takeOffline(e, "core panicked", fields...)
 }
 
-// memberOf returns the member ID a group request names, for logs.
+// memberOf returns the member ID a request names (api.member), "" for
+// none.
 func memberOf(req kmsg.Request) string {
-	switch r := req.(type) {
-	case *kmsg.JoinGroupRequest:
-		return r.MemberID
-	case *kmsg.SyncGroupRequest:
-		return r.MemberID
-	case *kmsg.HeartbeatRequest:
-		return r.MemberID
-	case *kmsg.LeaveGroupRequest:
-		return r.MemberID
-	case *kmsg.ConsumerGroupHeartbeatRequest:
-		return r.MemberID
-	case *kmsg.OffsetCommitRequest:
-		return r.MemberID
+	if f := apis[req.Key()].member; f != nil {
+		return f(req)
 	}
 	return ""
 }

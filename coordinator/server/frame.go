@@ -21,41 +21,31 @@ var (
 	errApiVersionsTooNew = errors.New("server: ApiVersions version above the served range")
 )
 
-// header is a decoded request header (request header v1/v2). clientID
-// aliases the frame and is nil for a null client ID.
-type header struct {
-	key     int16
-	version int16
-	corr    int32
-	// clientID is never compact, even in flexible headers (KIP-482
-	// kept it a nullable string for ApiVersions' sake).
-	clientID    []byte
-	hasClientID bool
-}
+// header is a decoded request header; ClientID aliases the frame.
+type header = wire.Header
 
 // parseHeader decodes the fixed part of the request header at the start of
 // body and returns the bytes after it (wire.ParseHeader): for flexible
 // versions these still begin with the header's tagged fields, which
 // decodeBody skips.
 func parseHeader(body []byte) (header, []byte, error) {
-	h, rest, err := wire.ParseHeader(body)
-	return header{key: h.Key, version: h.Version, corr: h.Corr, clientID: h.ClientID, hasClientID: h.HasClientID}, rest, err
+	return wire.ParseHeader(body)
 }
 
 // checkHeader decides whether the server serves h's key and version:
 // errApiVersionsTooNew asks for the v0 UNSUPPORTED_VERSION answer, any
 // other error closes the connection.
 func checkHeader(h header) error {
-	if h.key == 18 && h.version > apis[18].max {
-		return errApiVersionsTooNew
-	}
-	if h.key < 0 || int(h.key) > maxKey || !kmsgKeys[h.key] {
+	if h.Key < 0 || int(h.Key) > maxKey || !kmsgKeys[h.Key] {
 		return errUnknownKey
 	}
-	if apis[h.key].handle == nil {
+	if a := &apis[h.Key]; a.versionProbe && h.Version > a.max {
+		return errApiVersionsTooNew
+	}
+	if apis[h.Key].handle == nil {
 		return errUnsupportedKey
 	}
-	if !supported(h.key, h.version) {
+	if !supported(h.Key, h.Version) {
 		return errUnsupportedVer
 	}
 	return nil
@@ -89,20 +79,21 @@ func decodeFrame(body []byte) (header, kmsg.Request, error) {
 	if err := checkHeader(h); err != nil {
 		return h, nil, err
 	}
-	req := kmsg.RequestForKey(h.key)
-	if err := decodeBody(req, h.version, rest); err != nil {
+	req := kmsg.RequestForKey(h.Key)
+	if err := decodeBody(req, h.Version, rest); err != nil {
 		return h, nil, err
 	}
 	return h, req, nil
 }
 
 // appendFrameHeader starts a response frame: a size placeholder, the
-// correlation ID and, for flexible responses other than ApiVersions (whose
-// response header is always v0), the empty tagged-field section.
+// correlation ID and, for flexible responses other than ApiVersions' (whose
+// response header is always v0: api.versionProbe), the empty tagged-field
+// section.
 func appendFrameHeader(dst []byte, corr int32, resp kmsg.Response) []byte {
 	dst = append(dst, 0, 0, 0, 0)
 	dst = binary.BigEndian.AppendUint32(dst, uint32(corr))
-	if resp.IsFlexible() && resp.Key() != 18 {
+	if resp.IsFlexible() && !apis[resp.Key()].versionProbe {
 		dst = append(dst, 0)
 	}
 	return dst

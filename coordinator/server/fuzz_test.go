@@ -127,15 +127,15 @@ func FuzzDecodeFrame(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if req.Key() != h.key || req.GetVersion() != h.version || !supported(h.key, h.version) {
-			t.Fatalf("decoded %s v%d from header key %d v%d", kmsg.NameForKey(req.Key()), req.GetVersion(), h.key, h.version)
+		if req.Key() != h.Key || req.GetVersion() != h.Version || !supported(h.Key, h.Version) {
+			t.Fatalf("decoded %s v%d from header key %d v%d", kmsg.NameForKey(req.Key()), req.GetVersion(), h.Key, h.Version)
 		}
-		enc := appendRequest(nil, h.corr, nil, req)[4:]
+		enc := appendRequest(nil, h.Corr, nil, req)[4:]
 		_, req2, err := decodeFrame(enc)
 		if err != nil {
 			t.Fatalf("re-encoded request does not decode: %v", err)
 		}
-		enc2 := appendRequest(nil, h.corr, nil, req2)[4:]
+		enc2 := appendRequest(nil, h.Corr, nil, req2)[4:]
 		if !bytes.Equal(enc, enc2) {
 			t.Fatalf("re-encoding is not stable:\n%x\n%x", enc, enc2)
 		}

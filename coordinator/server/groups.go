@@ -294,6 +294,10 @@ func (s *Server) performReady(e *groupEntry, self *conn) {
 		s.queueWrite(e, rd.Persist)
 	}
 	for i := range rd.Replies {
+		if a, ok := rd.Replies[i].Ref.(*adminAnswer); ok {
+			a.err = rd.Replies[i].Err
+			continue
+		}
 		s.sign(e.name, &rd.Replies[i])
 		s.replyWhenDurable(e, rd.Replies[i], self)
 	}
@@ -377,7 +381,7 @@ func (s *Server) fire(e *groupEntry) {
 		return
 	}
 	e.armed = time.Time{}
-	if s.tickCore(e, now) {
+	if s.stepCore(e, nil, now, coordinator.Tick{}) {
 		s.performReady(e, nil)
 	}
 }
@@ -389,7 +393,7 @@ func (s *Server) topicsChanged(now time.Time) {
 	for _, tm := range s.ledTerms(now) {
 		for _, e := range tm.groups.snapshot() {
 			e.mu.Lock()
-			if !e.gone && !e.offline && s.useCore(e, func(g *coordinator.Group) { g.TopicsChanged(now) }) {
+			if !e.gone && !e.offline && s.stepCore(e, nil, now, coordinator.TopicsChanged{}) {
 				s.performReady(e, nil)
 			}
 			e.mu.Unlock()

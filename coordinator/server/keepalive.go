@@ -17,7 +17,7 @@ const keepAliveProbe = time.Second
 // the probes while its process is alive, even paused or swapping; a host
 // that crashed, or one a network cut separates, does not, and the read that
 // then fails ends the connection like a close: the group hears of it
-// through Group.ConnectionClosed and expels the member a grace later
+// through coordinator.ConnectionClosed and expels the member a grace later
 // (Core.ConnLossGrace), instead of at its session timeout.
 func setKeepAlive(nc net.Conn, d time.Duration) error {
 	tc, ok := nc.(*net.TCPConn)

@@ -37,7 +37,7 @@ func (c *conn) handleRawSASL(body []byte) error {
 		// raw framing cannot be in; close rather than answer nothing.
 		return fmt.Errorf("%w: raw SASL token answered with error code %d", errAuthClose, resp.ErrorCode)
 	}
-	sl := c.newSlot(header{key: 36})
+	sl := c.newSlot(header{Key: int16(kmsg.SASLAuthenticate)})
 	sl.req = req
 	c.enqueue(sl)
 	c.respond(sl, &rawSASLResponse{*resp})

@@ -34,7 +34,7 @@ import (
 // when the store's watch reports a change (another node rotated) and every
 // KeyRefresh. When the active key changes, every loaded group is asked to
 // grant its members everything again under the new key
-// (coordinator.Group.ReissueGrants), and so is every group loaded while a
+// (coordinator.ReissueGrants), and so is every group loaded while a
 // retired key still verifies (a fail-over in the middle of a rotation).
 // Every KeyRefresh a node also revokes the keys retired for KeyRetention or
 // longer (store.Expire): any node may, as every change of the ring is a
@@ -197,11 +197,12 @@ func (s *Server) useKeys(keys []store.SigningKey) error {
 // reissueGrants asks every loaded group to grant its members everything
 // again.
 func (s *Server) reissueGrants() {
-	for _, tm := range s.ledTerms(time.Now()) {
+	now := time.Now()
+	for _, tm := range s.ledTerms(now) {
 		for _, e := range tm.groups.snapshot() {
 			e.mu.Lock()
 			if !e.gone && !e.offline && e.g != nil {
-				s.useCore(e, (*coordinator.Group).ReissueGrants)
+				s.stepCore(e, nil, now, coordinator.ReissueGrants{})
 			}
 			e.mu.Unlock()
 		}
@@ -212,9 +213,9 @@ func (s *Server) reissueGrants() {
 // key still verifies, its members may hold only the retired key's
 // signatures (a rotation whose reissue a fail-over interrupted), so they
 // are granted everything again.
-func (s *Server) restoredGrants(g *coordinator.Group) {
+func (s *Server) restoredGrants(g *coordinator.Group, now time.Time) {
 	if r := s.signing.cur.Load(); r != nil && r.retiring {
-		g.ReissueGrants()
+		g.Step(now, coordinator.ReissueGrants{})
 	}
 }
 

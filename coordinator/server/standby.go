@@ -50,7 +50,7 @@ const (
 // over rebuilt from its records (coordinator.Rebuild) ahead of the
 // takeover: when the node wins a term (a leadership, or a shard), it
 // checks that the store's mirror has every write up to now (Sync),
-// resumes the rebuilt groups at once (coordinator.Group.Resume: their
+// resumes the rebuilt groups at once (coordinator.Resume: their
 // sessions start now) and serves; only a group whose records changed
 // since its rebuild, or that was not rebuilt yet, is restored from the
 // mirror's records then. Nothing is read from the store.
@@ -237,7 +237,7 @@ func (sb *standby) takeOver(ctx context.Context, tm *term) (warm, cold, offline 
 				continue // a tombstone
 			}
 			g = b.g
-			g.Resume(now)
+			g.Step(now, coordinator.Resume{})
 			sb.s.restoredGroup(name, now, g)
 			warm++
 		} else {

@@ -20,7 +20,7 @@ import (
 //
 //  1. the topic leaves the registry: nothing can commit it or be assigned
 //     it any more (creations and refreshes wait: changeMu);
-//  2. every group is told (Group.TopicsDeleted): it deletes the topic's
+//  2. every group is told (coordinator.TopicsDeleted): it deletes the topic's
 //     offsets and KIP-848 groups revoke its partitions, through the
 //     group's ordinary writes; a group that is offline and cannot be
 //     loaded gets the deletion of every offset of the topic written for
@@ -135,7 +135,7 @@ func (s *Server) deleteTopics(ts []*topic) (errs []error, restored bool) {
 }
 
 // forgetTopics tells every group of terms that the topics ts were
-// deleted (Group.TopicsDeleted); a group that is offline and cannot be
+// deleted (coordinator.TopicsDeleted); a group that is offline and cannot be
 // loaded now gets the deletion of every offset of them written for it
 // (deleteOffsetsOffline). The returned function waits until all of it is
 // durable and returns how many groups were told, and the first error.
@@ -156,7 +156,7 @@ func (s *Server) forgetTopics(terms []*term, now time.Time, ts []*topic) func() 
 		}
 		n++
 		if !e.offline || s.reload(e, now) {
-			if s.useCore(e, func(g *coordinator.Group) { g.TopicsDeleted(now, names) }) {
+			if s.stepCore(e, nil, now, coordinator.TopicsDeleted{Names: names}) {
 				s.performReady(e, nil)
 				if w := s.waitDurable(e); w != nil {
 					waits = append(waits, w)
@@ -226,9 +226,9 @@ func (s *Server) restoreGroup(name string, now time.Time, recs []coordinator.Rec
 func (s *Server) restoredGroup(name string, now time.Time, g *coordinator.Group) {
 	if gone := g.UnknownTopics(); len(gone) > 0 {
 		s.log.Info("restored group forgets deleted topics", zap.String("group", name), zap.Strings("topics", gone))
-		g.TopicsDeleted(now, gone)
+		g.Step(now, coordinator.TopicsDeleted{Names: gone})
 	}
-	s.restoredGrants(g)
+	s.restoredGrants(g, now)
 }
 
 func topicNames(ts []*topic) []string {

@@ -114,10 +114,7 @@ func ExecLocked(ctx context.Context, db *sql.DB, key, ddl string) error {
 // Do begins the transaction with the database's default isolation; for other
 // options, begin the transaction yourself and call [Fence.AdmitTx].
 func (f *Fence) Do(ctx context.Context, p epoch.Partition, t epoch.Token, fn func(ctx context.Context, tx *sql.Tx) error) error {
-	if !t.Valid() {
-		return fmt.Errorf("sqlfence: partition %d token %v: %w", p, t, epoch.ErrNoToken)
-	}
-	if err := f.verifier.CheckUnsigned(p, t); err != nil {
+	if err := f.checkUnsigned(p, t); err != nil {
 		return err
 	}
 	return f.do(ctx, p, t, fn)
@@ -132,10 +129,7 @@ func (f *Fence) Do(ctx context.Context, p epoch.Partition, t epoch.Token, fn fun
 // verifier, so an owner's further writes pay no signature check. Without
 // a verifier DoSigned is Do of t.Token.
 func (f *Fence) DoSigned(ctx context.Context, p epoch.Partition, t epoch.SignedToken, fn func(ctx context.Context, tx *sql.Tx) error) error {
-	if !t.Token.Valid() {
-		return fmt.Errorf("sqlfence: partition %d token %v: %w", p, t.Token, epoch.ErrNoToken)
-	}
-	if err := f.verifier.Verify(p, t); err != nil {
+	if err := f.checkSigned(p, t); err != nil {
 		return err
 	}
 	return f.do(ctx, p, t.Token, fn)
@@ -151,7 +145,7 @@ func (f *Fence) do(ctx context.Context, p epoch.Partition, t epoch.Token, fn fun
 	// panic in fn; after Commit it is a no-op.
 	defer tx.Rollback()
 
-	if err := f.admitTx(ctx, tx, p, t); err != nil {
+	if err := f.admit(ctx, tx, p, t); err != nil {
 		return err
 	}
 	if fn != nil {
@@ -176,31 +170,51 @@ func (f *Fence) do(ctx context.Context, p epoch.Partition, t epoch.Token, fn fun
 // wrapped (errors.As reaches the driver's error); under REPEATABLE READ or
 // SERIALIZABLE they include serialization failures the caller may retry.
 func (f *Fence) AdmitTx(ctx context.Context, tx *sql.Tx, p epoch.Partition, t epoch.Token) error {
-	if !t.Valid() {
-		return fmt.Errorf("sqlfence: partition %d token %v: %w", p, t, epoch.ErrNoToken)
-	}
-	if err := f.verifier.CheckUnsigned(p, t); err != nil {
+	if err := f.checkUnsigned(p, t); err != nil {
 		return err
 	}
-	return f.admitTx(ctx, tx, p, t)
+	return f.admit(ctx, tx, p, t)
 }
 
 // AdmitTxSigned is AdmitTx for a signed token, which the fence's verifier
 // checks first, as [Fence.DoSigned] does, without using tx if it does not
 // verify: the caller must then roll tx back.
 func (f *Fence) AdmitTxSigned(ctx context.Context, tx *sql.Tx, p epoch.Partition, t epoch.SignedToken) error {
+	if err := f.checkSigned(p, t); err != nil {
+		return err
+	}
+	return f.admit(ctx, tx, p, t.Token)
+}
+
+// checkUnsigned refuses, before any statement, an unsigned token that is
+// not valid or that the verifier does not take unsigned.
+func (f *Fence) checkUnsigned(p epoch.Partition, t epoch.Token) error {
+	if !t.Valid() {
+		return fmt.Errorf("sqlfence: partition %d token %v: %w", p, t, epoch.ErrNoToken)
+	}
+	return f.verifier.CheckUnsigned(p, t)
+}
+
+// checkSigned refuses, before any statement, a signed token that is not
+// valid or does not verify.
+func (f *Fence) checkSigned(p epoch.Partition, t epoch.SignedToken) error {
 	if !t.Token.Valid() {
 		return fmt.Errorf("sqlfence: partition %d token %v: %w", p, t.Token, epoch.ErrNoToken)
 	}
-	if err := f.verifier.Verify(p, t); err != nil {
-		return err
-	}
-	return f.admitTx(ctx, tx, p, t.Token)
+	return f.verifier.Verify(p, t)
 }
 
-// admitTx is AdmitTx once t is known to be a token the fence may admit.
-func (f *Fence) admitTx(ctx context.Context, tx *sql.Tx, p epoch.Partition, t epoch.Token) error {
-	res, err := tx.ExecContext(ctx, f.upsertSQL, int32(p), int64(t))
+// querier is what admit needs of a *sql.DB or a *sql.Tx.
+type querier interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// admit records t for p through q (the database for Admit, the caller's
+// transaction for AdmitTx and Do) once t is known to be a token the fence
+// may admit.
+func (f *Fence) admit(ctx context.Context, q querier, p epoch.Partition, t epoch.Token) error {
+	res, err := q.ExecContext(ctx, f.upsertSQL, int32(p), int64(t))
 	if err != nil {
 		return fmt.Errorf("sqlfence: partition %d token %v: %w", p, t, err)
 	}
@@ -213,9 +227,10 @@ func (f *Fence) admitTx(ctx context.Context, tx *sql.Tx, p epoch.Partition, t ep
 	}
 	stale := &epoch.StaleError{Partition: p, Token: t}
 	// The row exists (else the insert would have succeeded) and, under READ
-	// COMMITTED, this statement sees the committed token that beat ours.
+	// COMMITTED, this statement sees the committed token that beat ours
+	// (outside a transaction: the newest one stored at that moment).
 	var cur int64
-	if err := tx.QueryRowContext(ctx, f.currentSQL, int32(p)).Scan(&cur); err == nil {
+	if err := q.QueryRowContext(ctx, f.currentSQL, int32(p)).Scan(&cur); err == nil {
 		stale.Current = epoch.Token(cur)
 	}
 	return stale
@@ -230,46 +245,20 @@ func (f *Fence) admitTx(ctx context.Context, tx *sql.Tx, p epoch.Partition, t ep
 // the StaleError's Current, which is then the newest token stored at that
 // moment: never older than the one that caused the rejection.
 func (f *Fence) Admit(ctx context.Context, p epoch.Partition, t epoch.Token) error {
-	if !t.Valid() {
-		return fmt.Errorf("sqlfence: partition %d token %v: %w", p, t, epoch.ErrNoToken)
-	}
-	if err := f.verifier.CheckUnsigned(p, t); err != nil {
+	if err := f.checkUnsigned(p, t); err != nil {
 		return err
 	}
-	return f.admit(ctx, p, t)
+	return f.admit(ctx, f.db, p, t)
 }
 
 // AdmitSigned records the signed token t for partition p with no other
 // effect, once the fence's verifier has checked it as [Fence.DoSigned]
 // does. It implements [epoch.SignedFence].
 func (f *Fence) AdmitSigned(ctx context.Context, p epoch.Partition, t epoch.SignedToken) error {
-	if !t.Token.Valid() {
-		return fmt.Errorf("sqlfence: partition %d token %v: %w", p, t.Token, epoch.ErrNoToken)
-	}
-	if err := f.verifier.Verify(p, t); err != nil {
+	if err := f.checkSigned(p, t); err != nil {
 		return err
 	}
-	return f.admit(ctx, p, t.Token)
-}
-
-// admit is Admit once t is known to be a token the fence may admit.
-func (f *Fence) admit(ctx context.Context, p epoch.Partition, t epoch.Token) error {
-	res, err := f.db.ExecContext(ctx, f.upsertSQL, int32(p), int64(t))
-	if err != nil {
-		return fmt.Errorf("sqlfence: partition %d token %v: %w", p, t, err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return fmt.Errorf("sqlfence: partition %d token %v: rows affected: %w", p, t, err)
-	}
-	if n == 1 {
-		return nil
-	}
-	stale := &epoch.StaleError{Partition: p, Token: t}
-	if cur, err := f.Current(ctx, p); err == nil {
-		stale.Current = cur
-	}
-	return stale
+	return f.admit(ctx, f.db, p, t.Token)
 }
 
 // Current returns the token stored for partition p, or [epoch.None] if no

@@ -47,7 +47,7 @@ func (c *Client) Log(ctx context.Context, group string, before int32, limit int)
 	return out, err
 }
 
-// Drain drains member (see coordinator.Group.Drain).
+// Drain drains member (see coordinator.Drain).
 func (c *Client) Drain(ctx context.Context, group, member string, remove bool) error {
 	p := "/api/groups/" + url.PathEscape(group) + "/members/" + url.PathEscape(member) + "/drain"
 	if remove {

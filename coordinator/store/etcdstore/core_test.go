@@ -141,7 +141,7 @@ func (r *coreRun) step() {
 	for _, name := range slices.Sorted(maps.Keys(r.groups)) {
 		g := r.groups[name]
 		if next := g.Ready().NextTick; !g.Deleted() && !next.IsZero() && !next.After(r.now) {
-			g.Tick(r.now)
+			g.Step(r.now, coordinator.Tick{})
 			r.drain(g)
 		}
 	}
@@ -177,7 +177,9 @@ func (r *coreRun) drain(g *coordinator.Group) {
 			}
 		}
 		for _, rep := range rd.Replies {
-			r.deliver(rep.Ref.(coreRef), rep.Msg)
+			if ref, ok := rep.Ref.(coreRef); ok {
+				r.deliver(ref, rep.Msg)
+			}
 		}
 		g.Advance(rd)
 	}
@@ -443,7 +445,10 @@ func errorCode(msg kmsg.Response) int16 {
 // deleted until a request for the name restores it from its tombstone.
 func (r *coreRun) deleteGroup(name string) {
 	g := r.group(name)
-	if g.Delete(r.now) != 0 {
+	deleted := g.Deleted()
+	g.Step(r.now, coordinator.DeleteGroup{})
+	if deleted || !g.Deleted() {
+		r.drain(g)
 		return
 	}
 	r.deletions++

@@ -148,7 +148,7 @@ func (r *replayer) apply(kv *KV) error {
 		// with its member's.
 		return nil
 	}
-	if g := recordGroup(rec); g == r.run.Group && r.h.firstRev == 0 {
+	if g, _ := coordinator.GroupOf(rec); g == r.run.Group && r.h.firstRev == 0 {
 		r.h.firstRev = kv.Rev
 	}
 	switch rec := rec.(type) {
@@ -168,21 +168,6 @@ func (r *replayer) apply(kv *KV) error {
 		}
 	}
 	return nil
-}
-
-// recordGroup is the group a record belongs to; "" for a topic.
-func recordGroup(rec coordinator.Record) string {
-	switch rec := rec.(type) {
-	case *coordinator.GroupRecord:
-		return rec.Group
-	case *coordinator.MemberRecord:
-		return rec.Group
-	case *coordinator.AssignmentRecord:
-		return rec.Group
-	case *coordinator.OffsetRecord:
-		return rec.Group
-	}
-	return ""
 }
 
 // group checks that the group's epoch does not go down (check 6), and ends

@@ -16,8 +16,8 @@ import (
 // Errors of malformed input. A malformed or hostile frame only ever
 // affects its own connection, which the server closes.
 var (
-	ErrShortHeader = errors.New("server: truncated request header")
-	ErrMalformed   = errors.New("server: malformed request body")
+	ErrShortHeader = errors.New("wire: truncated request header")
+	ErrMalformed   = errors.New("wire: malformed request body")
 )
 
 // Header is a decoded request header (request header v1/v2). ClientID
