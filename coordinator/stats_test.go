@@ -136,7 +136,7 @@ func TestStatsExpelledEmpty(t *testing.T) {
 	if s := g.Stats(); s.Members != 0 || s.Unowned != 3 {
 		t.Fatalf("the last member expelled: stats = %+v, want 0 members and 3 unowned (its committed partitions)", s)
 	}
-	r = hb("m2", 0)
+	hb("m2", 0)
 	if s := g.Stats(); s.Members != 1 || s.Unowned != 0 {
 		t.Fatalf("a member joined: stats = %+v, want 1 member and 0 unowned", s)
 	}
