@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tenure-dev/tenure/internal/kmsgtest"
 )
 
 // TestResponseReset checks the core's side of Request.Resp: a reused
@@ -30,7 +32,7 @@ func TestResponseReset(t *testing.T) {
 				tc.req.SetVersion(v)
 				want := tc.req.ResponseKind()
 				used := tc.req.ResponseKind()
-				fillValue(t, reflect.ValueOf(used).Elem())
+				kmsgtest.Fill(t, reflect.ValueOf(used).Elem())
 				if got := tc.reset(used, v); got != used || !reflect.DeepEqual(got, want) {
 					t.Errorf("v%d: reused response comes back as %+v, not %+v", v, got, want)
 				}
@@ -41,42 +43,5 @@ func TestResponseReset(t *testing.T) {
 				}
 			}
 		})
-	}
-}
-
-// fillValue sets every exported field of v to a non-zero value.
-func fillValue(t *testing.T, v reflect.Value) {
-	t.Helper()
-	switch v.Kind() {
-	case reflect.Struct:
-		for i := range v.NumField() {
-			if f := v.Type().Field(i); f.IsExported() && f.Type != reflect.TypeFor[kmsg.Tags]() {
-				fillValue(t, v.Field(i))
-			}
-		}
-	case reflect.String:
-		v.SetString("x")
-	case reflect.Bool:
-		v.SetBool(true)
-	case reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		v.SetInt(1)
-	case reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		v.SetUint(1)
-	case reflect.Float64:
-		v.SetFloat(1)
-	case reflect.Array:
-		for i := range v.Len() {
-			fillValue(t, v.Index(i))
-		}
-	case reflect.Slice:
-		s := reflect.MakeSlice(v.Type(), 1, 1)
-		fillValue(t, s.Index(0))
-		v.Set(s)
-	case reflect.Pointer:
-		p := reflect.New(v.Type().Elem())
-		fillValue(t, p.Elem())
-		v.Set(p)
-	default:
-		t.Fatalf("fill: no value for a %s", v.Type())
 	}
 }

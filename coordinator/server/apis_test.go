@@ -11,6 +11,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tenure-dev/tenure/internal/kmsgtest"
 )
 
 // TestAPITable checks the table built from the registrations: it admits
@@ -79,7 +81,7 @@ func checkAPI(t *testing.T, a *api) {
 			t.Fatalf("v%d: header refused: %v", v, err)
 		}
 		want := kmsg.RequestForKey(a.key)
-		fill(t, reflect.ValueOf(want).Elem())
+		kmsgtest.Fill(t, reflect.ValueOf(want).Elem())
 		want.SetVersion(v)
 		enc := want.AppendTo(nil)
 
@@ -108,7 +110,7 @@ func checkAPI(t *testing.T, a *api) {
 
 		if a.request != nil {
 			other := &slot{key: a.key, version: v}
-			fill(t, reflect.ValueOf(other.request(a.key)).Elem())
+			kmsgtest.Fill(t, reflect.ValueOf(other.request(a.key)).Elem())
 			if r := other.request(a.key); r.Key() != a.key || !reflect.ValueOf(r).Elem().IsZero() {
 				t.Errorf("v%d: reused request not reset: %+v", v, r)
 			}
@@ -150,44 +152,5 @@ func checkAPI(t *testing.T, a *api) {
 	}
 	if !a.aliasFree && !aliases {
 		t.Errorf("decoded from a copy of the frame, but no version aliases it: mark it aliasFree")
-	}
-}
-
-// fill sets every field of v, recursively, to a value other than its zero,
-// so that every field a version carries is on the wire; slices get one
-// element. Unknown tagged fields stay empty: the server never reads them.
-func fill(t *testing.T, v reflect.Value) {
-	t.Helper()
-	switch v.Kind() {
-	case reflect.Struct:
-		for i := range v.NumField() {
-			if f := v.Type().Field(i); f.IsExported() && f.Type != reflect.TypeFor[kmsg.Tags]() {
-				fill(t, v.Field(i))
-			}
-		}
-	case reflect.String:
-		v.SetString("x")
-	case reflect.Bool:
-		v.SetBool(true)
-	case reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		v.SetInt(1)
-	case reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		v.SetUint(1)
-	case reflect.Float64:
-		v.SetFloat(1)
-	case reflect.Array:
-		for i := range v.Len() {
-			fill(t, v.Index(i))
-		}
-	case reflect.Slice:
-		s := reflect.MakeSlice(v.Type(), 1, 1)
-		fill(t, s.Index(0))
-		v.Set(s)
-	case reflect.Pointer:
-		p := reflect.New(v.Type().Elem())
-		fill(t, p.Elem())
-		v.Set(p)
-	default:
-		t.Fatalf("fill: no value for a %s", v.Type())
 	}
 }

@@ -15,9 +15,9 @@ import (
 //	                           match, or each capture group of one if the
 //	                           expression has groups, reads as "*"
 type script struct {
-	path     string
-	live     bool
-	masks    []*regexp.Regexp
+	path  string
+	live  bool
+	masks []*regexp.Regexp
 }
 
 const directive = "# readme:"
