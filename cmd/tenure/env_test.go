@@ -11,14 +11,15 @@ import (
 // flag that means the same to all of them though its help says it in
 // other words.
 var sameMeaning = map[string]string{
-	"TENURE_BROKERS":   "the coordinator's addresses",
-	"TENURE_ADMIN":     "a node's admin API",
-	"TENURE_TIMEOUT":   "how long a client command waits for the cluster",
-	"TENURE_LOG_LEVEL": "the log level",
-	"TENURE_GROUP":     "the group to join",
-	"TENURE_ROUTE":     "the proxies to dial the nodes through",
-	"TENURE_DURATION":  "simulated time of a run (sim, tune)",
-	"TENURE_SET":       "a scenario argument (sim, tune)",
+	"TENURE_BROKERS":    "the coordinator's addresses",
+	"TENURE_ADMIN":      "a node's admin API",
+	"TENURE_TIMEOUT":    "how long a client command waits for the cluster",
+	"TENURE_LOG_LEVEL":  "the log level",
+	"TENURE_GROUP":      "the group to join",
+	"TENURE_ROUTE":      "the proxies to dial the nodes through",
+	"TENURE_DURATION":   "simulated time of a run (sim, tune)",
+	"TENURE_SET":        "a scenario argument (sim, tune)",
+	"TENURE_CPUPROFILE": "the file a CPU profile of the command's work goes to (serve, sim)",
 }
 
 // TestEnvOneMeaning: every environment variable has one meaning, whatever
