@@ -22,6 +22,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/tenure-dev/tenure/assignor"
+	"github.com/tenure-dev/tenure/coordinator/adminapi"
 	"github.com/tenure-dev/tenure/coordinator/ha"
 	"github.com/tenure-dev/tenure/coordinator/server"
 	"github.com/tenure-dev/tenure/coordinator/store"
@@ -29,7 +30,6 @@ import (
 	"github.com/tenure-dev/tenure/coordinator/store/etcdstore"
 	"github.com/tenure-dev/tenure/coordinator/web"
 	"github.com/tenure-dev/tenure/epoch"
-	"github.com/tenure-dev/tenure/internal/adminapi"
 )
 
 // serveCommand is `tenure serve`: the coordinator on the network.
