@@ -29,7 +29,7 @@ import (
 // Authorization: READ on each topic, else TOPIC_AUTHORIZATION_FAILED for
 // its partitions (before their existence is checked, as in Kafka), which
 // answers the Fetch at once. A connection holding MaxParkedPerConnection
-// requests already gets its Fetch answered at once (parked.go).
+// requests already gets its Fetch answered at once (slot.go).
 //
 // In an HA set, after each change of the set that clients must hear of
 // (view.go), the Fetches parked then, and each connection's next Fetch,

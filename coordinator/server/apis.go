@@ -34,7 +34,7 @@ type api struct {
 	aliasFree bool
 
 	// parks says a request of this key may wait in its group for others
-	// (JoinGroup, SyncGroup): the parked bounds apply to it (parked.go).
+	// (JoinGroup, SyncGroup): the parked bounds apply to it (slot.go).
 	parks bool
 
 	// preAuth says a connection may send this key before it has
