@@ -200,12 +200,7 @@ func fetchResponseCode(resp kmsg.Response) int16 {
 	if r.ErrorCode != 0 {
 		return r.ErrorCode
 	}
-	for _, t := range r.Topics {
-		for _, p := range t.Partitions {
-			if p.ErrorCode != 0 {
-				return p.ErrorCode
-			}
-		}
-	}
-	return 0
+	return firstCode(r.Topics, func(t *kmsg.FetchResponseTopic) int16 {
+		return firstCode(t.Partitions, func(p *kmsg.FetchResponseTopicPartition) int16 { return p.ErrorCode })
+	})
 }

@@ -35,12 +35,7 @@ func init() {
 			if r.ErrorCode != 0 {
 				return r.ErrorCode
 			}
-			for _, g := range r.Groups {
-				if g.ErrorCode != 0 {
-					return g.ErrorCode
-				}
-			}
-			return 0
+			return firstCode(r.Groups, func(g *kmsg.OffsetFetchResponseGroup) int16 { return g.ErrorCode })
 		},
 	})
 }

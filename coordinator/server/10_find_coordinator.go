@@ -63,12 +63,7 @@ func init() {
 			if r.ErrorCode != 0 {
 				return r.ErrorCode
 			}
-			for _, c := range r.Coordinators {
-				if c.ErrorCode != 0 {
-					return c.ErrorCode
-				}
-			}
-			return 0
+			return firstCode(r.Coordinators, func(c *kmsg.FindCoordinatorResponseCoordinator) int16 { return c.ErrorCode })
 		},
 	})
 }

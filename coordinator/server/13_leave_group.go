@@ -36,12 +36,7 @@ func init() {
 			if r.ErrorCode != 0 {
 				return r.ErrorCode
 			}
-			for _, m := range r.Members {
-				if m.ErrorCode != 0 {
-					return m.ErrorCode
-				}
-			}
-			return 0
+			return firstCode(r.Members, func(m *kmsg.LeaveGroupResponseMember) int16 { return m.ErrorCode })
 		},
 	})
 }

@@ -41,12 +41,7 @@ func init() {
 			return resp
 		},
 		responseCode: func(resp kmsg.Response) int16 {
-			for _, r := range resp.(*kmsg.CreateACLsResponse).Results {
-				if r.ErrorCode != 0 {
-					return r.ErrorCode
-				}
-			}
-			return 0
+			return firstCode(resp.(*kmsg.CreateACLsResponse).Results, func(r *kmsg.CreateACLsResponseResult) int16 { return r.ErrorCode })
 		},
 	})
 }

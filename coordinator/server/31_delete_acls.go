@@ -39,12 +39,7 @@ func init() {
 			return resp
 		},
 		responseCode: func(resp kmsg.Response) int16 {
-			for _, r := range resp.(*kmsg.DeleteACLsResponse).Results {
-				if r.ErrorCode != 0 {
-					return r.ErrorCode
-				}
-			}
-			return 0
+			return firstCode(resp.(*kmsg.DeleteACLsResponse).Results, func(r *kmsg.DeleteACLsResponseResult) int16 { return r.ErrorCode })
 		},
 	})
 }

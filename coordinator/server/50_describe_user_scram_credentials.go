@@ -44,12 +44,7 @@ func init() {
 			if r.ErrorCode != 0 {
 				return r.ErrorCode
 			}
-			for _, res := range r.Results {
-				if res.ErrorCode != 0 {
-					return res.ErrorCode
-				}
-			}
-			return 0
+			return firstCode(r.Results, func(res *kmsg.DescribeUserSCRAMCredentialsResponseResult) int16 { return res.ErrorCode })
 		},
 	})
 }

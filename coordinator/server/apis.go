@@ -165,3 +165,15 @@ func responseCode(resp kmsg.Response) int16 {
 	}
 	return apis[key].responseCode(resp)
 }
+
+// firstCode returns the first error code of items that code reads as
+// non-zero, 0 if none: the responseCode of a response that answers part
+// by part.
+func firstCode[T any](items []T, code func(*T) int16) int16 {
+	for i := range items {
+		if c := code(&items[i]); c != 0 {
+			return c
+		}
+	}
+	return 0
+}
