@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -197,10 +198,7 @@ func fetchErrorResponse(req kmsg.Request, code int16) kmsg.Response {
 
 func fetchResponseCode(resp kmsg.Response) int16 {
 	r := resp.(*kmsg.FetchResponse)
-	if r.ErrorCode != 0 {
-		return r.ErrorCode
-	}
-	return firstCode(r.Topics, func(t *kmsg.FetchResponseTopic) int16 {
+	return cmp.Or(r.ErrorCode, firstCode(r.Topics, func(t *kmsg.FetchResponseTopic) int16 {
 		return firstCode(t.Partitions, func(p *kmsg.FetchResponseTopicPartition) int16 { return p.ErrorCode })
-	})
+	}))
 }

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -60,10 +61,7 @@ func init() {
 		},
 		responseCode: func(resp kmsg.Response) int16 {
 			r := resp.(*kmsg.FindCoordinatorResponse)
-			if r.ErrorCode != 0 {
-				return r.ErrorCode
-			}
-			return firstCode(r.Coordinators, func(c *kmsg.FindCoordinatorResponseCoordinator) int16 { return c.ErrorCode })
+			return cmp.Or(r.ErrorCode, firstCode(r.Coordinators, func(c *kmsg.FindCoordinatorResponseCoordinator) int16 { return c.ErrorCode }))
 		},
 	})
 }

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"time"
@@ -41,10 +42,7 @@ func init() {
 		},
 		responseCode: func(resp kmsg.Response) int16 {
 			r := resp.(*kmsg.DescribeUserSCRAMCredentialsResponse)
-			if r.ErrorCode != 0 {
-				return r.ErrorCode
-			}
-			return firstCode(r.Results, func(res *kmsg.DescribeUserSCRAMCredentialsResponseResult) int16 { return res.ErrorCode })
+			return cmp.Or(r.ErrorCode, firstCode(r.Results, func(res *kmsg.DescribeUserSCRAMCredentialsResponseResult) int16 { return res.ErrorCode }))
 		},
 	})
 }
