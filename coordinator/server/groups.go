@@ -105,6 +105,12 @@ func (r *groupRegistry) get(name string, create bool) (e *groupEntry, code int16
 	case e != nil:
 		return e, 0
 	case pending:
+		// The takeover has not installed it yet: install it now, ahead
+		// of its turn, unless the takeover is doing so already.
+		if to := r.tm.takeover.Load(); to != nil && to.claim(name) {
+			to.install(name)
+			return r.get(name, create)
+		}
 		return nil, kerr.CoordinatorLoadInProgress.Code
 	case !create:
 		return nil, kerr.GroupIDNotFound.Code
