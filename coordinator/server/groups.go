@@ -3,11 +3,9 @@ package server
 import (
 	crand "crypto/rand"
 	"math/rand/v2"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -79,6 +77,11 @@ type groupRegistry struct {
 	mu     sync.RWMutex
 	m      map[string]*groupEntry
 	closed bool
+	// pending are the groups the store held when the term began that
+	// its takeover has not installed yet (standby.go): a request for one
+	// is answered COORDINATOR_LOAD_IN_PROGRESS, never given a new
+	// group, until its state at the term's revision is in place.
+	pending map[string]struct{}
 }
 
 func newGroupRegistry(s *Server, tm *term) *groupRegistry {
@@ -89,20 +92,31 @@ func newGroupRegistry(s *Server, tm *term) *groupRegistry {
 // entry is offline, and the first request that owns it loads whatever the
 // store holds of the name (a deleted group's tombstone, so its epochs
 // continue). When it returns nil, code is the error to answer with:
-// GROUP_ID_NOT_FOUND for a missing group, COORDINATOR_NOT_AVAILABLE at the
-// group limit or at shutdown.
+// GROUP_ID_NOT_FOUND for a missing group, COORDINATOR_LOAD_IN_PROGRESS
+// for one the term's takeover has still to install,
+// COORDINATOR_NOT_AVAILABLE at the group limit or at shutdown.
 func (r *groupRegistry) get(name string, create bool) (e *groupEntry, code int16) {
 	r.mu.RLock()
-	e, closed := r.m[name], r.closed
+	e, closed, pending := r.m[name], r.closed, r.isPending(name)
 	r.mu.RUnlock()
 	switch {
 	case closed:
 		return nil, shutdownCode
 	case e != nil:
 		return e, 0
+	case pending:
+		// The takeover has not installed it yet: install it now, ahead
+		// of its turn, unless the takeover is doing so already.
+		if to := r.tm.takeover.Load(); to != nil && to.claim(name) {
+			to.install(name)
+			return r.get(name, create)
+		}
+		return nil, kerr.CoordinatorLoadInProgress.Code
 	case !create:
 		return nil, kerr.GroupIDNotFound.Code
 	}
+	// A name not pending now never becomes so: the term's pending set
+	// is fixed before it serves and only shrinks.
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
@@ -122,8 +136,9 @@ func (r *groupRegistry) get(name string, create bool) (e *groupEntry, code int16
 }
 
 // add registers an entry for name with core g (nil: offline, loaded on
-// first use); r.mu must be held.
+// first use), no longer pending; r.mu must be held.
 func (r *groupRegistry) add(name string, g *coordinator.Group) *groupEntry {
+	delete(r.pending, name)
 	e := &groupEntry{name: name, tm: r.tm, g: g, offline: g == nil}
 	if r.s.cfg.PerGroupMetrics {
 		e.generation = r.s.m.generation.WithLabelValues(groupLabel(name))
@@ -139,6 +154,55 @@ func (r *groupRegistry) lookup(name string) *groupEntry {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	return r.m[name]
+}
+
+// missingCode is the answer for a group lookup did not find:
+// COORDINATOR_LOAD_IN_PROGRESS while the term's takeover has still to
+// install it, else GROUP_ID_NOT_FOUND.
+func (r *groupRegistry) missingCode(name string) int16 {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if r.isPending(name) {
+		return kerr.CoordinatorLoadInProgress.Code
+	}
+	return kerr.GroupIDNotFound.Code
+}
+
+// isPending reports whether name is still to be installed by the term's
+// takeover; r.mu must be held.
+func (r *groupRegistry) isPending(name string) bool {
+	_, ok := r.pending[name]
+	return ok
+}
+
+// expect marks names as the groups the term's takeover is about to
+// install, before the term serves anyone.
+func (r *groupRegistry) expect(names []string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.pending = make(map[string]struct{}, len(names))
+	for _, n := range names {
+		if r.m[n] == nil {
+			r.pending[n] = struct{}{}
+		}
+	}
+}
+
+// pendingCount is the number of groups the term's takeover has still to
+// install.
+func (r *groupRegistry) pendingCount() int {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return len(r.pending)
+}
+
+// settle marks name as no longer pending without installing it: a
+// deleted group's tombstone, which the first request that re-creates the
+// group loads from the store.
+func (r *groupRegistry) settle(name string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.pending, name)
 }
 
 // remove drops e from the registry; e.mu must be held.
@@ -205,270 +269,4 @@ func newGroupRand() *rand.Rand {
 	var seed [32]byte
 	crand.Read(seed[:])
 	return rand.New(rand.NewChaCha8(seed))
-}
-
-// acquire finds the named group of term tm and locks it with its core
-// loaded, for a request that may create it. It returns nil and the code
-// to answer with if the group cannot serve the request now.
-func (s *Server) acquire(tm *term, c *conn, name string, create bool, now time.Time) (*groupEntry, int16) {
-	for range 3 {
-		e := c.lastGroup
-		if e == nil || e.name != name || e.tm != tm {
-			var code int16
-			if e, code = tm.groups.get(name, create); e == nil {
-				return nil, code
-			}
-		}
-		e.mu.Lock()
-		if e.gone {
-			e.mu.Unlock()
-			c.lastGroup = nil
-			continue
-		}
-		c.lastGroup = e
-		if e.offline && !s.reload(e, now) {
-			e.mu.Unlock()
-			return nil, kerr.CoordinatorNotAvailable.Code
-		}
-		return e, 0
-	}
-	// The group was deleted under us three times in a row.
-	return nil, kerr.CoordinatorNotAvailable.Code
-}
-
-// step hands a group request to its group and performs the group's Ready.
-// create says whether the request may create the group (JoinGroup,
-// ConsumerGroupHeartbeat and OffsetCommit do, as in Kafka).
-func (s *Server) step(c *conn, sl *slot, name string, create bool, now time.Time) {
-	if name == "" {
-		c.respond(sl, errorResponse(sl.req, kerr.InvalidGroupID.Code))
-		return
-	}
-	tm := s.termFor(name, now)
-	if tm == nil {
-		c.respond(sl, errorResponse(sl.req, s.notLeadingCode(name, now)))
-		return
-	}
-	parks := apis[sl.key].parks
-	if parks && !s.parkAllowed(c) {
-		c.respond(sl, errorResponse(sl.req, parkedCode))
-		return
-	}
-	e, code := s.acquire(tm, c, name, create, now)
-	if e == nil {
-		c.respond(sl, errorResponse(sl.req, code))
-		return
-	}
-	defer e.mu.Unlock()
-	if parks && !s.parkGroupAllowed(e) {
-		c.respond(sl, errorResponse(sl.req, parkedCode))
-		return
-	}
-	sl.enterGroup(e)
-	s.trackMember(e, c, sl.req)
-	req := coordinator.Request{
-		Ref:        sl,
-		Msg:        sl.req,
-		Resp:       sl.response(),
-		ClientID:   c.clientID,
-		ClientHost: c.host,
-	}
-	if s.stepCore(e, sl, now, req) {
-		s.performReady(e, c)
-	}
-}
-
-// performReady does what the group's Ready asks: its records go to the
-// writer, its replies are sent once the group's writes up to this Ready
-// are durable (at once when none is in flight), its events are logged and
-// counted, and the timer is re-armed. self is the connection whose reader
-// is calling (nil from elsewhere): its replies are flushed by that reader,
-// others' writers are kicked. e.mu must be held.
-func (s *Server) performReady(e *groupEntry, self *conn) {
-	g := e.g
-	if !g.HasReady() {
-		return
-	}
-	rd := g.Ready()
-	if len(rd.Persist) > 0 {
-		s.queueWrite(e, rd.Persist)
-	}
-	for i := range rd.Replies {
-		if a, ok := rd.Replies[i].Ref.(*adminAnswer); ok {
-			a.err = rd.Replies[i].Err
-			continue
-		}
-		s.sign(e.name, &rd.Replies[i])
-		s.replyWhenDurable(e, rd.Replies[i], self)
-	}
-	for i := range rd.Events {
-		s.observe(e, &rd.Events[i])
-	}
-	if e.unownedStale {
-		// Once per Ready: Stats costs the group's subscriptions.
-		e.unownedStale = false
-		s.updateUnowned(e)
-	}
-	g.Advance(rd)
-	if g.Deleted() {
-		// The group leaves the registry once its tombstone is durable,
-		// so that a group re-created under its name loads the
-		// tombstone and continues above its epochs.
-		s.stopTimer(e)
-		if e.durable == e.issued {
-			e.tm.groups.remove(e)
-		}
-		return
-	}
-	s.arm(e, rd.NextTick)
-}
-
-// reply sends one reply of a group of term tm now. A node of an HA set
-// checks its term once more: the request was admitted under a valid term,
-// but a pause between then and now (a long GC, SIGSTOP) may have let
-// another node take over, and this reply must not tell a member anything
-// the new leader may have changed.
-func (s *Server) reply(tm *term, r coordinator.Reply, self *conn) {
-	sl, ok := r.Ref.(*slot)
-	if !ok || r.Msg == nil {
-		s.log.Error("group replied to a request the server did not give it", zap.Any("ref", r.Ref))
-		return
-	}
-	sl.unpark()
-	msg := r.Msg
-	if tm.t != nil {
-		if now := time.Now(); !tm.t.Valid(now) {
-			msg = errorResponse(sl.req, tm.notLeadingCode(now))
-		}
-	}
-	sl.c.deliver(sl, msg, 0, sl.c != self)
-}
-
-// arm sets the group's timer for next (zero: no timer). A NextTick that
-// has already passed fires after a millisecond, never in a busy loop.
-func (s *Server) arm(e *groupEntry, next time.Time) {
-	if next.Equal(e.armed) {
-		return
-	}
-	e.armed = next
-	if next.IsZero() {
-		if e.timer != nil {
-			e.timer.Stop()
-		}
-		return
-	}
-	d := max(time.Until(next), time.Millisecond)
-	if e.timer == nil {
-		e.timer = time.AfterFunc(d, func() { s.fire(e) })
-		return
-	}
-	e.timer.Reset(d)
-}
-
-func (s *Server) stopTimer(e *groupEntry) {
-	if e.timer != nil {
-		e.timer.Stop()
-	}
-	e.armed = time.Time{}
-}
-
-// fire is the group's timer: it ticks the core and performs its Ready.
-func (s *Server) fire(e *groupEntry) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	now := time.Now()
-	if e.gone || e.offline || !e.tm.valid(now) {
-		return
-	}
-	e.armed = time.Time{}
-	if s.stepCore(e, nil, now, coordinator.Tick{}) {
-		s.performReady(e, nil)
-	}
-}
-
-// topicsChanged tells every group that topics were created, so KIP-848
-// groups assign the new partitions.
-func (s *Server) topicsChanged(now time.Time) {
-	// A term not yet loaded loads the topics first.
-	for _, tm := range s.ledTerms(now) {
-		for _, e := range tm.groups.snapshot() {
-			e.mu.Lock()
-			if !e.gone && !e.offline && s.stepCore(e, nil, now, coordinator.TopicsChanged{}) {
-				s.performReady(e, nil)
-			}
-			e.mu.Unlock()
-		}
-	}
-}
-
-// observe logs and counts one event of e's group.
-func (s *Server) observe(e *groupEntry, ev *coordinator.Event) {
-	if e.generation != nil {
-		e.generation.Set(float64(ev.Epoch))
-		e.members.Set(float64(ev.Members))
-	}
-	switch ev.Kind {
-	case coordinator.EventNewGeneration:
-		s.m.rebalances.WithLabelValues(e.g.Type().String(), ev.Reason).Inc()
-		s.log.Debug("new generation",
-			zap.String("group", ev.Group), zap.Int32("epoch", ev.Epoch), zap.Int("members", ev.Members), zap.String("reason", ev.Reason))
-		e.unownedStale = true
-	case coordinator.EventPartitionHandedOff:
-		s.m.handoff.Observe(ev.Duration.Seconds())
-		// A grant is when a partition stops being unowned: the
-		// per-group gauge follows it, not only membership changes.
-		e.unownedStale = true
-	case coordinator.EventRebalanceCompleted:
-		s.log.Info("rebalance completed",
-			zap.String("group", ev.Group), zap.String("type", e.g.Type().String()),
-			zap.Int32("epoch", ev.Epoch), zap.Int("members", ev.Members),
-			zap.Int("moves", ev.Moves), zap.String("reason", ev.Reason))
-		e.unownedStale = true
-	case coordinator.EventRebalanceStarted:
-		s.log.Debug("rebalance started",
-			zap.String("group", ev.Group), zap.Int32("epoch", ev.Epoch), zap.String("reason", ev.Reason))
-	case coordinator.EventMemberJoined, coordinator.EventMemberLeft:
-		if ev.Kind == coordinator.EventMemberLeft {
-			e.forgetMember(ev.MemberID)
-		}
-		s.log.Debug(ev.Kind.String(),
-			zap.String("group", ev.Group), zap.String("member", ev.MemberID),
-			zap.Int32("epoch", ev.Epoch), zap.Int("members", ev.Members), zap.String("reason", ev.Reason))
-	case coordinator.EventMemberExpired, coordinator.EventMemberRemoved:
-		e.forgetMember(ev.MemberID)
-		if ev.Kind == coordinator.EventMemberExpired {
-			s.m.expired(ev.Reason).Inc()
-		}
-		s.log.Info(ev.Kind.String(),
-			zap.String("group", ev.Group), zap.String("member", ev.MemberID),
-			zap.Int32("epoch", ev.Epoch), zap.Int("members", ev.Members), zap.String("reason", ev.Reason))
-		e.unownedStale = true
-	case coordinator.EventCommitRejected:
-		s.m.commitsRejected.Inc()
-		s.log.Info("commit rejected",
-			zap.String("group", ev.Group), zap.String("member", ev.MemberID),
-			zap.String("topic", ev.Partition.Topic), zap.Int32("partition", ev.Partition.Partition),
-			zap.Int32("epoch", ev.Epoch), zap.String("reason", ev.Reason))
-	}
-}
-
-// updateUnowned sets the group's unowned-partitions gauge.
-func (s *Server) updateUnowned(e *groupEntry) {
-	if !s.cfg.PerGroupMetrics {
-		return
-	}
-	if e.unowned == nil {
-		e.unowned = s.m.unowned.WithLabelValues(groupLabel(e.name))
-	}
-	e.unowned.Set(float64(e.g.Stats().Unowned))
-}
-
-// groupLabel is the metric label of a group. Kafka group IDs may be any
-// bytes, but Prometheus label values must be UTF-8: an invalid name is
-// labelled with its Go-quoted ASCII form, which no two names share.
-func groupLabel(name string) string {
-	if utf8.ValidString(name) {
-		return name
-	}
-	return strconv.QuoteToASCII(name)
 }
