@@ -84,13 +84,5 @@ var expectedFailures = func() map[string]expectation {
 			"requestTimeout (30 s) before its retries, so no member reaches the survivors before the takeover grace (30 s) " +
 			"ends: all are expelled while they still consume, and a crash and restart as a new member may follow",
 	})
-	add("platformatic", []fault{faultKill}, expectation{
-		checks: []string{"revoked", "unowned"}, mayPass: true,
-		why: "@platformatic/kafka 1.35 fetches a partition from the leader its cached metadata names; when the fetch to the " +
-			"dead leader fails its retries (3, a second apart) the MessagesStream destroys itself (messages-stream.js, " +
-			"this.destroy(error)), and the stream's close untracks its topics (consumer.js, topics.untrackAll): the next " +
-			"heartbeat subscribes to nothing and the coordinator takes every partition away. It passes when a metadata " +
-			"reload moves the leadership to a survivor before the fourth failure (seen both ways)",
-	})
 	return m
 }()
