@@ -1,7 +1,6 @@
 package etcdstore
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -67,20 +66,19 @@ func newState() state {
 	return state{topics: map[string]*coordinator.TopicRecord{}, groups: map[string]*mirrorGroup{}, byShard: map[int]map[string]*mirrorGroup{}}
 }
 
-// mirrorGroup is one group's latest records.
+// mirrorGroup is one group's latest records, as etcd holds them: the
+// values of its keys, undecoded. A standby follows every write of the set
+// and most of them are offset commits, of which it needs only the last
+// of each partition, at a takeover: so it decodes a group when it is
+// asked for it (Group, Records), not each write as it comes (which cost
+// every node of a set the decoding of every commit of the set).
 type mirrorGroup struct {
-	shard       int    // -1: the unsharded layout
-	version     uint64 // Mirror.version when it last changed
-	group       *coordinator.GroupRecord
-	members     map[string]*coordinator.MemberRecord
-	assignments map[string]*coordinator.AssignmentRecord
-	offsets     map[coordinator.TopicPartition]*coordinator.OffsetRecord
-	bad         error // a key of the group that does not decode
+	shard   int               // -1: the unsharded layout
+	version uint64            // Mirror.version when it last changed
+	values  map[string][]byte // the group's record keys (its group, member, assignment and offset keys)
 }
 
-func (g *mirrorGroup) empty() bool {
-	return g.group == nil && len(g.members) == 0 && len(g.assignments) == 0 && len(g.offsets) == 0 && g.bad == nil
-}
+func (g *mirrorGroup) empty() bool { return len(g.values) == 0 }
 
 // ErrMirrorClosed is returned by a Mirror's methods after Close.
 var ErrMirrorClosed = errors.New("etcdstore: mirror closed")
@@ -241,14 +239,9 @@ func (m *Mirror) apply(wr clientv3.WatchResponse) {
 	m.version++
 	for _, ev := range wr.Events {
 		if ev.Type == clientv3.EventTypeDelete {
-			m.deleteKV(m.keys, string(ev.Kv.Key))
+			m.deleteKV(m.keys, string(ev.Kv.Key), m.version)
 		} else {
 			m.applyKV(m.keys, ev.Kv, m.version)
-		}
-		if pk, err := m.keys.parse(string(ev.Kv.Key)); err == nil && pk.group != "" {
-			if g := m.groups[pk.group]; g != nil {
-				g.version = m.version
-			}
 		}
 	}
 	// A response holds whole revisions: every write up to its last
@@ -256,66 +249,47 @@ func (m *Mirror) apply(wr clientv3.WatchResponse) {
 	m.setRevLocked(wr.Events[len(wr.Events)-1].Kv.ModRevision)
 }
 
-// applyKV takes a key's new value into topics and groups.
+// applyKV takes a key's new value into topics and groups; a group's
+// values are kept as they are, and decoded when the group is read.
 func (st *state) applyKV(k keys, kv *mvccpb.KeyValue, version uint64) {
-	pk, err := k.parse(string(kv.Key))
+	key := string(kv.Key)
+	pk, err := k.parse(key)
 	if err != nil {
 		return // not a record: the loads skip it too (or fail on it)
 	}
 	switch pk.kind {
-	case kindTopic, kindGroup, kindMember, kindAssignment, kindOffset:
-	default:
-		return
-	}
-	r, err := decodeValue(pk, kv.Value)
-	if pk.kind == kindTopic {
-		if t, ok := r.(*coordinator.TopicRecord); ok && err == nil {
-			st.topics[t.Name] = t
+	case kindTopic:
+		// Rare, and every group's restore needs them: decoded now.
+		if r, err := decodeValue(pk, kv.Value); err == nil {
+			st.topics[pk.name] = r.(*coordinator.TopicRecord)
 		}
-		return
-	}
-	g := st.groupOf(pk)
-	g.version = version
-	if err != nil {
-		g.bad = fmt.Errorf("etcdstore: key %q: %w", kv.Key, err)
-		return
-	}
-	switch r := r.(type) {
-	case *coordinator.GroupRecord:
-		g.group = r
-	case *coordinator.MemberRecord:
-		g.members[r.MemberID] = r
-	case *coordinator.AssignmentRecord:
-		g.assignments[r.MemberID] = r
-	case *coordinator.OffsetRecord:
-		g.offsets[coordinator.TopicPartition{Topic: r.Topic, Partition: r.Partition}] = r
+	case kindGroup, kindMember, kindAssignment, kindOffset:
+		g := st.groupOf(pk)
+		g.version = version
+		g.values[key] = kv.Value
 	}
 }
 
 // deleteKV takes a key's deletion into topics and groups.
-func (st *state) deleteKV(k keys, key string) {
+func (st *state) deleteKV(k keys, key string, version uint64) {
 	pk, err := k.parse(key)
 	if err != nil {
 		return
 	}
-	if pk.kind == kindTopic {
+	switch pk.kind {
+	case kindTopic:
 		delete(st.topics, pk.name)
+		return
+	case kindGroup, kindMember, kindAssignment, kindOffset:
+	default:
 		return
 	}
 	g := st.groups[pk.group]
 	if g == nil {
 		return
 	}
-	switch pk.kind {
-	case kindGroup:
-		g.group = nil
-	case kindMember:
-		delete(g.members, pk.name)
-	case kindAssignment:
-		delete(g.assignments, pk.name)
-	case kindOffset:
-		delete(g.offsets, coordinator.TopicPartition{Topic: pk.name, Partition: pk.partition})
-	}
+	g.version = version
+	delete(g.values, key)
 	if g.empty() {
 		delete(st.groups, pk.group)
 		delete(st.byShard[g.shard], pk.group)
@@ -329,8 +303,7 @@ func (st *state) groupOf(pk parsedKey) *mirrorGroup {
 		if pk.sharded {
 			shard = pk.shard
 		}
-		g = &mirrorGroup{shard: shard, members: map[string]*coordinator.MemberRecord{},
-			assignments: map[string]*coordinator.AssignmentRecord{}, offsets: map[coordinator.TopicPartition]*coordinator.OffsetRecord{}}
+		g = &mirrorGroup{shard: shard, values: map[string][]byte{}}
 		st.groups[pk.group] = g
 		if st.byShard[shard] == nil {
 			st.byShard[shard] = map[string]*mirrorGroup{}
@@ -407,10 +380,11 @@ func (m *Mirror) Group(name string) ([]coordinator.Record, uint64, error) {
 	if g == nil {
 		return nil, 0, nil
 	}
-	if g.bad != nil {
-		return nil, g.version, g.bad
+	recs, err := g.records(m.keys, nil)
+	if err != nil {
+		return nil, g.version, err
 	}
-	return g.records(nil), g.version, nil
+	return recs, g.version, nil
 }
 
 // Records returns the records of shard's groups (-1: the unsharded
@@ -424,11 +398,10 @@ func (m *Mirror) Records(shard int) ([]coordinator.Record, error) {
 		out = append(out, m.topics[name])
 	}
 	for _, name := range slices.Sorted(maps.Keys(m.byShard[shard])) {
-		g := m.groups[name]
-		if g.bad != nil {
-			return nil, g.bad
+		var err error
+		if out, err = m.groups[name].records(m.keys, out); err != nil {
+			return nil, err
 		}
-		out = g.records(out)
 	}
 	return out, nil
 }
@@ -447,23 +420,22 @@ func (m *Mirror) Stats() MirrorStats {
 	return MirrorStats{Loads: m.loads, Resumes: m.resumes, Groups: len(m.groups)}
 }
 
-// records appends g's records in RecordSet's load order.
-func (g *mirrorGroup) records(out []coordinator.Record) []coordinator.Record {
-	if g.group != nil {
-		out = append(out, g.group)
+// records decodes g's values and appends its records in RecordSet's load
+// order; a value that does not decode fails the group, naming its key.
+func (g *mirrorGroup) records(k keys, out []coordinator.Record) ([]coordinator.Record, error) {
+	var gr groupRecords
+	for key, val := range g.values {
+		pk, err := k.parse(key)
+		if err == nil {
+			var r coordinator.Record
+			if r, err = decodeValue(pk, val); err == nil {
+				gr.add(r)
+				continue
+			}
+		}
+		return out, fmt.Errorf("etcdstore: key %q: %w", key, err)
 	}
-	for _, id := range slices.Sorted(maps.Keys(g.members)) {
-		out = append(out, g.members[id])
-	}
-	for _, id := range slices.Sorted(maps.Keys(g.assignments)) {
-		out = append(out, g.assignments[id])
-	}
-	for _, tp := range slices.SortedFunc(maps.Keys(g.offsets), func(a, b coordinator.TopicPartition) int {
-		return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
-	}) {
-		out = append(out, g.offsets[tp])
-	}
-	return out
+	return gr.appendRecords(out), nil
 }
 
 // Close stops following; the mirror's methods fail afterwards, but the

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"reflect"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -213,4 +214,31 @@ func heapInUse() int64 {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	return int64(ms.HeapAlloc)
+}
+
+// TestMirrorBadValue: the mirror decodes a group when it is read, so a
+// value that does not decode fails that group's read (naming its key),
+// and only while etcd holds it; the other groups read as before.
+func TestMirrorBadValue(t *testing.T) {
+	s, cli, prefix := open(t)
+	mirrorWrites(t, s, 0)
+	m := openMirror(t, cli, prefix)
+	key := prefix + "groups/r0-g0/offsets/" + testgroups.Topic.Name + "/1"
+	if _, err := cli.Put(testenv.Context(t), key, `{"o":"not a number"}`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Sync(testenv.Context(t)); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := m.Group("r0-g0"); err == nil || !strings.Contains(err.Error(), key) {
+		t.Errorf("Group of the group with a bad value: %v, want an error naming %q", err, key)
+	}
+	if _, err := m.Records(-1); err == nil {
+		t.Error("Records with a bad value: no error")
+	}
+	if _, _, err := m.Group("r0-g2"); err != nil {
+		t.Errorf("Group of another group: %v", err)
+	}
+	persist(t, s, &coordinator.OffsetRecord{Group: "r0-g0", Topic: testgroups.Topic.Name, Partition: 1, Offset: 7})
+	sameAsStore(t, m, s, -1)
 }
