@@ -16,7 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/tenure-dev/tenure/internal/adminapi"
+	"github.com/tenure-dev/tenure/coordinator/adminapi"
 )
 
 // groupsCommand is `tenure groups`: group administration over the Kafka

@@ -15,7 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 
-	"github.com/tenure-dev/tenure/internal/adminapi"
+	"github.com/tenure-dev/tenure/coordinator/adminapi"
 )
 
 func groupsDescribe() groupsSubcommand {

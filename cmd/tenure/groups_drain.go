@@ -13,7 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/tenure-dev/tenure/internal/adminapi"
+	"github.com/tenure-dev/tenure/coordinator/adminapi"
 )
 
 func groupsDrain() groupsSubcommand {

@@ -13,7 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/tenure-dev/tenure/internal/adminapi"
+	"github.com/tenure-dev/tenure/coordinator/adminapi"
 	"github.com/tenure-dev/tenure/internal/testenv"
 )
 

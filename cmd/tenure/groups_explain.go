@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tenure-dev/tenure/internal/adminapi"
+	"github.com/tenure-dev/tenure/coordinator/adminapi"
 )
 
 func groupsExplain() groupsSubcommand {

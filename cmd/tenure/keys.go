@@ -11,8 +11,8 @@ import (
 	"os"
 	"time"
 
+	"github.com/tenure-dev/tenure/coordinator/adminapi"
 	"github.com/tenure-dev/tenure/epoch"
-	"github.com/tenure-dev/tenure/internal/adminapi"
 )
 
 // keysCommand is `tenure keys`: the coordinator's grant-signing keys,

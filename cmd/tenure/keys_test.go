@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tenure-dev/tenure/coordinator/adminapi"
 	"github.com/tenure-dev/tenure/epoch"
-	"github.com/tenure-dev/tenure/internal/adminapi"
 	"github.com/tenure-dev/tenure/internal/testenv"
 )
 

@@ -22,6 +22,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/tenure-dev/tenure/assignor"
+	"github.com/tenure-dev/tenure/coordinator/adminapi"
 	"github.com/tenure-dev/tenure/coordinator/ha"
 	"github.com/tenure-dev/tenure/coordinator/server"
 	"github.com/tenure-dev/tenure/coordinator/store"
@@ -29,7 +30,6 @@ import (
 	"github.com/tenure-dev/tenure/coordinator/store/etcdstore"
 	"github.com/tenure-dev/tenure/coordinator/web"
 	"github.com/tenure-dev/tenure/epoch"
-	"github.com/tenure-dev/tenure/internal/adminapi"
 )
 
 // serveCommand is `tenure serve`: the coordinator on the network.
@@ -90,6 +90,7 @@ func setupServe(fs *flag.FlagSet) func(ctx context.Context, args []string) error
 		electionTTL   = fs.Duration("election-ttl", 5*time.Second, "with the etcd store: how long a leader that stops renewing its lease (crash, pause, partition) keeps the groups before another node may take over; whole seconds")
 		peerProbe     = fs.Duration("peer-probe", def.PeerProbe, "in an HA set: how often each node probes the other nodes' Kafka listeners; a node whose listener refuses (or accepts and closes at once) leaves Metadata at once, its broker ID pointing at its successor, instead of up to an election TTL later (0: no probe)")
 		coordWait     = fs.Duration("coordinator-wait", 0, "in an HA set: how long FindCoordinator is held while no live node coordinates the group (a fail-over under way), answered as soon as one does, before COORDINATOR_NOT_AVAILABLE (default: the election TTL and a second, at most 8s)")
+		viewSettle    = fs.Duration("view-settle", def.ViewSettle, "in an HA set: how long after the set's view changes (a node left or came back, a departed node's broker ID points elsewhere) a closed client connection starts no --conn-loss-grace: clients then close connections of their own accord to dial the new addresses, and a member whose process dies in that window goes at its session timeout instead (0: every close starts the grace)")
 		takeoverGrace = fs.Duration("takeover-grace", 30*time.Second, "in an HA set: the least session a member gets from the node that takes its group over (a fail-over), plus up to an eighth more spread by member; its first heartbeat ends it. Stock clients need that long to find the new coordinator; a member that died with the old one keeps its partitions as long (0: the member's own session)")
 		logLevel      = fs.String("log-level", "info", "log `level`: debug, info, warn or error")
 		topics        = declaredTopics(fs)
@@ -159,6 +160,7 @@ func setupServe(fs *flag.FlagSet) func(ctx context.Context, args []string) error
 		cfg.MaxParkedPerGroup = *parkedGroup
 		cfg.SignGrants, cfg.KeyRetention, cfg.KeyPublishDelay = *signGrants, *keyRetention, *keyPublish
 		cfg.PeerProbe = *peerProbe
+		cfg.ViewSettle = *viewSettle
 		cfg.Core.TakeoverGrace = *takeoverGrace
 		cfg.CoordinatorWait = min(*electionTTL+time.Second, 8*time.Second)
 		if given["coordinator-wait"] {

@@ -12,8 +12,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
 
+	"github.com/tenure-dev/tenure/coordinator/adminapi"
 	"github.com/tenure-dev/tenure/coordinator/web"
-	"github.com/tenure-dev/tenure/internal/adminapi"
 )
 
 // httpMux routes the --http listener: /metrics, reg's then more's; the

@@ -67,6 +67,7 @@ func TestServeHelp(t *testing.T) {
 		"--etcd-peer-listen", "--etcd-client-listen", "TENURE_ETCD_INITIAL_CLUSTER",
 		"--authorizer", "--super-users", "TENURE_SUPER_USERS", "--quota-request-rate", "--quota-connection-request-rate",
 		"--max-connections-per-ip", "--max-parked-per-connection", "--max-parked-per-group",
+		"--peer-probe", "--coordinator-wait", "--view-settle", "TENURE_VIEW_SETTLE", "--takeover-grace", "--election-ttl",
 	} {
 		if !strings.Contains(help, want) {
 			t.Errorf("help lacks %q", want)
@@ -96,6 +97,8 @@ func TestServeRejectsBadSettings(t *testing.T) {
 		{name: "join coalesce window past the session", args: []string{"--consumer-join-coalesce", "1m"}, want: "join coalesce window"},
 		{name: "negative join coalesce window", args: []string{"--consumer-join-coalesce", "-1s"}, want: "join coalesce window"},
 		{name: "negative connection loss grace", args: []string{"--conn-loss-grace", "-1s"}, want: "connection loss grace"},
+		{name: "negative view settle", args: []string{"--view-settle", "-1s"}, want: "view settle -1s is negative"},
+		{name: "view settle not a duration", args: []string{"--view-settle", "10"}, want: "--view-settle"},
 		{name: "bad advertised address", args: []string{"--advertise", "nohost"}},
 		{name: "stray argument", args: []string{"extra"}},
 		{name: "from the environment", env: map[string]string{"TENURE_MAX_CONNECTIONS": "0"}},

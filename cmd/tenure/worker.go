@@ -22,8 +22,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/tenure-dev/tenure/coordinator"
+	"github.com/tenure-dev/tenure/coordinator/adminapi"
 	"github.com/tenure-dev/tenure/epoch"
-	"github.com/tenure-dev/tenure/internal/adminapi"
 	"github.com/tenure-dev/tenure/internal/workload"
 	"github.com/tenure-dev/tenure/member"
 )

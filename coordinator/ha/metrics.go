@@ -3,7 +3,7 @@ package ha
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/tenure-dev/tenure/internal/promreg"
+	"github.com/tenure-dev/tenure/coordinator/internal/promreg"
 )
 
 // endReason is why a term ended: the reason label of

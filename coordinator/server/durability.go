@@ -326,7 +326,7 @@ func (s *Server) withGroup(name string, now time.Time, fn func(g *coordinator.Gr
 	}
 	e := tm.groups.lookup(name)
 	if e == nil {
-		return kerr.GroupIDNotFound.Code
+		return tm.groups.missingCode(name)
 	}
 	e.mu.Lock()
 	switch {

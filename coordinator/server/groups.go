@@ -79,6 +79,11 @@ type groupRegistry struct {
 	mu     sync.RWMutex
 	m      map[string]*groupEntry
 	closed bool
+	// pending are the groups the store held when the term began that
+	// its takeover has not installed yet (standby.go): a request for one
+	// is answered COORDINATOR_LOAD_IN_PROGRESS, never given a new
+	// group, until its state at the term's revision is in place.
+	pending map[string]struct{}
 }
 
 func newGroupRegistry(s *Server, tm *term) *groupRegistry {
@@ -89,20 +94,25 @@ func newGroupRegistry(s *Server, tm *term) *groupRegistry {
 // entry is offline, and the first request that owns it loads whatever the
 // store holds of the name (a deleted group's tombstone, so its epochs
 // continue). When it returns nil, code is the error to answer with:
-// GROUP_ID_NOT_FOUND for a missing group, COORDINATOR_NOT_AVAILABLE at the
-// group limit or at shutdown.
+// GROUP_ID_NOT_FOUND for a missing group, COORDINATOR_LOAD_IN_PROGRESS
+// for one the term's takeover has still to install,
+// COORDINATOR_NOT_AVAILABLE at the group limit or at shutdown.
 func (r *groupRegistry) get(name string, create bool) (e *groupEntry, code int16) {
 	r.mu.RLock()
-	e, closed := r.m[name], r.closed
+	e, closed, pending := r.m[name], r.closed, r.isPending(name)
 	r.mu.RUnlock()
 	switch {
 	case closed:
 		return nil, shutdownCode
 	case e != nil:
 		return e, 0
+	case pending:
+		return nil, kerr.CoordinatorLoadInProgress.Code
 	case !create:
 		return nil, kerr.GroupIDNotFound.Code
 	}
+	// A name not pending now never becomes so: the term's pending set
+	// is fixed before it serves and only shrinks.
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
@@ -122,8 +132,9 @@ func (r *groupRegistry) get(name string, create bool) (e *groupEntry, code int16
 }
 
 // add registers an entry for name with core g (nil: offline, loaded on
-// first use); r.mu must be held.
+// first use), no longer pending; r.mu must be held.
 func (r *groupRegistry) add(name string, g *coordinator.Group) *groupEntry {
+	delete(r.pending, name)
 	e := &groupEntry{name: name, tm: r.tm, g: g, offline: g == nil}
 	if r.s.cfg.PerGroupMetrics {
 		e.generation = r.s.m.generation.WithLabelValues(groupLabel(name))
@@ -139,6 +150,55 @@ func (r *groupRegistry) lookup(name string) *groupEntry {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	return r.m[name]
+}
+
+// missingCode is the answer for a group lookup did not find:
+// COORDINATOR_LOAD_IN_PROGRESS while the term's takeover has still to
+// install it, else GROUP_ID_NOT_FOUND.
+func (r *groupRegistry) missingCode(name string) int16 {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if r.isPending(name) {
+		return kerr.CoordinatorLoadInProgress.Code
+	}
+	return kerr.GroupIDNotFound.Code
+}
+
+// isPending reports whether name is still to be installed by the term's
+// takeover; r.mu must be held.
+func (r *groupRegistry) isPending(name string) bool {
+	_, ok := r.pending[name]
+	return ok
+}
+
+// expect marks names as the groups the term's takeover is about to
+// install, before the term serves anyone.
+func (r *groupRegistry) expect(names []string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.pending = make(map[string]struct{}, len(names))
+	for _, n := range names {
+		if r.m[n] == nil {
+			r.pending[n] = struct{}{}
+		}
+	}
+}
+
+// pendingCount is the number of groups the term's takeover has still to
+// install.
+func (r *groupRegistry) pendingCount() int {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return len(r.pending)
+}
+
+// settle marks name as no longer pending without installing it: a
+// deleted group's tombstone, which the first request that re-creates the
+// group loads from the store.
+func (r *groupRegistry) settle(name string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.pending, name)
 }
 
 // remove drops e from the registry; e.mu must be held.

@@ -11,7 +11,8 @@ import (
 )
 
 // load rebuilds the topics and the groups of term tm from the stores,
-// before the term serves anyone: topics first, with their IDs (KIP-848
+// before the term serves anyone (with a standby, it only readies the
+// takeover, which installs the groups once the term serves: prepare): topics first, with their IDs (KIP-848
 // members name partitions by topic ID), then every group with
 // coordinator.Restore, so that every member's session starts again now and
 // a restart or fail-over expels nobody and rebalances nothing. Deleted
@@ -20,25 +21,20 @@ import (
 // stays offline (its requests are answered COORDINATOR_NOT_AVAILABLE and
 // its error is logged), rather than start afresh below the tokens it
 // handed out.
-func (s *Server) load(ctx context.Context, tm *term) error {
+func (s *Server) load(ctx context.Context, tm *term) (*takeover, error) {
 	start := time.Now()
 	if _, err := s.refreshTopics(ctx); err != nil {
-		return err
+		return nil, err
 	}
 	log := s.log
 	if tm.shard >= 0 {
 		log = log.With(zap.Int("shard", tm.shard))
 	}
 	if s.standby != nil && tm.t != nil {
-		warm, cold, offline, err := s.standby.takeOver(ctx, tm)
+		to, err := s.standby.prepare(ctx, tm)
 		if err == nil {
 			s.m.terms.Inc()
-			s.m.takeovers.WithLabelValues("standby").Add(float64(warm))
-			s.m.takeovers.WithLabelValues("mirror").Add(float64(cold))
-			log.Info("took the groups over from the standby",
-				zap.Int("rebuilt_ahead", warm), zap.Int("restored", cold), zap.Int("offline_groups", offline),
-				zap.Duration("took", time.Since(start)))
-			return nil
+			return to, nil
 		}
 		log.Warn("the standby cannot take the term over; loading the store", zap.Error(err))
 	}
@@ -52,7 +48,7 @@ func (s *Server) load(ctx context.Context, tm *term) error {
 	recs, err := tm.store.Load(lctx)
 	cancel()
 	if err != nil {
-		return fmt.Errorf("server: loading the store: %w", err)
+		return nil, fmt.Errorf("server: loading the store: %w", err)
 	}
 	groups, members, offline := 0, 0, 0
 	now := time.Now()
@@ -89,7 +85,7 @@ func (s *Server) load(ctx context.Context, tm *term) error {
 	log.Info("loaded the store",
 		zap.Int("topics", s.topics.Len()), zap.Int("groups", groups), zap.Int("members", members),
 		zap.Int("offline_groups", offline), zap.Int("records", len(recs)), zap.Duration("took", time.Since(start)))
-	return nil
+	return nil, nil
 }
 
 // installGroup adds a group restored at now to tm and performs what it
@@ -101,6 +97,11 @@ func (s *Server) installGroup(tm *term, name string, now time.Time, g *coordinat
 		g = nil
 	}
 	tm.groups.mu.Lock()
+	if tm.groups.closed {
+		// The server is closing: it takes no group more.
+		tm.groups.mu.Unlock()
+		return false
+	}
 	e := tm.groups.add(name, g)
 	tm.groups.mu.Unlock()
 	if err != nil {

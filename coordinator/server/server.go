@@ -218,7 +218,7 @@ func (s *Server) Serve(ctx context.Context, lns ...net.Listener) error {
 		tm := s.newTerm(nil, s.cfg.Store, -1, &s.lead)
 		go tm.writer.run()
 		defer tm.writer.close()
-		if err := s.load(ctx, tm); err != nil {
+		if _, err := s.load(ctx, tm); err != nil {
 			ln.Close()
 			tm.groups.closeAll()
 			return err

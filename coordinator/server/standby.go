@@ -2,13 +2,9 @@ package server
 
 import (
 	"context"
-	"fmt"
-	"maps"
 	"slices"
 	"sync"
 	"time"
-
-	"go.uber.org/zap"
 
 	"github.com/tenure-dev/tenure/coordinator"
 )
@@ -50,8 +46,9 @@ const (
 // over rebuilt from its records (coordinator.Rebuild) ahead of the
 // takeover: when the node wins a term (a leadership, or a shard), it
 // checks that the store's mirror has every write up to now (Sync),
-// resumes the rebuilt groups at once (coordinator.Resume: their
-// sessions start now) and serves; only a group whose records changed
+// serves, and resumes the rebuilt groups one by one (coordinator.Resume:
+// their sessions start then; takeover.go), each served once resumed;
+// only a group whose records changed
 // since its rebuild, or that was not rebuilt yet, is restored from the
 // mirror's records then. Nothing is read from the store.
 //
@@ -204,57 +201,4 @@ func tombstone(recs []coordinator.Record) bool {
 	}
 	gr, ok := recs[0].(*coordinator.GroupRecord)
 	return ok && gr.Deleted
-}
-
-// takeOver installs every group of tm's shard in tm, from the groups
-// rebuilt ahead and the mirror's records, once the mirror holds every
-// write up to now. It returns an error, having installed nothing, if the
-// mirror cannot say so; the caller then loads the store.
-func (sb *standby) takeOver(ctx context.Context, tm *term) (warm, cold, offline int, err error) {
-	sctx, cancel := context.WithTimeout(ctx, sb.s.cfg.StoreTimeout)
-	rev, err := sb.src.Sync(sctx)
-	cancel()
-	if err != nil {
-		return 0, 0, 0, fmt.Errorf("server: the standby cannot catch up: %w", err)
-	}
-	versions := sb.src.Versions(tm.shard)
-	gen := sb.s.topics.gen.Load()
-	sb.mu.Lock()
-	built := make(map[string]*builtGroup, len(versions))
-	for name := range versions {
-		if b := sb.built[name]; b != nil {
-			built[name] = b
-			delete(sb.built, name)
-		}
-	}
-	sb.mu.Unlock()
-	now := time.Now()
-	for _, name := range slices.Sorted(maps.Keys(versions)) {
-		var g *coordinator.Group
-		var err error
-		if b := built[name]; b != nil && b.version == versions[name] && b.topics == gen {
-			if b.g == nil {
-				continue // a tombstone
-			}
-			g = b.g
-			g.Step(now, coordinator.Resume{})
-			sb.s.restoredGroup(name, now, g)
-			warm++
-		} else {
-			var recs []coordinator.Record
-			recs, _, err = sb.src.Group(name)
-			if err == nil && tombstone(recs) {
-				continue
-			}
-			if err == nil {
-				g, err = sb.s.restoreGroup(name, now, recs)
-			}
-			cold++
-		}
-		if !sb.s.installGroup(tm, name, now, g, err) {
-			offline++
-		}
-	}
-	sb.s.log.Debug("standby caught up", zap.Int64("revision", rev))
-	return warm, cold, offline, nil
 }

@@ -105,7 +105,10 @@ func TestStandbyTakeover(t *testing.T) {
 	tb := term()
 	set.setLeader(1)
 	nb.terms <- tb
-	eventually(t, 5*time.Second, "b to lead", func() bool { return b.lead.Load() != nil })
+	eventually(t, 5*time.Second, "b to lead with every group taken over", func() bool {
+		tm := b.lead.Load()
+		return tm != nil && tm.groups.pendingCount() == 0
+	})
 	cb := dial(t, b.addr)
 	for _, m := range members {
 		hb := cgHeartbeat(m.group, m.id, m.epoch)

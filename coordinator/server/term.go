@@ -202,21 +202,29 @@ func (s *Server) runTerm(ctx context.Context, t Term, shard int, home *atomic.Po
 	}
 	loading := s.loadingFlag(shard)
 	loading.Store(true)
-	err := s.loadTerm(ctx, tm, log)
-	loading.Store(false)
+	to, err := s.loadTerm(ctx, tm, log)
 	if err != nil {
+		loading.Store(false)
 		return // the term ended first
 	}
 	if !home.CompareAndSwap(nil, tm) {
 		panic("server: two terms at once")
 	}
+	loading.Store(false)
 	if s.ledCount.Add(1) == 1 {
 		s.m.leading.Set(1)
 	}
-	if shard < 0 {
-		log.Info("leading: coordinating every group", zap.Int32("node", s.self().ID), zap.Duration("took", time.Since(start)))
-	} else {
-		log.Debug("coordinating the shard's groups", zap.Duration("took", time.Since(start)))
+	if to != nil {
+		// The term serves from here: each group as soon as it is
+		// installed, the others answering COORDINATOR_LOAD_IN_PROGRESS
+		// meanwhile, so that the first groups need not wait for the
+		// last.
+		warm, cold, offline := to.run(ctx)
+		s.m.takeovers.WithLabelValues("standby").Add(float64(warm))
+		s.m.takeovers.WithLabelValues("mirror").Add(float64(cold))
+		log.Info("took the groups over from the standby",
+			zap.Int("rebuilt_ahead", warm), zap.Int("restored", cold), zap.Int("offline_groups", offline),
+			zap.Duration("took", time.Since(start)))
 	}
 	select {
 	case <-t.Done():
@@ -233,7 +241,7 @@ func (s *Server) runTerm(ctx context.Context, t Term, shard int, home *atomic.Po
 // loadTerm loads tm's groups, trying again while the term holds: the
 // term is useless without them, and giving it up would only hand the same
 // load to another node. The load itself may last as long as the term.
-func (s *Server) loadTerm(ctx context.Context, tm *term, log *zap.Logger) error {
+func (s *Server) loadTerm(ctx context.Context, tm *term, log *zap.Logger) (*takeover, error) {
 	lctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() {
@@ -245,22 +253,22 @@ func (s *Server) loadTerm(ctx context.Context, tm *term, log *zap.Logger) error 
 	}()
 	backoff := 100 * time.Millisecond
 	for attempt := 1; ; attempt++ {
-		err := s.load(lctx, tm)
+		to, err := s.load(lctx, tm)
 		if err == nil {
 			if attempt > 1 {
 				log.Info("loaded the store after failed attempts", zap.Int("attempts", attempt))
 			}
-			return nil
+			return to, nil
 		}
 		if lctx.Err() != nil || !tm.valid(time.Now()) {
-			return err
+			return nil, err
 		}
 		log.Error("leading, but the store cannot be loaded yet; serving nothing until it is",
 			zap.Error(err), zap.Int("attempt", attempt), zap.Duration("retry_in", backoff))
 		select {
 		case <-time.After(backoff):
 		case <-lctx.Done():
-			return err
+			return nil, err
 		}
 		backoff = min(2*backoff, 5*time.Second)
 	}

@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 
+	"github.com/tenure-dev/tenure/coordinator/adminapi"
 	"github.com/tenure-dev/tenure/coordinator/server"
-	"github.com/tenure-dev/tenure/internal/adminapi"
 )
 
 // The generation log is kept by the server (coordinator.GenerationRecord);

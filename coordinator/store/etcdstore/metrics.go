@@ -6,7 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/tenure-dev/tenure/internal/promreg"
+	"github.com/tenure-dev/tenure/coordinator/internal/promreg"
 )
 
 // metrics are the store's Prometheus metrics; nil fields when no
