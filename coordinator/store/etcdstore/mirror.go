@@ -66,19 +66,27 @@ func newState() state {
 	return state{topics: map[string]*coordinator.TopicRecord{}, groups: map[string]*mirrorGroup{}, byShard: map[int]map[string]*mirrorGroup{}}
 }
 
-// mirrorGroup is one group's latest records, as etcd holds them: the
-// values of its keys, undecoded. A standby follows every write of the set
-// and most of them are offset commits, of which it needs only the last
-// of each partition, at a takeover: so it decodes a group when it is
-// asked for it (Group, Records), not each write as it comes (which cost
-// every node of a set the decoding of every commit of the set).
+// mirrorGroup is one group's latest records. A standby follows every
+// write of the set, and most of them are offset commits, of which it
+// needs only the last of each partition, when the group is read (a
+// rebuild or a takeover): so offset values are kept as etcd sends them
+// and decoded when the group is read, not each one as it comes (which
+// cost every node of a set the decoding of every commit of the set). The
+// group's other records change rarely in steady state and every rebuild
+// reads them, so they are decoded as they come.
 type mirrorGroup struct {
-	shard   int               // -1: the unsharded layout
-	version uint64            // Mirror.version when it last changed
-	values  map[string][]byte // the group's record keys (its group, member, assignment and offset keys)
+	shard       int    // -1: the unsharded layout
+	version     uint64 // Mirror.version when it last changed
+	group       *coordinator.GroupRecord
+	members     map[string]*coordinator.MemberRecord
+	assignments map[string]*coordinator.AssignmentRecord
+	offsets     map[string][]byte // offset keys' values, undecoded, by key
+	bad         map[string]error  // the keys, other than offsets, whose values do not decode
 }
 
-func (g *mirrorGroup) empty() bool { return len(g.values) == 0 }
+func (g *mirrorGroup) empty() bool {
+	return g.group == nil && len(g.members) == 0 && len(g.assignments) == 0 && len(g.offsets) == 0 && len(g.bad) == 0
+}
 
 // ErrMirrorClosed is returned by a Mirror's methods after Close.
 var ErrMirrorClosed = errors.New("etcdstore: mirror closed")
@@ -249,8 +257,8 @@ func (m *Mirror) apply(wr clientv3.WatchResponse) {
 	m.setRevLocked(wr.Events[len(wr.Events)-1].Kv.ModRevision)
 }
 
-// applyKV takes a key's new value into topics and groups; a group's
-// values are kept as they are, and decoded when the group is read.
+// applyKV takes a key's new value into topics and groups; an offset's
+// value is kept as it is, and decoded when its group is read.
 func (st *state) applyKV(k keys, kv *mvccpb.KeyValue, version uint64) {
 	key := string(kv.Key)
 	pk, err := k.parse(key)
@@ -259,14 +267,52 @@ func (st *state) applyKV(k keys, kv *mvccpb.KeyValue, version uint64) {
 	}
 	switch pk.kind {
 	case kindTopic:
-		// Rare, and every group's restore needs them: decoded now.
 		if r, err := decodeValue(pk, kv.Value); err == nil {
 			st.topics[pk.name] = r.(*coordinator.TopicRecord)
 		}
-	case kindGroup, kindMember, kindAssignment, kindOffset:
+		return
+	case kindOffset:
 		g := st.groupOf(pk)
 		g.version = version
-		g.values[key] = kv.Value
+		g.offsets[key] = kv.Value
+		return
+	case kindGroup, kindMember, kindAssignment:
+	default:
+		return
+	}
+	g := st.groupOf(pk)
+	g.version = version
+	st.forget(g, pk, key)
+	r, err := decodeValue(pk, kv.Value)
+	if err != nil {
+		if g.bad == nil {
+			g.bad = map[string]error{}
+		}
+		g.bad[key] = fmt.Errorf("etcdstore: key %q: %w", key, err)
+		return
+	}
+	switch r := r.(type) {
+	case *coordinator.GroupRecord:
+		g.group = r
+	case *coordinator.MemberRecord:
+		g.members[r.MemberID] = r
+	case *coordinator.AssignmentRecord:
+		g.assignments[r.MemberID] = r
+	}
+}
+
+// forget drops what g holds of the key parsed as pk.
+func (st *state) forget(g *mirrorGroup, pk parsedKey, key string) {
+	delete(g.bad, key)
+	switch pk.kind {
+	case kindGroup:
+		g.group = nil
+	case kindMember:
+		delete(g.members, pk.name)
+	case kindAssignment:
+		delete(g.assignments, pk.name)
+	case kindOffset:
+		delete(g.offsets, key)
 	}
 }
 
@@ -289,7 +335,7 @@ func (st *state) deleteKV(k keys, key string, version uint64) {
 		return
 	}
 	g.version = version
-	delete(g.values, key)
+	st.forget(g, pk, key)
 	if g.empty() {
 		delete(st.groups, pk.group)
 		delete(st.byShard[g.shard], pk.group)
@@ -303,7 +349,8 @@ func (st *state) groupOf(pk parsedKey) *mirrorGroup {
 		if pk.sharded {
 			shard = pk.shard
 		}
-		g = &mirrorGroup{shard: shard, values: map[string][]byte{}}
+		g = &mirrorGroup{shard: shard, members: map[string]*coordinator.MemberRecord{},
+			assignments: map[string]*coordinator.AssignmentRecord{}, offsets: map[string][]byte{}}
 		st.groups[pk.group] = g
 		if st.byShard[shard] == nil {
 			st.byShard[shard] = map[string]*mirrorGroup{}
@@ -420,11 +467,20 @@ func (m *Mirror) Stats() MirrorStats {
 	return MirrorStats{Loads: m.loads, Resumes: m.resumes, Groups: len(m.groups)}
 }
 
-// records decodes g's values and appends its records in RecordSet's load
-// order; a value that does not decode fails the group, naming its key.
+// records appends g's records in RecordSet's load order, decoding its
+// offsets; a value that does not decode fails the group, naming its key.
 func (g *mirrorGroup) records(k keys, out []coordinator.Record) ([]coordinator.Record, error) {
-	var gr groupRecords
-	for key, val := range g.values {
+	for _, key := range slices.Sorted(maps.Keys(g.bad)) {
+		return out, g.bad[key]
+	}
+	gr := groupRecords{group: g.group, offsets: make([]*coordinator.OffsetRecord, 0, len(g.offsets))}
+	for _, id := range slices.Sorted(maps.Keys(g.members)) {
+		gr.members = append(gr.members, g.members[id])
+	}
+	for _, id := range slices.Sorted(maps.Keys(g.assignments)) {
+		gr.assignments = append(gr.assignments, g.assignments[id])
+	}
+	for key, val := range g.offsets {
 		pk, err := k.parse(key)
 		if err == nil {
 			var r coordinator.Record

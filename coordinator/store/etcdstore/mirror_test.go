@@ -241,4 +241,24 @@ func TestMirrorBadValue(t *testing.T) {
 	}
 	persist(t, s, &coordinator.OffsetRecord{Group: "r0-g0", Topic: testgroups.Topic.Name, Partition: 1, Offset: 7})
 	sameAsStore(t, m, s, -1)
+
+	// A member's value, which the mirror decodes as it comes.
+	resp, err := cli.Get(testenv.Context(t), prefix+"groups/r0-g2/members/", clientv3.WithPrefix(), clientv3.WithLimit(1))
+	if err != nil || len(resp.Kvs) != 1 {
+		t.Fatalf("reading a member key: %v", err)
+	}
+	member := resp.Kvs[0]
+	if _, err := cli.Put(testenv.Context(t), string(member.Key), `{"st":"long"}`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Sync(testenv.Context(t)); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := m.Group("r0-g2"); err == nil || !strings.Contains(err.Error(), string(member.Key)) {
+		t.Errorf("Group of the group with a bad member value: %v, want an error naming %q", err, member.Key)
+	}
+	if _, err := cli.Put(testenv.Context(t), string(member.Key), string(member.Value)); err != nil {
+		t.Fatal(err)
+	}
+	sameAsStore(t, m, s, -1)
 }
