@@ -77,6 +77,7 @@ func newState() state {
 type mirrorGroup struct {
 	shard       int    // -1: the unsharded layout
 	version     uint64 // Mirror.version when it last changed
+	state       uint64 // Mirror.version when a record other than an offset last changed
 	group       *coordinator.GroupRecord
 	members     map[string]*coordinator.MemberRecord
 	assignments map[string]*coordinator.AssignmentRecord
@@ -147,7 +148,7 @@ func (m *Mirror) reload(ctx context.Context, why string) error {
 		m.mu.Lock()
 		m.version++
 		for _, g := range st.groups {
-			g.version = m.version
+			g.version, g.state = m.version, m.version
 		}
 		m.state = st
 		m.loads++
@@ -281,7 +282,7 @@ func (st *state) applyKV(k keys, kv *mvccpb.KeyValue, version uint64) {
 		return
 	}
 	g := st.groupOf(pk)
-	g.version = version
+	g.version, g.state = version, version
 	st.forget(g, pk, key)
 	r, err := decodeValue(pk, kv.Value)
 	if err != nil {
@@ -335,6 +336,9 @@ func (st *state) deleteKV(k keys, key string, version uint64) {
 		return
 	}
 	g.version = version
+	if pk.kind != kindOffset {
+		g.state = version
+	}
 	st.forget(g, pk, key)
 	if g.empty() {
 		delete(st.groups, pk.group)
@@ -414,6 +418,20 @@ func (m *Mirror) Versions(shard int) map[string]uint64 {
 	out := make(map[string]uint64, len(m.byShard[shard]))
 	for name, g := range m.byShard[shard] {
 		out[name] = g.version
+	}
+	return out
+}
+
+// StateVersions returns the groups of shard (-1: of the unsharded layout)
+// with the version (a Versions version, or less) at which their records
+// other than offsets last changed: a standby that rebuilt a group at a
+// state version knows whether only offsets were committed since.
+func (m *Mirror) StateVersions(shard int) map[string]uint64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make(map[string]uint64, len(m.byShard[shard]))
+	for name, g := range m.byShard[shard] {
+		out[name] = g.state
 	}
 	return out
 }

@@ -262,3 +262,32 @@ func TestMirrorBadValue(t *testing.T) {
 	}
 	sameAsStore(t, m, s, -1)
 }
+
+// TestMirrorStateVersions: an offset commit changes its group's version
+// but not its state version; a write of anything else changes both.
+func TestMirrorStateVersions(t *testing.T) {
+	s, cli, prefix := open(t)
+	mirrorWrites(t, s, 0)
+	m := openMirror(t, cli, prefix)
+	sync := func() (uint64, uint64) {
+		t.Helper()
+		if _, err := m.Sync(testenv.Context(t)); err != nil {
+			t.Fatal(err)
+		}
+		return m.Versions(-1)["r0-g2"], m.StateVersions(-1)["r0-g2"]
+	}
+	v0, s0 := sync()
+	if v0 == 0 || s0 != v0 {
+		t.Fatalf("after the first read: version %d, state version %d; want them equal and set", v0, s0)
+	}
+	persist(t, s, &coordinator.OffsetRecord{Group: "r0-g2", Topic: testgroups.Topic.Name, Partition: 3, Offset: 99})
+	v1, s1 := sync()
+	if v1 == v0 || s1 != s0 {
+		t.Fatalf("after an offset commit: version %d to %d, state version %d to %d; want the version alone changed", v0, v1, s0, s1)
+	}
+	persist(t, s, &coordinator.GroupRecord{Group: "r0-g2", Type: coordinator.Consumer, Epoch: 1234})
+	v2, s2 := sync()
+	if v2 == v1 || s2 != v2 {
+		t.Fatalf("after a group write: version %d to %d, state version %d to %d; want both changed", v1, v2, s1, s2)
+	}
+}
