@@ -165,12 +165,7 @@ func (m *metrics) crashed(w *world, lost []int32) {
 // asked to leave gracefully, until each has a working owner again: what a
 // graceful leave costs, comparable with a crash's reassignment.
 func (m *metrics) departing(w *world, n *memberNode) {
-	t := &crashTrack{at: w.clock.now, waiting: make(map[int32]bool, len(n.working))}
-	for _, p := range n.working {
-		if m.parts[p].believers == 1 {
-			t.waiting[p] = true
-		}
-	}
+	t := &crashTrack{at: w.clock.now, waiting: m.workedAlone(n)}
 	if len(t.waiting) == 0 {
 		m.leaveReassign = append(m.leaveReassign, 0)
 		return
@@ -189,17 +184,24 @@ type takeover struct {
 // pausing starts following the partitions n works on alone as a scripted
 // pause stops it.
 func (m *metrics) pausing(w *world, n *memberNode) {
-	t := &takeover{at: w.clock.now, node: n.id, waiting: make(map[int32]bool, len(n.working))}
-	for _, p := range n.working {
-		if m.parts[p].believers == 1 {
-			t.waiting[p] = true
-		}
-	}
+	t := &takeover{at: w.clock.now, node: n.id, waiting: m.workedAlone(n)}
 	if len(t.waiting) == 0 {
 		m.pauseReassign = append(m.pauseReassign, 0)
 		return
 	}
 	m.takeovers = append(m.takeovers, t)
+}
+
+// workedAlone returns the partitions n works on that no other member
+// believes it owns: those a leave or a pause of n leaves unworked.
+func (m *metrics) workedAlone(n *memberNode) map[int32]bool {
+	alone := make(map[int32]bool, len(n.working))
+	for _, p := range n.working {
+		if m.parts[p].believers == 1 {
+			alone[p] = true
+		}
+	}
+	return alone
 }
 
 // ownedBy notes that node now works on p.

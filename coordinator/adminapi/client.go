@@ -42,8 +42,13 @@ func (c *Client) Log(ctx context.Context, group string, before int32, limit int)
 	if before > 0 {
 		q.Set("before", strconv.Itoa(int(before)))
 	}
-	var out []LogEntry
-	err := c.do(ctx, http.MethodGet, "/api/groups/"+url.PathEscape(group)+"/log?"+q.Encode(), &out)
+	return getJSON[[]LogEntry](ctx, c, "/api/groups/"+url.PathEscape(group)+"/log?"+q.Encode())
+}
+
+// getJSON GETs path and decodes its answer into a T.
+func getJSON[T any](ctx context.Context, c *Client, path string) (T, error) {
+	var out T
+	err := c.do(ctx, http.MethodGet, path, &out)
 	return out, err
 }
 

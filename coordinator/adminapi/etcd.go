@@ -22,19 +22,12 @@ type EtcdInfo struct {
 func Etcd(info EtcdInfo) Opt { return opt(func(c *cfg) { c.etcd = &info }) }
 
 func registerEtcd(mux *http.ServeMux, info *EtcdInfo) {
-	mux.HandleFunc("GET /api/etcd", func(w http.ResponseWriter, r *http.Request) {
-		if info == nil || len(info.Endpoints) == 0 {
-			writeError(w, http.StatusNotFound, "no_etcd", "this node keeps its state in no etcd (tenure serve --store memory)", "")
-			return
-		}
-		writeJSON(w, http.StatusOK, info)
-	})
+	registerInfo(mux, "/api/etcd", info, info != nil && len(info.Endpoints) > 0,
+		"no_etcd", "this node keeps its state in no etcd (tenure serve --store memory)")
 }
 
 // Etcd returns the client endpoints of the node's etcd; an *Error with
 // code no_etcd if it has none.
 func (c *Client) Etcd(ctx context.Context) (EtcdInfo, error) {
-	var out EtcdInfo
-	err := c.do(ctx, http.MethodGet, "/api/etcd", &out)
-	return out, err
+	return getJSON[EtcdInfo](ctx, c, "/api/etcd")
 }

@@ -143,6 +143,18 @@ func writeErr(w http.ResponseWriter, r *http.Request, err error) {
 	}
 }
 
+// registerInfo answers GET path with what the node said of itself (info),
+// or 404 with code and msg where it has nothing to say (has false).
+func registerInfo[T any](mux *http.ServeMux, path string, info *T, has bool, code, msg string) {
+	mux.HandleFunc("GET "+path, func(w http.ResponseWriter, r *http.Request) {
+		if !has {
+			writeError(w, http.StatusNotFound, code, msg, "")
+			return
+		}
+		writeJSON(w, http.StatusOK, info)
+	})
+}
+
 func writeError(w http.ResponseWriter, status int, code, msg, leader string) {
 	writeJSON(w, status, apiError{Error: msg, Code: code, Leader: leader})
 }

@@ -24,18 +24,11 @@ type StoreInfo struct {
 func Store(info StoreInfo) Opt { return opt(func(c *cfg) { c.store = &info }) }
 
 func registerStore(mux *http.ServeMux, info *StoreInfo) {
-	mux.HandleFunc("GET /api/store", func(w http.ResponseWriter, r *http.Request) {
-		if info == nil {
-			writeError(w, http.StatusNotFound, "no_store", "this node does not say where it keeps its state", "")
-			return
-		}
-		writeJSON(w, http.StatusOK, info)
-	})
+	registerInfo(mux, "/api/store", info, info != nil,
+		"no_store", "this node does not say where it keeps its state")
 }
 
 // Store returns where the node keeps its state.
 func (c *Client) Store(ctx context.Context) (StoreInfo, error) {
-	var out StoreInfo
-	err := c.do(ctx, http.MethodGet, "/api/store", &out)
-	return out, err
+	return getJSON[StoreInfo](ctx, c, "/api/store")
 }

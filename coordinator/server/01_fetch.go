@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -29,7 +30,7 @@ import (
 // Authorization: READ on each topic, else TOPIC_AUTHORIZATION_FAILED for
 // its partitions (before their existence is checked, as in Kafka), which
 // answers the Fetch at once. A connection holding MaxParkedPerConnection
-// requests already gets its Fetch answered at once (parked.go).
+// requests already gets its Fetch answered at once (slot.go).
 //
 // In an HA set, after each change of the set that clients must hear of
 // (view.go), the Fetches parked then, and each connection's next Fetch,
@@ -197,15 +198,7 @@ func fetchErrorResponse(req kmsg.Request, code int16) kmsg.Response {
 
 func fetchResponseCode(resp kmsg.Response) int16 {
 	r := resp.(*kmsg.FetchResponse)
-	if r.ErrorCode != 0 {
-		return r.ErrorCode
-	}
-	for _, t := range r.Topics {
-		for _, p := range t.Partitions {
-			if p.ErrorCode != 0 {
-				return p.ErrorCode
-			}
-		}
-	}
-	return 0
+	return cmp.Or(r.ErrorCode, firstCode(r.Topics, func(t *kmsg.FetchResponseTopic) int16 {
+		return firstCode(t.Partitions, func(p *kmsg.FetchResponseTopicPartition) int16 { return p.ErrorCode })
+	}))
 }

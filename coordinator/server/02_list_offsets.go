@@ -41,14 +41,9 @@ func init() {
 			return resp
 		},
 		responseCode: func(resp kmsg.Response) int16 {
-			for _, t := range resp.(*kmsg.ListOffsetsResponse).Topics {
-				for _, p := range t.Partitions {
-					if p.ErrorCode != 0 {
-						return p.ErrorCode
-					}
-				}
-			}
-			return 0
+			return firstCode(resp.(*kmsg.ListOffsetsResponse).Topics, func(t *kmsg.ListOffsetsResponseTopic) int16 {
+				return firstCode(t.Partitions, func(p *kmsg.ListOffsetsResponseTopicPartition) int16 { return p.ErrorCode })
+			})
 		},
 	})
 }

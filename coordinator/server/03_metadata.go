@@ -54,12 +54,7 @@ func init() {
 			return resp
 		},
 		responseCode: func(resp kmsg.Response) int16 {
-			for _, t := range resp.(*kmsg.MetadataResponse).Topics {
-				if t.ErrorCode != 0 {
-					return t.ErrorCode
-				}
-			}
-			return 0
+			return firstCode(resp.(*kmsg.MetadataResponse).Topics, func(t *kmsg.MetadataResponseTopic) int16 { return t.ErrorCode })
 		},
 	})
 }

@@ -51,14 +51,9 @@ func init() {
 		},
 		errorResponse: offsetCommitErrorResponse,
 		responseCode: func(resp kmsg.Response) int16 {
-			for _, t := range resp.(*kmsg.OffsetCommitResponse).Topics {
-				for _, p := range t.Partitions {
-					if p.ErrorCode != 0 {
-						return p.ErrorCode
-					}
-				}
-			}
-			return 0
+			return firstCode(resp.(*kmsg.OffsetCommitResponse).Topics, func(t *kmsg.OffsetCommitResponseTopic) int16 {
+				return firstCode(t.Partitions, func(p *kmsg.OffsetCommitResponseTopicPartition) int16 { return p.ErrorCode })
+			})
 		},
 	})
 }

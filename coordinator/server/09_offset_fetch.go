@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -32,15 +33,7 @@ func init() {
 		errorResponse: offsetFetchErrorResponse,
 		responseCode: func(resp kmsg.Response) int16 {
 			r := resp.(*kmsg.OffsetFetchResponse)
-			if r.ErrorCode != 0 {
-				return r.ErrorCode
-			}
-			for _, g := range r.Groups {
-				if g.ErrorCode != 0 {
-					return g.ErrorCode
-				}
-			}
-			return 0
+			return cmp.Or(r.ErrorCode, firstCode(r.Groups, func(g *kmsg.OffsetFetchResponseGroup) int16 { return g.ErrorCode }))
 		},
 	})
 }

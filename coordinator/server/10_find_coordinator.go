@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -60,15 +61,7 @@ func init() {
 		},
 		responseCode: func(resp kmsg.Response) int16 {
 			r := resp.(*kmsg.FindCoordinatorResponse)
-			if r.ErrorCode != 0 {
-				return r.ErrorCode
-			}
-			for _, c := range r.Coordinators {
-				if c.ErrorCode != 0 {
-					return c.ErrorCode
-				}
-			}
-			return 0
+			return cmp.Or(r.ErrorCode, firstCode(r.Coordinators, func(c *kmsg.FindCoordinatorResponseCoordinator) int16 { return c.ErrorCode }))
 		},
 	})
 }

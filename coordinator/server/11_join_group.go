@@ -16,7 +16,7 @@ import (
 // Authorization: READ on the group, else GROUP_AUTHORIZATION_FAILED.
 // A connection holding MaxParkedPerConnection parked requests, or a group
 // holding MaxParkedPerGroup, gets COORDINATOR_LOAD_IN_PROGRESS instead of
-// parking one more (parked.go).
+// parking one more (slot.go).
 
 func init() {
 	register(api{

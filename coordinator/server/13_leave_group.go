@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -33,15 +34,7 @@ func init() {
 		},
 		responseCode: func(resp kmsg.Response) int16 {
 			r := resp.(*kmsg.LeaveGroupResponse)
-			if r.ErrorCode != 0 {
-				return r.ErrorCode
-			}
-			for _, m := range r.Members {
-				if m.ErrorCode != 0 {
-					return m.ErrorCode
-				}
-			}
-			return 0
+			return cmp.Or(r.ErrorCode, firstCode(r.Members, func(m *kmsg.LeaveGroupResponseMember) int16 { return m.ErrorCode }))
 		},
 	})
 }

@@ -38,12 +38,7 @@ func init() {
 			return resp
 		},
 		responseCode: func(resp kmsg.Response) int16 {
-			for _, g := range resp.(*kmsg.DescribeGroupsResponse).Groups {
-				if g.ErrorCode != 0 {
-					return g.ErrorCode
-				}
-			}
-			return 0
+			return firstCode(resp.(*kmsg.DescribeGroupsResponse).Groups, func(g *kmsg.DescribeGroupsResponseGroup) int16 { return g.ErrorCode })
 		},
 	})
 }

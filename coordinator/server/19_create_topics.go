@@ -44,12 +44,7 @@ func init() {
 			return resp
 		},
 		responseCode: func(resp kmsg.Response) int16 {
-			for _, t := range resp.(*kmsg.CreateTopicsResponse).Topics {
-				if t.ErrorCode != 0 {
-					return t.ErrorCode
-				}
-			}
-			return 0
+			return firstCode(resp.(*kmsg.CreateTopicsResponse).Topics, func(t *kmsg.CreateTopicsResponseTopic) int16 { return t.ErrorCode })
 		},
 	})
 }

@@ -52,12 +52,7 @@ func init() {
 			return resp
 		},
 		responseCode: func(resp kmsg.Response) int16 {
-			for _, t := range resp.(*kmsg.DeleteTopicsResponse).Topics {
-				if t.ErrorCode != 0 {
-					return t.ErrorCode
-				}
-			}
-			return 0
+			return firstCode(resp.(*kmsg.DeleteTopicsResponse).Topics, func(t *kmsg.DeleteTopicsResponseTopic) int16 { return t.ErrorCode })
 		},
 	})
 }

@@ -41,12 +41,7 @@ func init() {
 			return resp
 		},
 		responseCode: func(resp kmsg.Response) int16 {
-			for _, r := range resp.(*kmsg.CreateACLsResponse).Results {
-				if r.ErrorCode != 0 {
-					return r.ErrorCode
-				}
-			}
-			return 0
+			return firstCode(resp.(*kmsg.CreateACLsResponse).Results, func(r *kmsg.CreateACLsResponseResult) int16 { return r.ErrorCode })
 		},
 	})
 }
@@ -80,12 +75,7 @@ func (s *Server) handleCreateACLs(c *conn, req *kmsg.CreateACLsRequest) kmsg.Res
 	if len(valid) == 0 {
 		return resp
 	}
-	ctx, cancel := context.WithTimeout(s.storeCtx, s.cfg.StoreTimeout)
-	defer cancel()
-	err := s.authz.store.CreateACLs(ctx, valid)
-	if err == nil {
-		err = s.reloadACLs(s.storeCtx)
-	}
+	err := s.changeACLs(func(ctx context.Context) error { return s.authz.store.CreateACLs(ctx, valid) })
 	if err != nil {
 		s.log.Error("ACLs not created: the store failed", zap.Int("bindings", len(valid)), zap.Error(err))
 		for _, i := range at {

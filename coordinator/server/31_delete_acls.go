@@ -39,12 +39,7 @@ func init() {
 			return resp
 		},
 		responseCode: func(resp kmsg.Response) int16 {
-			for _, r := range resp.(*kmsg.DeleteACLsResponse).Results {
-				if r.ErrorCode != 0 {
-					return r.ErrorCode
-				}
-			}
-			return 0
+			return firstCode(resp.(*kmsg.DeleteACLsResponse).Results, func(r *kmsg.DeleteACLsResponseResult) int16 { return r.ErrorCode })
 		},
 	})
 }
@@ -78,12 +73,11 @@ func (s *Server) handleDeleteACLs(c *conn, req *kmsg.DeleteACLsRequest) kmsg.Res
 	if len(valid) == 0 {
 		return resp
 	}
-	ctx, cancel := context.WithTimeout(s.storeCtx, s.cfg.StoreTimeout)
-	defer cancel()
-	matched, err := s.authz.store.DeleteACLs(ctx, valid)
-	if err == nil {
-		err = s.reloadACLs(s.storeCtx)
-	}
+	var matched [][]acl.Binding
+	err := s.changeACLs(func(ctx context.Context) (err error) {
+		matched, err = s.authz.store.DeleteACLs(ctx, valid)
+		return err
+	})
 	if err != nil {
 		s.log.Error("ACLs not deleted: the store failed", zap.Int("filters", len(valid)), zap.Error(err))
 		for _, i := range at {

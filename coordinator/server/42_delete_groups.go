@@ -38,12 +38,7 @@ func init() {
 			return resp
 		},
 		responseCode: func(resp kmsg.Response) int16 {
-			for _, g := range resp.(*kmsg.DeleteGroupsResponse).Groups {
-				if g.ErrorCode != 0 {
-					return g.ErrorCode
-				}
-			}
-			return 0
+			return firstCode(resp.(*kmsg.DeleteGroupsResponse).Groups, func(g *kmsg.DeleteGroupsResponseGroup) int16 { return g.ErrorCode })
 		},
 	})
 }

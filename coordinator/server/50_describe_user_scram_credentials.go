@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"time"
@@ -41,15 +42,7 @@ func init() {
 		},
 		responseCode: func(resp kmsg.Response) int16 {
 			r := resp.(*kmsg.DescribeUserSCRAMCredentialsResponse)
-			if r.ErrorCode != 0 {
-				return r.ErrorCode
-			}
-			for _, res := range r.Results {
-				if res.ErrorCode != 0 {
-					return res.ErrorCode
-				}
-			}
-			return 0
+			return cmp.Or(r.ErrorCode, firstCode(r.Results, func(res *kmsg.DescribeUserSCRAMCredentialsResponseResult) int16 { return res.ErrorCode }))
 		},
 	})
 }

@@ -61,12 +61,7 @@ func init() {
 			return resp
 		},
 		responseCode: func(resp kmsg.Response) int16 {
-			for _, r := range resp.(*kmsg.AlterUserSCRAMCredentialsResponse).Results {
-				if r.ErrorCode != 0 {
-					return r.ErrorCode
-				}
-			}
-			return 0
+			return firstCode(resp.(*kmsg.AlterUserSCRAMCredentialsResponse).Results, func(r *kmsg.AlterUserSCRAMCredentialsResponseResult) int16 { return r.ErrorCode })
 		},
 	})
 }

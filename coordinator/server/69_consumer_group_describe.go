@@ -38,12 +38,7 @@ func init() {
 			return resp
 		},
 		responseCode: func(resp kmsg.Response) int16 {
-			for _, g := range resp.(*kmsg.ConsumerGroupDescribeResponse).Groups {
-				if g.ErrorCode != 0 {
-					return g.ErrorCode
-				}
-			}
-			return 0
+			return firstCode(resp.(*kmsg.ConsumerGroupDescribeResponse).Groups, func(g *kmsg.ConsumerGroupDescribeResponseGroup) int16 { return g.ErrorCode })
 		},
 	})
 }

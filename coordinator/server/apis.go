@@ -34,7 +34,7 @@ type api struct {
 	aliasFree bool
 
 	// parks says a request of this key may wait in its group for others
-	// (JoinGroup, SyncGroup): the parked bounds apply to it (parked.go).
+	// (JoinGroup, SyncGroup): the parked bounds apply to it (slot.go).
 	parks bool
 
 	// preAuth says a connection may send this key before it has
@@ -164,4 +164,16 @@ func responseCode(resp kmsg.Response) int16 {
 		return 0
 	}
 	return apis[key].responseCode(resp)
+}
+
+// firstCode returns the first error code of items that code reads as
+// non-zero, 0 if none: the responseCode of a response that answers part
+// by part.
+func firstCode[T any](items []T, code func(*T) int16) int16 {
+	for i := range items {
+		if c := code(&items[i]); c != 0 {
+			return c
+		}
+	}
+	return 0
 }

@@ -59,6 +59,18 @@ func newAuthz(cfg *Config) *authz {
 	return a
 }
 
+// changeACLs makes one change to the ACL store, within the store timeout,
+// and then rebuilds this node's authorizer, so that the answer to a
+// CreateACLs or DeleteACLs holds on this node once it is sent.
+func (s *Server) changeACLs(change func(ctx context.Context) error) error {
+	ctx, cancel := context.WithTimeout(s.storeCtx, s.cfg.StoreTimeout)
+	defer cancel()
+	if err := change(ctx); err != nil {
+		return err
+	}
+	return s.reloadACLs(s.storeCtx)
+}
+
 // reloadACLs rebuilds the authorizer from the store.
 func (s *Server) reloadACLs(ctx context.Context) error {
 	a := s.authz

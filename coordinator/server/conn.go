@@ -35,7 +35,7 @@ const maxKeptWriteBuffer = 64 << 10
 // in one write per batch of ready responses, except under TLS, where the
 // reader leaves every write to the writer goroutine (the next request may
 // wait in TLS's own buffer), and except a group's reply held until its
-// group's store writes are durable (durability.go), which completes like a
+// group's store writes are durable (reply.go), which completes like a
 // parked request. A request that parks (a
 // JoinGroup waiting for the rebalance, a Fetch held for MaxWait) keeps its
 // slot in the queue; the reader goes on reading, and responses after it

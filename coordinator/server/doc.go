@@ -60,15 +60,15 @@
 // fsync, for the records of many Readies of many groups), while the groups
 // keep stepping. A reply goes out once every write its group issued up to
 // the reply's Ready is durable: at once when none is in flight, which is
-// the common case of a heartbeat that changed nothing; reads
+// the common case of a heartbeat that changed nothing (reply.go); reads
 // (OffsetFetch, DescribeGroups, ConsumerGroupDescribe) and DeleteGroups
-// wait likewise (durability.go). Events are logged and counted, and the
-// group's single timer is re-armed for Ready.NextTick.
+// wait likewise (withgroup.go). Events are logged and counted (ready.go),
+// and the group's single timer is re-armed for Ready.NextTick (timer.go).
 //
 // A failed write, or a panic in a group's core (a broken invariant: a
-// bug), takes only that group offline: its waiting replies, reads and
-// parked requests are answered COORDINATOR_NOT_AVAILABLE, which clients
-// retry, and its next request rebuilds the core from the store
+// bug; core.go), takes only that group offline (offline.go): its waiting
+// replies, reads and parked requests are answered
+// COORDINATOR_NOT_AVAILABLE, which clients retry, and its next request rebuilds the core from the store
 // (coordinator.Restore) once none of its writes is in flight. At start-up
 // Serve loads every topic and group from the store; a group deleted and
 // re-created under the same name continues from its tombstone's epoch.
@@ -140,7 +140,7 @@
 //     many is closed on accept (connlimit.go).
 //   - MaxParkedPerConnection (16), MaxParkedPerGroup (20,000): requests
 //     parked (JoinGroup, SyncGroup, held Fetch) beyond them are answered
-//     at once (parked.go).
+//     at once (slot.go).
 //   - QuotaRequestRate, QuotaConnectionRequestRate (off): requests per
 //     second of a principal and of a connection; a client over them is
 //     throttled as Kafka throttles (quota.go).

@@ -3,8 +3,6 @@ package server
 import (
 	"sync"
 	"time"
-
-	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // Request-rate quotas (Config.QuotaRequestRate per principal,
@@ -146,27 +144,6 @@ func (q *quotas) release(cq *connQuota) {
 // so that a client never comes back early.
 func throttleMillis(d time.Duration) int32 {
 	return int32((d + time.Millisecond - 1) / time.Millisecond)
-}
-
-// outgoing returns the response to write for sl: its response, with the
-// slot's throttle time and any answers merged in for parts of the
-// request the handler took out (sl.merge). It is called once, by the
-// writer, as the response is encoded.
-func (sl *slot) outgoing() kmsg.Response {
-	resp := sl.resp
-	if sl.merge != nil {
-		sl.merge(resp)
-		sl.merge = nil
-	}
-	if sl.throttle > 0 {
-		if tr, ok := resp.(kmsg.SetThrottleResponse); ok {
-			if cur, _ := resp.(kmsg.ThrottleResponse).Throttle(); cur < sl.throttle {
-				tr.SetThrottle(sl.throttle)
-			}
-		}
-		sl.throttle = 0
-	}
-	return resp
 }
 
 // waitThrottle is the muting: once the responses so far are written, it

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -14,23 +15,34 @@ import (
 
 // takeover is a term's groups as the standby hands them over: every
 // group the store held at the revision the mirror synced to, each
-// installed in the term by run, and served from then on while the rest
-// are still to come (groupRegistry.pending).
+// installed in the term by run in name order, or ahead of its turn by
+// the first request for it (groupRegistry.get), and served from then on
+// while the rest are still to come (groupRegistry.pending).
 type takeover struct {
 	sb       *standby
 	tm       *term
 	rev      int64
-	versions map[string]uint64
-	built    map[string]*builtGroup
-	names    []string // sorted
+	versions map[string]uint64 // read-only once prepared
+	names    []string          // sorted
+
+	mu      sync.Mutex
+	built   map[string]*builtGroup
+	claimed map[string]bool
+	warm    int
+	cold    int
+	offline int
+	// installing counts the claimed groups not installed yet, so that
+	// run returns only once a request that claimed one has installed it.
+	installing sync.WaitGroup
 }
 
 // prepare readies tm's takeover once the mirror holds every write up to
 // now, and marks every group of tm's shard pending in tm, before the term
-// serves anyone: a request for one of them is then answered
-// COORDINATOR_LOAD_IN_PROGRESS until run installs it, and any other name
-// is a group the store does not hold. It returns an error, having marked
-// nothing, if the mirror cannot say so; the caller then loads the store.
+// serves anyone: a request for one of them then installs it, or, while
+// it is being installed, is answered COORDINATOR_LOAD_IN_PROGRESS; any
+// other name is a group the store does not hold. It returns an error,
+// having marked nothing, if the mirror cannot say so; the caller then
+// loads the store.
 func (sb *standby) prepare(ctx context.Context, tm *term) (*takeover, error) {
 	sctx, cancel := context.WithTimeout(ctx, sb.s.cfg.StoreTimeout)
 	rev, err := sb.src.Sync(sctx)
@@ -48,54 +60,30 @@ func (sb *standby) prepare(ctx context.Context, tm *term) (*takeover, error) {
 		}
 	}
 	sb.mu.Unlock()
+	to.claimed = make(map[string]bool, len(to.versions))
 	to.names = slices.Sorted(maps.Keys(to.versions))
 	tm.groups.expect(to.names)
+	tm.takeover.Store(to)
 	return to, nil
 }
 
 // run installs the takeover's groups one by one, each resumed (its
 // sessions start) when it is installed and served from then on, until
 // every one is or the term ends (ctx, or the term no longer valid: its
-// requests are refused anyway). A group rebuilt ahead against the
-// records and topics of now is resumed; any other is restored from the
-// mirror's records.
+// requests are refused anyway), and returns where they came from.
 func (to *takeover) run(ctx context.Context) (warm, cold, offline int) {
 	s, tm := to.sb.s, to.tm
 	gen0 := s.topics.gen.Load()
 	for _, name := range to.names {
-		now := time.Now()
-		if ctx.Err() != nil || !tm.valid(now) {
-			return
+		if ctx.Err() != nil || !tm.valid(time.Now()) {
+			break
 		}
-		gen := s.topics.gen.Load()
-		var g *coordinator.Group
-		var err error
-		if b := to.built[name]; b != nil && b.version == to.versions[name] && b.topics == gen {
-			delete(to.built, name)
-			if b.g == nil {
-				tm.groups.settle(name) // a tombstone
-				continue
-			}
-			g = b.g
-			g.Step(now, coordinator.Resume{})
-			s.restoredGroup(name, now, g)
-			warm++
-		} else {
-			var recs []coordinator.Record
-			recs, _, err = to.sb.src.Group(name)
-			if err == nil && tombstone(recs) {
-				tm.groups.settle(name)
-				continue
-			}
-			if err == nil {
-				g, err = s.restoreGroup(name, now, recs)
-			}
-			cold++
-		}
-		if !s.installGroup(tm, name, now, g, err) {
-			offline++
+		if to.claim(name) {
+			to.install(name)
 		}
 	}
+	to.installing.Wait()
+	tm.takeover.Store(nil)
 	if s.topics.gen.Load() != gen0 {
 		// Topics changed while groups were being installed: a group
 		// installed after a refresh told the term's groups may have
@@ -103,7 +91,70 @@ func (to *takeover) run(ctx context.Context) (warm, cold, offline int) {
 		to.topicsMoved(time.Now())
 	}
 	s.log.Debug("standby caught up", zap.Int64("revision", to.rev))
-	return warm, cold, offline
+	to.mu.Lock()
+	defer to.mu.Unlock()
+	return to.warm, to.cold, to.offline
+}
+
+// claim reports whether the caller is the one to install name (then it
+// must call install), false if another has claimed it.
+func (to *takeover) claim(name string) bool {
+	to.mu.Lock()
+	defer to.mu.Unlock()
+	if to.claimed[name] {
+		return false
+	}
+	to.claimed[name] = true
+	to.installing.Add(1)
+	return true
+}
+
+// install installs one claimed group in the term, resumed now: the group
+// rebuilt ahead if it was rebuilt against the records and topics of now,
+// else restored from the mirror's records; a tombstone is left to the
+// store (a request that re-creates the group loads it).
+func (to *takeover) install(name string) {
+	defer to.installing.Done()
+	s, tm := to.sb.s, to.tm
+	now := time.Now()
+	gen := s.topics.gen.Load()
+	to.mu.Lock()
+	b := to.built[name]
+	delete(to.built, name)
+	to.mu.Unlock()
+	var g *coordinator.Group
+	var err error
+	warm := b != nil && b.version == to.versions[name] && b.topics == gen
+	if warm {
+		if b.g == nil {
+			tm.groups.settle(name)
+			return
+		}
+		g = b.g
+		g.Step(now, coordinator.Resume{})
+		s.restoredGroup(name, now, g)
+	} else {
+		var recs []coordinator.Record
+		recs, _, err = to.sb.src.Group(name)
+		if err == nil && tombstone(recs) {
+			tm.groups.settle(name)
+			return
+		}
+		if err == nil {
+			g, err = s.restoreGroup(name, now, recs)
+		}
+	}
+	online := s.installGroup(tm, name, now, g, err)
+	to.mu.Lock()
+	defer to.mu.Unlock()
+	switch {
+	case !online:
+		to.offline++
+	case warm:
+		to.warm++
+	default:
+		to.cold++
+	}
 }
 
 // topicsMoved tells every group of the term what a topic refresh tells

@@ -34,18 +34,20 @@ func (g *gatedSource) Group(name string) ([]coordinator.Record, uint64, error) {
 // TestTakeoverServesEachGroup: a term taken over from a standby serves each
 // group as soon as it is installed, not once every group is. While the
 // takeover still reads one group's records, a group installed before it
-// is served and goes on above its stored epoch; the group still loading
-// is answered COORDINATOR_LOAD_IN_PROGRESS by every path (a heartbeat
-// that would create it, a describe, an offset fetch), never served as a
-// new group; a group the store does not hold is created at once. Once its
-// records are read, the slow group goes on above its stored epoch too.
+// is served and goes on above its stored epoch; the group being
+// installed is answered COORDINATOR_LOAD_IN_PROGRESS by every path (a
+// heartbeat that would create it, a describe, an offset fetch), never
+// served as a new group; a group whose turn has not come is installed by
+// its first request, above its stored epoch; a group the store does not
+// hold is created at once. Once its records are read, the slow group goes
+// on above its stored epoch too.
 func TestTakeoverServesEachGroup(t *testing.T) {
 	const epoch = 7
 	src := &gatedSource{
 		recordsSource: recordsSource{recs: map[string][]coordinator.Record{}},
 		slow:          "z-slow", gate: make(chan struct{}), reached: make(chan struct{}),
 	}
-	for _, name := range []string{"a-ready", "z-slow"} {
+	for _, name := range []string{"a-ready", "z-slow", "zz-asked"} {
 		src.recs[name] = []coordinator.Record{&coordinator.GroupRecord{Group: name, Type: coordinator.Consumer, Epoch: epoch}}
 	}
 	opened := false
@@ -104,6 +106,11 @@ func TestTakeoverServesEachGroup(t *testing.T) {
 	of.Groups = append(of.Groups, og)
 	if g := ca.roundTrip(of).(*kmsg.OffsetFetchResponse).Groups[0]; g.ErrorCode != kerr.CoordinatorLoadInProgress.Code {
 		t.Fatalf("offset fetch of the group still loading: error %d, want COORDINATOR_LOAD_IN_PROGRESS", g.ErrorCode)
+	}
+	// A group whose turn has not come (it sorts after the slow one) is
+	// installed by its first request, ahead of its turn.
+	if r := join("zz-asked"); r.ErrorCode != 0 || r.MemberEpoch <= epoch {
+		t.Fatalf("a group asked for before its turn: error %d epoch %d, want served above its stored %d", r.ErrorCode, r.MemberEpoch, epoch)
 	}
 	if r := join("fresh"); r.ErrorCode != 0 || r.MemberEpoch != 1 {
 		t.Fatalf("a group the store does not hold, during the takeover: error %d epoch %d, want a new group at epoch 1", r.ErrorCode, r.MemberEpoch)

@@ -27,6 +27,9 @@ type term struct {
 	store  store.Store
 	writer *writer
 	groups *groupRegistry
+	// takeover, while set, installs the groups the term took over from
+	// the standby and has not installed yet (takeover.go).
+	takeover atomic.Pointer[takeover]
 }
 
 func (s *Server) newTerm(t Term, st store.Store, shard int, home *atomic.Pointer[term]) *term {

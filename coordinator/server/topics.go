@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -325,4 +326,19 @@ func validTopicName(name string) bool {
 		}
 	}
 	return true
+}
+
+// topicsChanged tells every group that topics were created, so KIP-848
+// groups assign the new partitions.
+func (s *Server) topicsChanged(now time.Time) {
+	// A term not yet loaded loads the topics first.
+	for _, tm := range s.ledTerms(now) {
+		for _, e := range tm.groups.snapshot() {
+			e.mu.Lock()
+			if !e.gone && !e.offline && s.stepCore(e, nil, now, coordinator.TopicsChanged{}) {
+				s.performReady(e, nil)
+			}
+			e.mu.Unlock()
+		}
+	}
 }

@@ -38,10 +38,7 @@ var (
 // NewACLs returns the ACL store under the prefix of opts (Prefix; the
 // others are ignored). cli stays the caller's.
 func NewACLs(cli *clientv3.Client, opts ...Opt) *ACLs {
-	c := defaultCfg()
-	for _, o := range opts {
-		o.apply(&c)
-	}
+	c := newCfg(opts)
 	return &ACLs{cli: cli, keys: prefixKeys(c.prefix)}
 }
 

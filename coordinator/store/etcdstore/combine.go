@@ -74,10 +74,7 @@ type combinedResult struct {
 // with opts (their MaxTxnOps and MaxTxnBytes bound its requests) and
 // Combine(it). Close it after them.
 func NewCombiner(cli *clientv3.Client, opts ...Opt) *Combiner {
-	c := defaultCfg()
-	for _, o := range opts {
-		o.apply(&c)
-	}
+	c := newCfg(opts)
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Combiner{cli: cli, maxOps: c.maxTxnOps, maxBytes: c.maxTxnBytes, ctx: ctx, cancel: cancel}
 }

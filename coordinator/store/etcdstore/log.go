@@ -67,10 +67,7 @@ var _ store.LogStore = (*Logs)(nil)
 // NewLogs returns the log reader of the prefix of opts (Prefix; the others
 // are ignored). cli stays the caller's.
 func NewLogs(cli *clientv3.Client, opts ...Opt) *Logs {
-	c := defaultCfg()
-	for _, o := range opts {
-		o.apply(&c)
-	}
+	c := newCfg(opts)
 	return &Logs{cli: cli, keys: prefixKeys(c.prefix)}
 }
 

@@ -96,10 +96,7 @@ var ErrMirrorClosed = errors.New("etcdstore: mirror closed")
 // cli's cluster (Prefix; Logger and PageSize apply too, the other options
 // do not) and follows them until Close. cli stays the caller's.
 func NewMirror(ctx context.Context, cli *clientv3.Client, opts ...Opt) (*Mirror, error) {
-	c := defaultCfg()
-	for _, o := range opts {
-		o.apply(&c)
-	}
+	c := newCfg(opts)
 	if err := c.validate(); err != nil {
 		return nil, err
 	}

@@ -79,6 +79,15 @@ func defaultCfg() cfg {
 	}
 }
 
+// newCfg is the defaults with opts applied.
+func newCfg(opts []Opt) cfg {
+	c := defaultCfg()
+	for _, o := range opts {
+		o.apply(&c)
+	}
+	return c
+}
+
 // Prefix sets the key prefix under which the store keeps everything,
 // overriding the default "/tenure/". A missing trailing "/" is added, so
 // that "/tenure" and "/tenure2" never share keys.
@@ -155,10 +164,7 @@ var ErrInvalidOption = errors.New("etcdstore: invalid option")
 // CheckOptions reports, as New would, every option of opts that is out of
 // range, without opening a store (an HA node opens one per term).
 func CheckOptions(opts ...Opt) error {
-	c := defaultCfg()
-	for _, o := range opts {
-		o.apply(&c)
-	}
+	c := newCfg(opts)
 	return c.validate()
 }
 

@@ -31,10 +31,7 @@ var (
 // NewKeys returns the key ring under the prefix of opts (Prefix; the
 // others are ignored). cli stays the caller's.
 func NewKeys(cli *clientv3.Client, opts ...Opt) *Keys {
-	c := defaultCfg()
-	for _, o := range opts {
-		o.apply(&c)
-	}
+	c := newCfg(opts)
 	return &Keys{cli: cli, keys: prefixKeys(c.prefix)}
 }
 

@@ -56,10 +56,7 @@ var _ store.Store = (*Store)(nil)
 // the shard) writes nothing (see fence.go). cli stays the caller's: Close
 // does not close it.
 func New(ctx context.Context, cli *clientv3.Client, opts ...Opt) (*Store, error) {
-	c := defaultCfg()
-	for _, o := range opts {
-		o.apply(&c)
-	}
+	c := newCfg(opts)
 	if err := c.validate(); err != nil {
 		return nil, err
 	}

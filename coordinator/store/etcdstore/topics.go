@@ -30,10 +30,7 @@ var _ store.TopicStore = (*Topics)(nil)
 // NewTopics returns the topic registry under the prefix of opts (Prefix;
 // the others are ignored). cli stays the caller's.
 func NewTopics(cli *clientv3.Client, opts ...Opt) *Topics {
-	c := defaultCfg()
-	for _, o := range opts {
-		o.apply(&c)
-	}
+	c := newCfg(opts)
 	return &Topics{cli: cli, keys: prefixKeys(c.prefix)}
 }
 

@@ -26,10 +26,7 @@ var _ store.CredentialStore = (*Users)(nil)
 // NewUsers returns the credentials under the prefix of opts (Prefix; the
 // others are ignored). cli stays the caller's.
 func NewUsers(cli *clientv3.Client, opts ...Opt) *Users {
-	c := defaultCfg()
-	for _, o := range opts {
-		o.apply(&c)
-	}
+	c := newCfg(opts)
 	return &Users{cli: cli, keys: prefixKeys(c.prefix)}
 }
 
