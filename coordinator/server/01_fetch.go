@@ -34,9 +34,19 @@ import (
 //
 // In an HA set, after each change of the set that clients must hear of
 // (view.go), the Fetches parked then, and each connection's next Fetch,
-// are answered NOT_LEADER_OR_FOLLOWER for every partition, once: stock
-// clients then reload metadata, which moves them off a dead node, and
-// look their coordinator up again.
+// are answered "moved" for every partition, once: stock clients then
+// reload metadata, which moves them off a dead node, and look their
+// coordinator up again. Moved is FENCED_LEADER_EPOCH from v13 (clients
+// that fetch by topic ID, which all follow KIP-320), NOT_LEADER_OR_FOLLOWER
+// before: @platformatic/kafka drops its cached metadata in its fetch path
+// on FENCED_LEADER_EPOCH only (consumer.js, #fetch: clearMetadata), and
+// its fetch retries look the leader's node ID up in that metadata, so
+// after the reload a retry for a dead leader reaches the ID's alias and is
+// served, where a retry on stale metadata dials the dead address until
+// the stream gives up (docs/FAILOVER.md). kgo reloads metadata on either
+// (with nothing consumed it validates no epoch: source.go). Older clients
+// (kafkajs 2.2.4 and librdkafka 2.0.2 fetch v11, kafka-python 2.0.2 v10)
+// keep the answer they were measured with.
 
 func init() {
 	register(api{
@@ -49,6 +59,10 @@ func init() {
 		responseCode:  fetchResponseCode,
 	})
 }
+
+// movedFencedFrom is the first Fetch version told "moved" with
+// FENCED_LEADER_EPOCH: the first that names topics by ID.
+const movedFencedFrom = 13
 
 func (s *Server) handleFetch(c *conn, sl *slot, req *kmsg.FetchRequest) {
 	if s.view != nil {
@@ -126,13 +140,18 @@ func emptyFetch(req *kmsg.FetchRequest, topics *topicRegistry) *kmsg.FetchRespon
 	return resp
 }
 
-// movedFetch answers every partition of req NOT_LEADER_OR_FOLLOWER.
+// movedFetch answers every partition of req with the moved signal:
+// FENCED_LEADER_EPOCH from v13, NOT_LEADER_OR_FOLLOWER before.
 func movedFetch(req *kmsg.FetchRequest) *kmsg.FetchResponse {
+	code := kerr.NotLeaderForPartition.Code
+	if req.Version >= movedFencedFrom {
+		code = kerr.FencedLeaderEpoch.Code
+	}
 	resp := emptyFetch(req, nil)
 	for i := range resp.Topics {
 		for j := range resp.Topics[i].Partitions {
 			p := &resp.Topics[i].Partitions[j]
-			p.ErrorCode = kerr.NotLeaderForPartition.Code
+			p.ErrorCode = code
 			p.HighWatermark, p.LastStableOffset, p.LogStartOffset = -1, -1, -1
 		}
 	}

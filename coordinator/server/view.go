@@ -26,7 +26,9 @@ import (
 //   - departed nodes (registration gone, or probed down) stay in Metadata
 //     for aliasFor under their broker ID, at the address of the node that
 //     took their groups (the leader; with shards, the owner of most of
-//     their shards; this node while none is known): a client that dials
+//     their shards, once all have an owner; the live node with the lowest
+//     ID while that is not known, so that every survivor names the same
+//     address: aliasTarget): a client that dials
 //     its old coordinator's ID lands on a live node, which answers, and
 //     points it on if it must;
 //   - partition leadership is spread over the live nodes, so a dead
@@ -251,7 +253,7 @@ func (v *clusterView) refresh(ctx context.Context, now time.Time) {
 		fmt.Fprintf(&b, "%d=%s;", n.ID, n.Addr)
 	}
 	for _, d := range snap.departed {
-		fmt.Fprintf(&b, "%d>%d;", d.node.ID, s.aliasTarget(d, now).ID)
+		fmt.Fprintf(&b, "%d>%d;", d.node.ID, s.aliasTarget(d, live, now).ID)
 	}
 	snap.gen = v.told()
 	if prev := v.snap.Load(); prev != nil {
@@ -292,23 +294,41 @@ func (v *clusterView) refresh(ctx context.Context, now time.Time) {
 }
 
 // aliasTarget is the live node a departed node's broker ID points at: the
-// node that took its groups, as far as this node knows, else this node.
-func (s *Server) aliasTarget(d departure, now time.Time) Node {
+// node that took its groups (the leader; with shards, the owner of most of
+// the shards it held, ties to the lower ID) once that is known, and until
+// then the live node with the lowest ID. live is sorted by ID and holds
+// this node.
+//
+// Every survivor must give the same answer from the same view: a client
+// that reads Metadata from one survivor and then another would otherwise
+// see the ID move between them, and kgo redials a broker whose address
+// changed, closing the connection it heartbeats on. So the fallback is no
+// node's own choice (it used to be the answering node itself), and with
+// shards the successor counts only once every shard the node held has a
+// live owner again: counting shards as they are taken moved the alias
+// from the first taker to the node that ends with most.
+func (s *Server) aliasTarget(d departure, live []Node, now time.Time) Node {
+	fallback := live[0]
 	if s.sharded == nil {
 		if l, ok := s.leaderNode(now); ok {
 			return l
 		}
-		return s.self()
+		return fallback
+	}
+	if len(d.shards) == 0 {
+		return fallback
 	}
 	count := map[int32]int{}
 	byID := map[int32]Node{}
 	for _, sh := range d.shards {
-		if o, ok := s.shardOwner(sh, now); ok {
-			count[o.ID]++
-			byID[o.ID] = o
+		o, ok := s.shardOwner(sh, now)
+		if !ok {
+			return fallback // the takeover is still under way
 		}
+		count[o.ID]++
+		byID[o.ID] = o
 	}
-	best, bestN := s.self(), 0
+	best, bestN := fallback, 0
 	for id, n := range count {
 		if n > bestN || n == bestN && id < best.ID {
 			best, bestN = byID[id], n
@@ -337,8 +357,7 @@ func (s *Server) metadataBrokers(now time.Time) (brokers []Node, leaders []int32
 	}
 	brokers = append(brokers, snap.live...)
 	for _, d := range snap.departed {
-		t := s.aliasTarget(d, now)
-		alias := t
+		alias := s.aliasTarget(d, snap.live, now)
 		alias.ID = d.node.ID
 		brokers = append(brokers, alias)
 	}

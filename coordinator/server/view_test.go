@@ -152,3 +152,53 @@ func TestFindCoordinatorWaitBound(t *testing.T) {
 		t.Fatalf("error %d after %v, want COORDINATOR_NOT_AVAILABLE after the 400ms wait", r.ErrorCode, took)
 	}
 }
+
+// TestMovedByVersion: the moved signal is FENCED_LEADER_EPOCH for a Fetch
+// that names topics by ID (v13+), which @platformatic/kafka needs to drop
+// its cached metadata, and NOT_LEADER_OR_FOLLOWER before, for the clients
+// that predate topic IDs. Either way once per connection: the next Fetch
+// is served.
+func TestMovedByVersion(t *testing.T) {
+	set := &fakeSet{leader: -1, shared: store.NewMemory(), nodes: []Node{{ID: 0}, {ID: 1}, {ID: 2}}}
+	na, nb, nc := set.node(0), set.node(1), set.node(2)
+	a := startSetServer(t, set, na)
+	b := startSetServer(t, set, nb)
+	c := startSetServer(t, set, nc)
+	set.advertise(a, b, c)
+	set.setLeader(0)
+	na.terms <- newFakeTerm(set.shared)
+	eventually(t, 5*time.Second, "a to lead", func() bool { return a.lead.Load() != nil })
+	eventually(t, 5*time.Second, "b to see every node's address", func() bool {
+		snap := b.view.snap.Load()
+		return snap != nil && len(snap.live) == 3 && !slices.ContainsFunc(snap.live, func(n Node) bool { return n.Addr == "" })
+	})
+	old, byID := dial(t, b.addr), dial(t, b.addr)
+	md := byID.roundTrip(metadataRequest(12, "jobs")).(*kmsg.MetadataResponse)
+	old.roundTrip(metadataRequest(12, "jobs"))
+	v16 := fetchRequest(16, 20*time.Second, "", 0, 1)
+	v16.Topics[0].TopicID = md.Topics[0].TopicID
+	v12 := fetchRequest(12, 20*time.Second, "jobs", 0, 1)
+	wantOld, wantByID := old.send(v12), byID.send(v16)
+
+	c.stop() // the view changes: both parked Fetches are told
+	for _, x := range []struct {
+		c    *rawClient
+		want int32
+		code int16
+	}{{old, wantOld, kerr.NotLeaderForPartition.Code}, {byID, wantByID, kerr.FencedLeaderEpoch.Code}} {
+		corr, resp := x.c.recv()
+		if corr != x.want {
+			t.Fatalf("correlation %d, want %d", corr, x.want)
+		}
+		if code := fetchResponseCode(resp); code != x.code {
+			t.Fatalf("v%d Fetch parked over the change: error %d, want %d", resp.GetVersion(), code, x.code)
+		}
+	}
+	v16.MaxWaitMillis, v12.MaxWaitMillis = 0, 0
+	if code := fetchResponseCode(byID.roundTrip(v16)); code != 0 {
+		t.Fatalf("the next v16 Fetch: error %d", code)
+	}
+	if code := fetchResponseCode(old.roundTrip(v12)); code != 0 {
+		t.Fatalf("the next v12 Fetch: error %d", code)
+	}
+}

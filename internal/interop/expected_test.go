@@ -84,13 +84,16 @@ var expectedFailures = func() map[string]expectation {
 			"requestTimeout (30 s) before its retries, so no member reaches the survivors before the takeover grace (30 s) " +
 			"ends: all are expelled while they still consume, and a crash and restart as a new member may follow",
 	})
-	add("platformatic", []fault{faultKill}, expectation{
-		checks: []string{"revoked", "unowned"}, mayPass: true,
-		why: "@platformatic/kafka 1.35 fetches a partition from the leader its cached metadata names; when the fetch to the " +
-			"dead leader fails its retries (3, a second apart) the MessagesStream destroys itself (messages-stream.js, " +
-			"this.destroy(error)), and the stream's close untracks its topics (consumer.js, topics.untrackAll): the next " +
-			"heartbeat subscribes to nothing and the coordinator takes every partition away. It passes when a metadata " +
-			"reload moves the leadership to a survivor before the fourth failure (seen both ways)",
+	add("platformatic", []fault{faultStop, faultIsolate}, expectation{
+		checks: []string{"revoked", "unowned", "expelled"},
+		why: "@platformatic/kafka 1.35 has a Fetch in flight to each partition leader; the one to the frozen node ends after " +
+			"the connection's requestTimeout (30 s, network/connection.js) with a TimeoutError marked canRetry: false " +
+			"(errors.js), so kPerformWithRetry does not retry it, the MessagesStream destroys itself, and its close untracks " +
+			"the consumer's topics (consumer.js, topics.untrackAll): the next heartbeat subscribes to nothing and the " +
+			"coordinator takes every partition away. When the frozen node is the first seed, the client's Metadata goes to " +
+			"it too (base.js, kGetBootstrapConnection: the first seed with an open connection) and waits the same 30 s, so " +
+			"no heartbeat reaches the new coordinator before its takeover grace ends: the members are expelled. No server " +
+			"answer reaches a request waiting on a frozen socket",
 	})
 	return m
 }()
