@@ -56,12 +56,14 @@ chaos: build
 	./bin/tenure chaos --seed $(CHAOS_SEED) --runs $(CHAOS_RUNS) --etcd-bin bin/etcd \
 		--postgres-dsn "$(TENURE_TEST_POSTGRES)" --quiet $(CHAOS_FLAGS)
 
-# The simulator against the real server and member library on loopback:
-# for each way a member goes away, the time until its partitions are owned
+# The simulator against real servers and members (docs/SIMULATOR.md): for
+# each way a member goes away, the time until its partitions are owned
 # again, simulated and real, and the difference; fails past max(200 ms,
-# 10 %). `make test` leaves it out (see docs/SIMULATOR.md).
+# 10 %). `make test` leaves it out. FIDELITY_FLAGS narrows it:
+# FIDELITY_FLAGS='-fidelity.cases fail-over'.
+FIDELITY_FLAGS ?=
 fidelity:
-	$(GO) test -count=1 -run '^TestFidelity$$' -v ./sim/ -args -fidelity
+	$(GO) test -count=1 -timeout 30m -run '^TestFidelity$$' -v ./internal/e2e/ -args -fidelity $(FIDELITY_FLAGS)
 
 # The fail-over matrix (docs/FAILOVER.md): stock clients of every language
 # we support against a coordinator lost for good. Needs Debian's

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/cespare/xxhash/v2"
@@ -14,8 +15,15 @@ import (
 	"github.com/tenure-dev/tenure/epoch"
 )
 
-// groupName is the group every simulated member joins.
-const groupName = "sim"
+// groupName is the name of the group every simulated member joins, drawn
+// from the seed. The coordinator spreads the sessions it restores at a
+// takeover by a hash of the group's name and the member's ID
+// (coordinator.Config.TakeoverGrace); the simulator's member IDs are
+// fixed (m3-1), while a real group's are random, so the name varies that
+// spread from seed to seed, as member IDs do from run to run.
+func groupName(seed uint64) string {
+	return "sim-" + strconv.FormatUint(newRand(seed, streamGroup).Uint64()>>32, 16)
+}
 
 // coordNode is the coordinator: the real coordinator.Group, driven as the
 // TCP server drives it. Requests arrive from the network; every Ready is
@@ -145,11 +153,12 @@ func newCoordNode(w *world) (*coordNode, error) {
 	c.cfg.ConsumerHeartbeatInterval = t.HeartbeatInterval
 	c.cfg.InitialRebalanceDelay = t.InitialRebalanceDelay
 	c.cfg.ConnLossGrace = t.ConnLossGrace
+	c.cfg.TakeoverGrace = t.TakeoverGrace
 	c.cfg.Topics = c.topics
 	if err := c.cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("sim: the timing does not make a valid coordinator config: %w", err)
 	}
-	c.g = coordinator.NewGroup(groupName, &c.cfg, newRand(w.opts.Seed, streamCoordinator))
+	c.g = coordinator.NewGroup(w.group, &c.cfg, newRand(w.opts.Seed, streamCoordinator))
 	return c, nil
 }
 
@@ -409,12 +418,12 @@ func (c *coordNode) failover(w *world, takeover time.Duration) {
 // keep their epochs and tokens and their sessions start again, so a
 // fail-over expels nobody and moves nothing.
 func (c *coordNode) takeover(w *world) error {
-	recs, err := c.store.LoadGroup(bg, groupName)
+	recs, err := c.store.LoadGroup(bg, w.group)
 	if err != nil {
 		return fmt.Errorf("sim: loading the group for the successor: %w", err)
 	}
 	c.failovers++
-	g, err := coordinator.Restore(groupName, &c.cfg, newRand(w.opts.Seed, streamCoordinator+uint64(c.failovers)<<8), w.clock.now.Time(), recs)
+	g, err := coordinator.Restore(w.group, &c.cfg, newRand(w.opts.Seed, streamCoordinator+uint64(c.failovers)<<8), w.clock.now.Time(), recs)
 	if err != nil {
 		return fmt.Errorf("sim: the successor cannot restore the group: %w", err)
 	}

@@ -45,9 +45,11 @@
 // server does: requests in, Ready out, records persisted (to a
 // store.Memory) before replies are sent, Tick at NextTick. The coordinator's
 // view of who owns what comes from those persisted records. A coordinator
-// fail-over drops the group and, after the takeover delay, rebuilds it
-// from the store's records with coordinator.Restore, as a tenure node that
-// wins the election does; requests sent in between are lost.
+// fail-over drops the group and, after the takeover delay (given, or
+// drawn from the election TTL as etcd's lease expiry makes it), rebuilds
+// it from the store's records with coordinator.Restore, as a tenure node
+// that wins the election does, under the takeover grace if one is set;
+// requests sent in between are lost.
 //
 // Each member slot runs a sequence of processes, each driving a
 // member.Machine as the member.Join shell does: it sends the machine's

@@ -30,7 +30,7 @@ type cmdArg struct{ key, val string }
 //
 //	members n=16 static=false start=uniform(min=1s,max=3s) assignor=uniform
 //	topic name=work partitions=64
-//	timing heartbeat=1s session=10s rebalance=30s initial-delay=3s margin=200ms drift=0.01 request-timeout=1s conn-grace=3s keepalive=15s
+//	timing heartbeat=1s session=10s rebalance=30s initial-delay=3s margin=200ms drift=0.01 request-timeout=1s conn-grace=3s keepalive=15s takeover-grace=30s
 //	clocks skew=0.005
 //	network delay=lognormal(median=2ms,p99=20ms) loss=0.001 dup=0.0001 reorder=0.01
 //	link nodes=(m1,m2) delay=50ms loss=0.01
@@ -43,7 +43,7 @@ type cmdArg struct{ key, val string }
 //	scale-out at=5m n=4
 //	scale-in at=7m n=4
 //	cut at=3m nodes=(m1,m2) heal=20s
-//	failover at=5m takeover=3s
+//	failover at=5m takeover=3s   (or ttl=5s: the delay drawn from the election TTL)
 //	work every=100ms start=10ms stop=50ms inflight=1
 //	run for=10m
 //
@@ -467,6 +467,7 @@ func compileTiming(s *Scenario, a *argReader) {
 	a.duration("request-timeout", &t.RequestTimeout)
 	a.duration("conn-grace", &t.ConnLossGrace)
 	a.duration("keepalive", &t.KeepAlive)
+	a.duration("takeover-grace", &t.TakeoverGrace)
 }
 
 func compileClocks(s *Scenario, a *argReader) {
@@ -588,6 +589,10 @@ func compileCut(s *Scenario, a *argReader) {
 func compileFailover(s *Scenario, a *argReader) {
 	act := Action{Kind: ActFailover, At: a.at(), Line: a.line.line}
 	a.duration("takeover", &act.Takeover)
+	a.duration("ttl", &act.ElectionTTL)
+	if act.Takeover != 0 && act.ElectionTTL != 0 {
+		a.fail("ttl", "give takeover or ttl, not both")
+	}
 	s.Actions = append(s.Actions, act)
 }
 

@@ -79,6 +79,8 @@ func TestParseScenarioErrorsNameLineAndArgument(t *testing.T) {
 		{base + "network loss=2", `line 4: network: argument loss: "2" is not a probability`},
 		{base + "timing heartbeat=5s session=10s", "heartbeat interval 5s × 3 exceeds session timeout 10s"},
 		{base + "timing request-timeout=20s", "request timeout 20s must be shorter than the suspect deadline"},
+		{base + "failover at=1m takeover=2s ttl=1s", "line 4: failover: argument ttl: give takeover or ttl, not both"},
+		{base + "timing takeover-grace=-1s", "argument takeover-grace: duration -1s is negative"},
 		{"members n=2\nrun for=1m\n", "no topic"},
 	} {
 		_, err := sim.ParseScenario("s", tt.src)

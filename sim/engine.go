@@ -77,8 +77,10 @@ const (
 	streamCoordinator
 	streamCrashes
 	streamWork
-	streamConn             // connection closes: their own stream, so that modelling them shifts no other draw
-	streamMember = 1 << 32 // + node: the member's own stream
+	streamConn               // connection closes: their own stream, so that modelling them shifts no other draw
+	streamElection           // fail-overs' election delays (failover ttl=)
+	streamGroup              // the group's name
+	streamMember   = 1 << 32 // + node: the member's own stream
 )
 
 func newRand(seed, stream uint64) *rand.Rand {
@@ -118,6 +120,9 @@ type world struct {
 	crashRng *rand.Rand
 	workRng  *rand.Rand
 	connRng  *rand.Rand
+	electRng *rand.Rand
+	// group is the group every simulated member joins.
+	group string
 
 	events int64
 	err    error
@@ -143,6 +148,8 @@ func newWorld(sc *Scenario, opts Options) (*world, error) {
 		crashRng: newRand(opts.Seed, streamCrashes),
 		workRng:  newRand(opts.Seed, streamWork),
 		connRng:  newRand(opts.Seed, streamConn),
+		electRng: newRand(opts.Seed, streamElection),
+		group:    groupName(opts.Seed),
 	}
 	if w.log == nil {
 		w.log = zap.NewNop()
@@ -304,7 +311,7 @@ func (w *world) dispatch(e *event) {
 		w.net.heal(e.arg)
 		w.traceLine("net", "heal cut %d", e.arg)
 	case evFailover:
-		w.coord.failover(w, w.sc.Actions[e.arg].Takeover)
+		w.coord.failover(w, w.sc.Actions[e.arg].takeover(w.electRng))
 	case evTakeover:
 		w.fail(w.coord.takeover(w))
 	case evConnDrop:

@@ -304,3 +304,26 @@ func TestAliasingCheckCatchesAChangedMessage(t *testing.T) {
 	}()
 	deliveries(w)
 }
+
+// TestElectionTakeover: with an election TTL, a fail-over's takeover
+// delay lies between TTL less one renewal interval (TTL/6) and TTL plus
+// one etcd expiry sweep, and spreads over that range; without one it is
+// Takeover.
+func TestElectionTakeover(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	a := Action{Kind: ActFailover, ElectionTTL: 6 * time.Second}
+	lo, hi := time.Duration(1<<62), time.Duration(0)
+	for range 1000 {
+		d := a.takeover(r)
+		if d < 5*time.Second || d >= 6*time.Second+etcdExpirySweep {
+			t.Fatalf("takeover %v for a TTL of 6 s, want [5s, 6.5s)", d)
+		}
+		lo, hi = min(lo, d), max(hi, d)
+	}
+	if lo > 5200*time.Millisecond || hi < 6300*time.Millisecond {
+		t.Errorf("takeovers span %v to %v: want most of [5s, 6.5s)", lo, hi)
+	}
+	if d := (&Action{Kind: ActFailover, Takeover: 3 * time.Second}).takeover(r); d != 3*time.Second {
+		t.Errorf("takeover %v, want the 3s given", d)
+	}
+}

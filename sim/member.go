@@ -191,7 +191,7 @@ func (w *world) startMachine(n *memberNode) {
 		topics[i] = tp.Name
 		ids[tp.Name] = topicID(tp.Name)
 	}
-	cfg := t.machineConfig(n.memberID, topics)
+	cfg := t.machineConfig(w.group, n.memberID, topics)
 	cfg.Assignor = w.sc.Assignor
 	cfg.TopicIDs = ids
 	if w.sc.Static {

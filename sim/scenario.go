@@ -111,6 +111,13 @@ type Timing struct {
 	// turns it off (the operating system's default keepalive gives up
 	// after minutes).
 	KeepAlive time.Duration
+	// TakeoverGrace is the least session a fail-over's successor gives
+	// the members it restores (coordinator.Config.TakeoverGrace, tenure
+	// serve --takeover-grace), plus up to an eighth more by member: a
+	// member that died with the old coordinator keeps its partitions that
+	// long after the takeover. Zero (coordinator.DefaultConfig's) restarts
+	// each member's own session.
+	TakeoverGrace time.Duration
 }
 
 // DefaultTiming returns tenure's defaults: the coordinator's
@@ -179,13 +186,16 @@ func (t Timing) Validate() error {
 	if t.ConnLossGrace < 0 {
 		errs = append(errs, fmt.Errorf("%w: connection-loss grace %v is negative", epoch.ErrUnsafeTiming, t.ConnLossGrace))
 	}
+	if t.TakeoverGrace < 0 {
+		errs = append(errs, fmt.Errorf("%w: takeover grace %v is negative", epoch.ErrUnsafeTiming, t.TakeoverGrace))
+	}
 	return errors.Join(errs...)
 }
 
 // machineConfig is the member configuration of a simulated member.
-func (t Timing) machineConfig(memberID string, topics []string) member.MachineConfig {
+func (t Timing) machineConfig(group, memberID string, topics []string) member.MachineConfig {
 	return member.MachineConfig{
-		Group:            groupName,
+		Group:            group,
 		MemberID:         memberID,
 		Topics:           topics,
 		RebalanceTimeout: t.RebalanceTimeout,
@@ -213,6 +223,9 @@ func (t Timing) String() string {
 	s += fmt.Sprintf(" conn-grace=%v", t.ConnLossGrace)
 	if t.KeepAlive > 0 {
 		s += fmt.Sprintf(" keepalive=%v", t.KeepAlive)
+	}
+	if t.TakeoverGrace > 0 {
+		s += fmt.Sprintf(" takeover-grace=%v", t.TakeoverGrace)
 	}
 	return s
 }
@@ -281,7 +294,8 @@ const (
 	ActScaleIn
 	// ActFailover loses the coordinator's leader; a successor rebuilt
 	// from the persisted records takes over after Takeover (the election
-	// delay), and requests sent in between are lost.
+	// delay), or after a delay drawn from ElectionTTL, and requests sent
+	// in between are lost.
 	ActFailover
 	actionKinds
 )
@@ -317,6 +331,10 @@ type Action struct {
 	Every    time.Duration
 	Surge    int
 	Takeover time.Duration
+	// ElectionTTL, for a fail-over, is the HA set's election TTL (tenure
+	// serve --election-ttl): the takeover delay is then drawn per
+	// fail-over, as etcd makes it (Action.takeover).
+	ElectionTTL time.Duration
 	// Host makes a crash a crash of the member's host (power loss, kernel
 	// panic, the machine cut off for good): nothing closes its
 	// connections, so the coordinator hears nothing until the session
@@ -351,7 +369,7 @@ func (s *Scenario) Validate() error {
 	}
 	if err := s.Timing.Validate(); err != nil {
 		errs = append(errs, err)
-	} else if err := s.Timing.machineConfig("m", []string{"t"}).Validate(); err != nil {
+	} else if err := s.Timing.machineConfig("g", "m", []string{"t"}).Validate(); err != nil {
 		// What member.NewMachine would refuse.
 		errs = append(errs, err)
 	}

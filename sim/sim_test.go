@@ -2,8 +2,10 @@ package sim_test
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
@@ -190,6 +192,51 @@ func TestFailover(t *testing.T) {
 		}
 		if rep.Availability.NotReassigned != 0 {
 			t.Errorf("seed %d: %d partitions never reassigned", seed, rep.Availability.NotReassigned)
+		}
+	}
+}
+
+// TestFailoverTakeoverGrace: a member whose process dies with the
+// coordinator's leader is not heard by the successor, which never had its
+// connection, so the successor's restored session decides: the member's
+// own session without a takeover grace, the grace (plus up to an eighth,
+// by member) with one. Either way the partitions move only after the
+// takeover.
+func TestFailoverTakeoverGrace(t *testing.T) {
+	const src = `
+members n=4 start=uniform(min=0s,max=300ms)
+topic name=work partitions=16
+timing heartbeat=300ms session=3s rebalance=2s margin=100ms request-timeout=500ms conn-grace=1s %s
+failover at=10s %s
+crash member=m1 at=10s
+work every=100ms
+run for=30s
+`
+	for _, c := range []struct {
+		grace, takeover string
+		lo, hi          time.Duration // from the crash to the partitions re-owned
+	}{
+		{"", "takeover=1s", time.Second + 3*time.Second, time.Second + 3*time.Second + time.Second},
+		{"takeover-grace=8s", "takeover=1s", time.Second + 8*time.Second, time.Second + 9*time.Second + time.Second},
+		// An election TTL of 1 s: the takeover takes 5/6 s to 1.5 s.
+		{"takeover-grace=8s", "ttl=1s", 5*time.Second/6 + 8*time.Second, 1500*time.Millisecond + 9*time.Second + time.Second},
+	} {
+		sc, err := sim.ParseScenario("takeover-grace", fmt.Sprintf(src, c.grace, c.takeover))
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen := map[time.Duration]bool{}
+		for seed := uint64(1); seed <= 5; seed++ {
+			a := run(t, sc, sim.Options{Seed: seed}).Availability
+			got := time.Duration(a.ReassignMax * float64(time.Second))
+			seen[got.Round(10*time.Millisecond)] = true
+			if a.Crashes != 1 || a.NotReassigned != 0 || got < c.lo || got > c.hi {
+				t.Errorf("%q, seed %d: %d crashes, %d not reassigned, re-owned after %v; want %v to %v",
+					c.grace, seed, a.Crashes, a.NotReassigned, got, c.lo, c.hi)
+			}
+		}
+		if c.grace != "" && len(seen) < 3 {
+			t.Errorf("%q %q: re-owned after %v over 5 seeds: the spread by member (and the election) should vary with the seed", c.grace, c.takeover, seen)
 		}
 	}
 }

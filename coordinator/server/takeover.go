@@ -25,9 +25,11 @@ type takeover struct {
 	versions map[string]uint64 // read-only once prepared
 	names    []string          // sorted
 
-	mu      sync.Mutex
-	built   map[string]*builtGroup
-	claimed map[string]bool
+	mu    sync.Mutex
+	built map[string]*builtGroup
+	// claimed holds, for each group claimed for install, a channel
+	// closed once it is installed (or left to the store).
+	claimed map[string]chan struct{}
 	warm    int
 	cold    int
 	offline int
@@ -60,7 +62,7 @@ func (sb *standby) prepare(ctx context.Context, tm *term) (*takeover, error) {
 		}
 	}
 	sb.mu.Unlock()
-	to.claimed = make(map[string]bool, len(to.versions))
+	to.claimed = make(map[string]chan struct{}, len(to.versions))
 	to.names = slices.Sorted(maps.Keys(to.versions))
 	tm.groups.expect(to.names)
 	tm.takeover.Store(to)
@@ -78,7 +80,7 @@ func (to *takeover) run(ctx context.Context) (warm, cold, offline int) {
 		if ctx.Err() != nil || !tm.valid(time.Now()) {
 			break
 		}
-		if to.claim(name) {
+		if mine, _ := to.claim(name); mine {
 			to.install(name)
 		}
 	}
@@ -97,16 +99,45 @@ func (to *takeover) run(ctx context.Context) (warm, cold, offline int) {
 }
 
 // claim reports whether the caller is the one to install name (then it
-// must call install), false if another has claimed it.
-func (to *takeover) claim(name string) bool {
+// must call install), false if another has claimed it; done is closed
+// once the group is installed.
+func (to *takeover) claim(name string) (mine bool, done <-chan struct{}) {
 	to.mu.Lock()
 	defer to.mu.Unlock()
-	if to.claimed[name] {
+	if ch, ok := to.claimed[name]; ok {
+		return false, ch
+	}
+	ch := make(chan struct{})
+	to.claimed[name] = ch
+	to.installing.Add(1)
+	return true, ch
+}
+
+// installWait is how long a request for a group that another request,
+// or the takeover's loop, is installing waits for it before it is
+// answered COORDINATOR_LOAD_IN_PROGRESS: an install takes microseconds,
+// and a client answered so backs off for far longer (the load generator
+// of BenchmarkTakeover up to 500 ms, as it does for every other refusal).
+const installWait = 100 * time.Millisecond
+
+// await waits up to the server's installWait for done, and reports whether it closed.
+func (to *takeover) await(name string, done <-chan struct{}) bool {
+	select {
+	case <-done:
+		return true
+	default:
+	}
+	if h := to.sb.s.takeoverWaitHook; h != nil {
+		h(name)
+	}
+	t := time.NewTimer(to.sb.s.installWait)
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-t.C:
 		return false
 	}
-	to.claimed[name] = true
-	to.installing.Add(1)
-	return true
 }
 
 // install installs one claimed group in the term, resumed now: the group
@@ -114,7 +145,12 @@ func (to *takeover) claim(name string) bool {
 // else restored from the mirror's records; a tombstone is left to the
 // store (a request that re-creates the group loads it).
 func (to *takeover) install(name string) {
-	defer to.installing.Done()
+	defer func() {
+		to.mu.Lock()
+		close(to.claimed[name])
+		to.mu.Unlock()
+		to.installing.Done()
+	}()
 	s, tm := to.sb.s, to.tm
 	now := time.Now()
 	gen := s.topics.gen.Load()
