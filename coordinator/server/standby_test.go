@@ -3,6 +3,8 @@ package server
 import (
 	"context"
 	"fmt"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -141,6 +143,8 @@ func (r *recordsSource) Versions(shard int) map[string]uint64 {
 	return out
 }
 
+func (r *recordsSource) StateVersions(shard int) map[string]uint64 { return r.Versions(shard) }
+
 func (r *recordsSource) Group(name string) ([]coordinator.Record, uint64, error) {
 	return r.recs[name], 1, nil
 }
@@ -189,5 +193,92 @@ func TestStandbyPassTime(t *testing.T) {
 	sb.pass(now, now.Add(time.Hour))
 	if n := built(sb); n != groups {
 		t.Fatalf("a pass with time to spare rebuilt %d of %d groups", n, groups)
+	}
+}
+
+// versionedSource is a Standby over one unsharded group whose records,
+// version and state version the test sets.
+type versionedSource struct {
+	mu             sync.Mutex
+	name           string
+	recs           []coordinator.Record
+	version, state uint64
+}
+
+func (v *versionedSource) Sync(context.Context) (int64, error) { return 1, nil }
+
+func (v *versionedSource) Versions(int) map[string]uint64 {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return map[string]uint64{v.name: v.version}
+}
+
+func (v *versionedSource) StateVersions(int) map[string]uint64 {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return map[string]uint64{v.name: v.state}
+}
+
+func (v *versionedSource) Group(string) ([]coordinator.Record, uint64, error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return slices.Clone(v.recs), v.version, nil
+}
+
+func (v *versionedSource) set(version, state uint64, recs ...coordinator.Record) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.version, v.state, v.recs = version, state, recs
+}
+
+// TestStandbyOffsetsOnly: a group whose offsets alone changed since its
+// rebuild is rebuilt again only standbyOffsetsEvery after, while a change
+// of anything else is rebuilt at the next quiet pass, as before.
+func TestStandbyOffsetsOnly(t *testing.T) {
+	set := &fakeSet{leader: -1, nodes: []Node{{ID: 0}}}
+	ts := startServer(t, func(c *Config) {
+		c.TopicStore = c.Store.(store.TopicStore)
+		c.Store = nil
+		c.Cluster = set.node(0)
+	})
+	group := &coordinator.GroupRecord{Group: "g", Type: coordinator.Consumer, Epoch: 3}
+	offset := func(o int64) *coordinator.OffsetRecord {
+		return &coordinator.OffsetRecord{Group: "g", Topic: "t", Partition: 0, Offset: o}
+	}
+	src := &versionedSource{name: "g"}
+	src.set(1, 1, group, offset(1))
+	sb := newStandby(ts.Server, src)
+	builtAt := func() uint64 {
+		sb.mu.Lock()
+		defer sb.mu.Unlock()
+		if b := sb.built["g"]; b != nil {
+			return b.version
+		}
+		return 0
+	}
+	now := time.Now()
+	passes := func(at time.Time) {
+		sb.pass(at, at.Add(time.Hour))
+		sb.pass(at, at.Add(time.Hour))
+	}
+	passes(now)
+	if v := builtAt(); v != 1 {
+		t.Fatalf("built at version %d, want 1", v)
+	}
+	src.set(2, 1, group, offset(2))
+	passes(now.Add(time.Second))
+	if v := builtAt(); v != 1 {
+		t.Fatalf("offsets alone changed: rebuilt at version %d within %v", v, standbyOffsetsEvery)
+	}
+	passes(now.Add(standbyOffsetsEvery + time.Second))
+	if v := builtAt(); v != 2 {
+		t.Fatalf("offsets alone changed %v ago: built at version %d, want 2", standbyOffsetsEvery, v)
+	}
+	bumped := *group
+	bumped.Epoch++
+	src.set(3, 3, &bumped, offset(2))
+	passes(now.Add(standbyOffsetsEvery + 2*time.Second))
+	if v := builtAt(); v != 3 {
+		t.Fatalf("the group's epoch changed: built at version %d, want 3", v)
 	}
 }

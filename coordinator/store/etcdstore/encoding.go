@@ -261,12 +261,10 @@ func encodeValue(r coordinator.Record) []byte {
 		v.Target = runs(r.Target, tpOf, false)
 		return marshal(v)
 	case *coordinator.OffsetRecord:
-		v := &offsetValue{Offset: r.Offset, LeaderEpoch: r.LeaderEpoch, Token: int64(r.Token), MemberID: r.MemberID}
-		if r.Metadata != nil {
-			md := *r.Metadata
-			v.Metadata = &md
+		if b, ok := appendOffsetFast(nil, r); ok {
+			return b
 		}
-		return marshal(v)
+		return marshalOffset(r)
 	case *coordinator.TopicRecord:
 		v := &topicValue{Partitions: r.Partitions}
 		if r.ID != (coordinator.TopicID{}) {
@@ -291,6 +289,16 @@ func encodeValue(r coordinator.Record) []byte {
 		return marshal(v)
 	}
 	panic(fmt.Sprintf("etcdstore: encodeValue of %T", r)) // store.Check admitted it
+}
+
+// marshalOffset is the general encoder of an offset value.
+func marshalOffset(r *coordinator.OffsetRecord) []byte {
+	v := &offsetValue{Offset: r.Offset, LeaderEpoch: r.LeaderEpoch, Token: int64(r.Token), MemberID: r.MemberID}
+	if r.Metadata != nil {
+		md := *r.Metadata
+		v.Metadata = &md
+	}
+	return marshal(v)
 }
 
 func tpOf(p coordinator.TopicPartition) (string, int32, int64) { return p.Topic, p.Partition, 0 }

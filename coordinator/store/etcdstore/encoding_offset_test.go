@@ -75,3 +75,37 @@ func TestDecodeOffsetFastTakes(t *testing.T) {
 		}
 	}
 }
+
+// FuzzEncodeOffset checks that the fast encoder writes what the general
+// one writes, byte for byte, and takes every record whose strings are
+// plain ASCII (else it would save nothing).
+func FuzzEncodeOffset(f *testing.F) {
+	f.Add(int64(1234567), int32(-1), true, "checkpoint", int64(16), "hq0F3Jh_gGIwoTygd5badg")
+	f.Add(int64(math.MaxInt64), int32(math.MinInt32), false, "", int64(math.MinInt64), "")
+	f.Add(int64(-1), int32(0), true, "", int64(0), "\xff")
+	f.Add(int64(0), int32(7), true, `a"b\c`, int64(1), "<&>\x7f")
+	f.Add(int64(0), int32(0), false, "", int64(0), "\n")
+	f.Fuzz(func(t *testing.T, offset int64, le int32, hasMD bool, md string, token int64, member string) {
+		r := &coordinator.OffsetRecord{Offset: offset, LeaderEpoch: le, Token: epoch.Token(token), MemberID: member}
+		if hasMD {
+			r.Metadata = &md
+		}
+		want := marshalOffset(r)
+		got, ok := appendOffsetFast([]byte("prefix"), r)
+		plain := plainASCII(member) && (!hasMD || plainASCII(md))
+		switch {
+		case ok != plain:
+			t.Fatalf("%+v: taken %v, want %v", r, ok, plain)
+		case !ok && string(got) != "prefix":
+			t.Fatalf("%+v: not taken, but the buffer became %q", r, got)
+		case ok && string(got) != "prefix"+string(want):
+			t.Fatalf("%+v: the fast encoder wrote %s, the general one %s", r, got[len("prefix"):], want)
+		}
+		if string(encodeValue(r)) != string(want) {
+			t.Fatalf("%+v: encodeValue wrote %s, the general encoder %s", r, encodeValue(r), want)
+		}
+		if ok && offsetValueString(r) != string(want) {
+			t.Fatalf("%+v: offsetValueString is %s, want %s", r, offsetValueString(r), want)
+		}
+	})
+}

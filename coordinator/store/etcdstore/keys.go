@@ -121,8 +121,19 @@ func (k keys) member(g, id string) string { return k.groupDir(g) + membersDir + 
 
 func (k keys) assignment(g, id string) string { return k.groupDir(g) + assignDir + escape(id) }
 
+// offset is built in one allocation: every offset commit makes one.
 func (k keys) offset(g, topic string, partition int32) string {
-	return k.groupDir(g) + offsetsDir + escape(topic) + "/" + strconv.FormatInt(int64(partition), 10)
+	var b strings.Builder
+	b.Grow(len(k.groups) + escapedLen(g) + 1 + len(offsetsDir) + escapedLen(topic) + 1 + 11)
+	b.WriteString(k.groups)
+	escapeTo(&b, g)
+	b.WriteByte('/')
+	b.WriteString(offsetsDir)
+	escapeTo(&b, topic)
+	b.WriteByte('/')
+	var num [11]byte
+	b.Write(strconv.AppendInt(num[:0], int64(partition), 10))
+	return b.String()
 }
 
 // logDir is the directory of group g's generation log. It is apart from
@@ -294,16 +305,11 @@ func (k keys) parse(key string) (parsedKey, error) {
 // member IDs of stock clients are all unreserved characters, so their keys
 // read as the names do and sort as they do.
 func escape(s string) string {
-	n := 0
-	for i := 0; i < len(s); i++ {
-		if !unreserved(s[i]) {
-			n++
-		}
-	}
+	n := escapedLen(s) - len(s)
 	if n == 0 {
 		return s
 	}
-	b := make([]byte, 0, len(s)+2*n)
+	b := make([]byte, 0, len(s)+n)
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		if unreserved(c) {
@@ -316,6 +322,31 @@ func escape(s string) string {
 }
 
 const upperHex = "0123456789ABCDEF"
+
+// escapedLen is the length of escape(s).
+func escapedLen(s string) int {
+	n := len(s)
+	for i := 0; i < len(s); i++ {
+		if !unreserved(s[i]) {
+			n += 2
+		}
+	}
+	return n
+}
+
+// escapeTo writes escape(s) to b.
+func escapeTo(b *strings.Builder, s string) {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if unreserved(c) {
+			b.WriteByte(c)
+			continue
+		}
+		b.WriteByte('%')
+		b.WriteByte(upperHex[c>>4])
+		b.WriteByte(upperHex[c&15])
+	}
+}
 
 var errBadEscape = errors.New("not an escaped name")
 

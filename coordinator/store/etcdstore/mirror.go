@@ -1,7 +1,6 @@
 package etcdstore
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -67,19 +66,27 @@ func newState() state {
 	return state{topics: map[string]*coordinator.TopicRecord{}, groups: map[string]*mirrorGroup{}, byShard: map[int]map[string]*mirrorGroup{}}
 }
 
-// mirrorGroup is one group's latest records.
+// mirrorGroup is one group's latest records. A standby follows every
+// write of the set, and most of them are offset commits, of which it
+// needs only the last of each partition, when the group is read (a
+// rebuild or a takeover): so offset values are kept as etcd sends them
+// and decoded when the group is read, not each one as it comes (which
+// cost every node of a set the decoding of every commit of the set). The
+// group's other records change rarely in steady state and every rebuild
+// reads them, so they are decoded as they come.
 type mirrorGroup struct {
 	shard       int    // -1: the unsharded layout
 	version     uint64 // Mirror.version when it last changed
+	state       uint64 // Mirror.version when a record other than an offset last changed
 	group       *coordinator.GroupRecord
 	members     map[string]*coordinator.MemberRecord
 	assignments map[string]*coordinator.AssignmentRecord
-	offsets     map[coordinator.TopicPartition]*coordinator.OffsetRecord
-	bad         error // a key of the group that does not decode
+	offsets     map[string][]byte // offset keys' values, undecoded, by key
+	bad         map[string]error  // the keys, other than offsets, whose values do not decode
 }
 
 func (g *mirrorGroup) empty() bool {
-	return g.group == nil && len(g.members) == 0 && len(g.assignments) == 0 && len(g.offsets) == 0 && g.bad == nil
+	return g.group == nil && len(g.members) == 0 && len(g.assignments) == 0 && len(g.offsets) == 0 && len(g.bad) == 0
 }
 
 // ErrMirrorClosed is returned by a Mirror's methods after Close.
@@ -138,7 +145,7 @@ func (m *Mirror) reload(ctx context.Context, why string) error {
 		m.mu.Lock()
 		m.version++
 		for _, g := range st.groups {
-			g.version = m.version
+			g.version, g.state = m.version, m.version
 		}
 		m.state = st
 		m.loads++
@@ -238,14 +245,9 @@ func (m *Mirror) apply(wr clientv3.WatchResponse) {
 	m.version++
 	for _, ev := range wr.Events {
 		if ev.Type == clientv3.EventTypeDelete {
-			m.deleteKV(m.keys, string(ev.Kv.Key))
+			m.deleteKV(m.keys, string(ev.Kv.Key), m.version)
 		} else {
 			m.applyKV(m.keys, ev.Kv, m.version)
-		}
-		if pk, err := m.keys.parse(string(ev.Kv.Key)); err == nil && pk.group != "" {
-			if g := m.groups[pk.group]; g != nil {
-				g.version = m.version
-			}
 		}
 	}
 	// A response holds whole revisions: every write up to its last
@@ -253,28 +255,38 @@ func (m *Mirror) apply(wr clientv3.WatchResponse) {
 	m.setRevLocked(wr.Events[len(wr.Events)-1].Kv.ModRevision)
 }
 
-// applyKV takes a key's new value into topics and groups.
+// applyKV takes a key's new value into topics and groups; an offset's
+// value is kept as it is, and decoded when its group is read.
 func (st *state) applyKV(k keys, kv *mvccpb.KeyValue, version uint64) {
-	pk, err := k.parse(string(kv.Key))
+	key := string(kv.Key)
+	pk, err := k.parse(key)
 	if err != nil {
 		return // not a record: the loads skip it too (or fail on it)
 	}
 	switch pk.kind {
-	case kindTopic, kindGroup, kindMember, kindAssignment, kindOffset:
+	case kindTopic:
+		if r, err := decodeValue(pk, kv.Value); err == nil {
+			st.topics[pk.name] = r.(*coordinator.TopicRecord)
+		}
+		return
+	case kindOffset:
+		g := st.groupOf(pk)
+		g.version = version
+		g.offsets[key] = kv.Value
+		return
+	case kindGroup, kindMember, kindAssignment:
 	default:
 		return
 	}
-	r, err := decodeValue(pk, kv.Value)
-	if pk.kind == kindTopic {
-		if t, ok := r.(*coordinator.TopicRecord); ok && err == nil {
-			st.topics[t.Name] = t
-		}
-		return
-	}
 	g := st.groupOf(pk)
-	g.version = version
+	g.version, g.state = version, version
+	st.forget(g, pk, key)
+	r, err := decodeValue(pk, kv.Value)
 	if err != nil {
-		g.bad = fmt.Errorf("etcdstore: key %q: %w", kv.Key, err)
+		if g.bad == nil {
+			g.bad = map[string]error{}
+		}
+		g.bad[key] = fmt.Errorf("etcdstore: key %q: %w", key, err)
 		return
 	}
 	switch r := r.(type) {
@@ -284,25 +296,12 @@ func (st *state) applyKV(k keys, kv *mvccpb.KeyValue, version uint64) {
 		g.members[r.MemberID] = r
 	case *coordinator.AssignmentRecord:
 		g.assignments[r.MemberID] = r
-	case *coordinator.OffsetRecord:
-		g.offsets[coordinator.TopicPartition{Topic: r.Topic, Partition: r.Partition}] = r
 	}
 }
 
-// deleteKV takes a key's deletion into topics and groups.
-func (st *state) deleteKV(k keys, key string) {
-	pk, err := k.parse(key)
-	if err != nil {
-		return
-	}
-	if pk.kind == kindTopic {
-		delete(st.topics, pk.name)
-		return
-	}
-	g := st.groups[pk.group]
-	if g == nil {
-		return
-	}
+// forget drops what g holds of the key parsed as pk.
+func (st *state) forget(g *mirrorGroup, pk parsedKey, key string) {
+	delete(g.bad, key)
 	switch pk.kind {
 	case kindGroup:
 		g.group = nil
@@ -311,8 +310,33 @@ func (st *state) deleteKV(k keys, key string) {
 	case kindAssignment:
 		delete(g.assignments, pk.name)
 	case kindOffset:
-		delete(g.offsets, coordinator.TopicPartition{Topic: pk.name, Partition: pk.partition})
+		delete(g.offsets, key)
 	}
+}
+
+// deleteKV takes a key's deletion into topics and groups.
+func (st *state) deleteKV(k keys, key string, version uint64) {
+	pk, err := k.parse(key)
+	if err != nil {
+		return
+	}
+	switch pk.kind {
+	case kindTopic:
+		delete(st.topics, pk.name)
+		return
+	case kindGroup, kindMember, kindAssignment, kindOffset:
+	default:
+		return
+	}
+	g := st.groups[pk.group]
+	if g == nil {
+		return
+	}
+	g.version = version
+	if pk.kind != kindOffset {
+		g.state = version
+	}
+	st.forget(g, pk, key)
 	if g.empty() {
 		delete(st.groups, pk.group)
 		delete(st.byShard[g.shard], pk.group)
@@ -327,7 +351,7 @@ func (st *state) groupOf(pk parsedKey) *mirrorGroup {
 			shard = pk.shard
 		}
 		g = &mirrorGroup{shard: shard, members: map[string]*coordinator.MemberRecord{},
-			assignments: map[string]*coordinator.AssignmentRecord{}, offsets: map[coordinator.TopicPartition]*coordinator.OffsetRecord{}}
+			assignments: map[string]*coordinator.AssignmentRecord{}, offsets: map[string][]byte{}}
 		st.groups[pk.group] = g
 		if st.byShard[shard] == nil {
 			st.byShard[shard] = map[string]*mirrorGroup{}
@@ -395,6 +419,20 @@ func (m *Mirror) Versions(shard int) map[string]uint64 {
 	return out
 }
 
+// StateVersions returns the groups of shard (-1: of the unsharded layout)
+// with the version (a Versions version, or less) at which their records
+// other than offsets last changed: a standby that rebuilt a group at a
+// state version knows whether only offsets were committed since.
+func (m *Mirror) StateVersions(shard int) map[string]uint64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make(map[string]uint64, len(m.byShard[shard]))
+	for name, g := range m.byShard[shard] {
+		out[name] = g.state
+	}
+	return out
+}
+
 // Group returns one group's records in load order, as LoadGroup returns
 // them, with their version; nil records if the mirror has none.
 func (m *Mirror) Group(name string) ([]coordinator.Record, uint64, error) {
@@ -404,10 +442,11 @@ func (m *Mirror) Group(name string) ([]coordinator.Record, uint64, error) {
 	if g == nil {
 		return nil, 0, nil
 	}
-	if g.bad != nil {
-		return nil, g.version, g.bad
+	recs, err := g.records(m.keys, nil)
+	if err != nil {
+		return nil, g.version, err
 	}
-	return g.records(nil), g.version, nil
+	return recs, g.version, nil
 }
 
 // Records returns the records of shard's groups (-1: the unsharded
@@ -421,11 +460,10 @@ func (m *Mirror) Records(shard int) ([]coordinator.Record, error) {
 		out = append(out, m.topics[name])
 	}
 	for _, name := range slices.Sorted(maps.Keys(m.byShard[shard])) {
-		g := m.groups[name]
-		if g.bad != nil {
-			return nil, g.bad
+		var err error
+		if out, err = m.groups[name].records(m.keys, out); err != nil {
+			return nil, err
 		}
-		out = g.records(out)
 	}
 	return out, nil
 }
@@ -444,23 +482,31 @@ func (m *Mirror) Stats() MirrorStats {
 	return MirrorStats{Loads: m.loads, Resumes: m.resumes, Groups: len(m.groups)}
 }
 
-// records appends g's records in RecordSet's load order.
-func (g *mirrorGroup) records(out []coordinator.Record) []coordinator.Record {
-	if g.group != nil {
-		out = append(out, g.group)
+// records appends g's records in RecordSet's load order, decoding its
+// offsets; a value that does not decode fails the group, naming its key.
+func (g *mirrorGroup) records(k keys, out []coordinator.Record) ([]coordinator.Record, error) {
+	for _, key := range slices.Sorted(maps.Keys(g.bad)) {
+		return out, g.bad[key]
 	}
+	gr := groupRecords{group: g.group, offsets: make([]*coordinator.OffsetRecord, 0, len(g.offsets))}
 	for _, id := range slices.Sorted(maps.Keys(g.members)) {
-		out = append(out, g.members[id])
+		gr.members = append(gr.members, g.members[id])
 	}
 	for _, id := range slices.Sorted(maps.Keys(g.assignments)) {
-		out = append(out, g.assignments[id])
+		gr.assignments = append(gr.assignments, g.assignments[id])
 	}
-	for _, tp := range slices.SortedFunc(maps.Keys(g.offsets), func(a, b coordinator.TopicPartition) int {
-		return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
-	}) {
-		out = append(out, g.offsets[tp])
+	for key, val := range g.offsets {
+		pk, err := k.parse(key)
+		if err == nil {
+			var r coordinator.Record
+			if r, err = decodeValue(pk, val); err == nil {
+				gr.add(r)
+				continue
+			}
+		}
+		return out, fmt.Errorf("etcdstore: key %q: %w", key, err)
 	}
-	return out
+	return gr.appendRecords(out), nil
 }
 
 // Close stops following; the mirror's methods fail afterwards, but the

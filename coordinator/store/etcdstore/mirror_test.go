@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"reflect"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -213,4 +214,80 @@ func heapInUse() int64 {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	return int64(ms.HeapAlloc)
+}
+
+// TestMirrorBadValue: the mirror decodes a group when it is read, so a
+// value that does not decode fails that group's read (naming its key),
+// and only while etcd holds it; the other groups read as before.
+func TestMirrorBadValue(t *testing.T) {
+	s, cli, prefix := open(t)
+	mirrorWrites(t, s, 0)
+	m := openMirror(t, cli, prefix)
+	key := prefix + "groups/r0-g0/offsets/" + testgroups.Topic.Name + "/1"
+	if _, err := cli.Put(testenv.Context(t), key, `{"o":"not a number"}`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Sync(testenv.Context(t)); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := m.Group("r0-g0"); err == nil || !strings.Contains(err.Error(), key) {
+		t.Errorf("Group of the group with a bad value: %v, want an error naming %q", err, key)
+	}
+	if _, err := m.Records(-1); err == nil {
+		t.Error("Records with a bad value: no error")
+	}
+	if _, _, err := m.Group("r0-g2"); err != nil {
+		t.Errorf("Group of another group: %v", err)
+	}
+	persist(t, s, &coordinator.OffsetRecord{Group: "r0-g0", Topic: testgroups.Topic.Name, Partition: 1, Offset: 7})
+	sameAsStore(t, m, s, -1)
+
+	// A member's value, which the mirror decodes as it comes.
+	resp, err := cli.Get(testenv.Context(t), prefix+"groups/r0-g2/members/", clientv3.WithPrefix(), clientv3.WithLimit(1))
+	if err != nil || len(resp.Kvs) != 1 {
+		t.Fatalf("reading a member key: %v", err)
+	}
+	member := resp.Kvs[0]
+	if _, err := cli.Put(testenv.Context(t), string(member.Key), `{"st":"long"}`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Sync(testenv.Context(t)); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := m.Group("r0-g2"); err == nil || !strings.Contains(err.Error(), string(member.Key)) {
+		t.Errorf("Group of the group with a bad member value: %v, want an error naming %q", err, member.Key)
+	}
+	if _, err := cli.Put(testenv.Context(t), string(member.Key), string(member.Value)); err != nil {
+		t.Fatal(err)
+	}
+	sameAsStore(t, m, s, -1)
+}
+
+// TestMirrorStateVersions: an offset commit changes its group's version
+// but not its state version; a write of anything else changes both.
+func TestMirrorStateVersions(t *testing.T) {
+	s, cli, prefix := open(t)
+	mirrorWrites(t, s, 0)
+	m := openMirror(t, cli, prefix)
+	sync := func() (uint64, uint64) {
+		t.Helper()
+		if _, err := m.Sync(testenv.Context(t)); err != nil {
+			t.Fatal(err)
+		}
+		return m.Versions(-1)["r0-g2"], m.StateVersions(-1)["r0-g2"]
+	}
+	v0, s0 := sync()
+	if v0 == 0 || s0 != v0 {
+		t.Fatalf("after the first read: version %d, state version %d; want them equal and set", v0, s0)
+	}
+	persist(t, s, &coordinator.OffsetRecord{Group: "r0-g2", Topic: testgroups.Topic.Name, Partition: 3, Offset: 99})
+	v1, s1 := sync()
+	if v1 == v0 || s1 != s0 {
+		t.Fatalf("after an offset commit: version %d to %d, state version %d to %d; want the version alone changed", v0, v1, s0, s1)
+	}
+	persist(t, s, &coordinator.GroupRecord{Group: "r0-g2", Type: coordinator.Consumer, Epoch: 1234})
+	v2, s2 := sync()
+	if v2 == v1 || s2 != v2 {
+		t.Fatalf("after a group write: version %d to %d, state version %d to %d; want both changed", v1, v2, s1, s2)
+	}
 }

@@ -404,6 +404,12 @@ func (c *collected) add(k keys, key string, val []byte) error {
 		g = &groupRecords{}
 		c.groups[pk.group] = g
 	}
+	g.add(r)
+	return nil
+}
+
+// add takes one of the group's records.
+func (g *groupRecords) add(r coordinator.Record) {
 	switch r := r.(type) {
 	case *coordinator.GroupRecord:
 		g.group = r
@@ -414,7 +420,6 @@ func (c *collected) add(k keys, key string, val []byte) error {
 	case *coordinator.OffsetRecord:
 		g.offsets = append(g.offsets, r)
 	}
-	return nil
 }
 
 // records returns the records in RecordSet's load order. Escaped keys do
@@ -427,24 +432,29 @@ func (c *collected) records() []coordinator.Record {
 		out = append(out, t)
 	}
 	for _, name := range slices.Sorted(maps.Keys(c.groups)) {
-		g := c.groups[name]
-		if g.group != nil {
-			out = append(out, g.group)
-		}
-		slices.SortFunc(g.members, func(a, b *coordinator.MemberRecord) int { return cmp.Compare(a.MemberID, b.MemberID) })
-		for _, m := range g.members {
-			out = append(out, m)
-		}
-		slices.SortFunc(g.assignments, func(a, b *coordinator.AssignmentRecord) int { return cmp.Compare(a.MemberID, b.MemberID) })
-		for _, a := range g.assignments {
-			out = append(out, a)
-		}
-		slices.SortFunc(g.offsets, func(a, b *coordinator.OffsetRecord) int {
-			return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
-		})
-		for _, o := range g.offsets {
-			out = append(out, o)
-		}
+		out = c.groups[name].appendRecords(out)
+	}
+	return out
+}
+
+// appendRecords appends the group's records in RecordSet's load order.
+func (g *groupRecords) appendRecords(out []coordinator.Record) []coordinator.Record {
+	if g.group != nil {
+		out = append(out, g.group)
+	}
+	slices.SortFunc(g.members, func(a, b *coordinator.MemberRecord) int { return cmp.Compare(a.MemberID, b.MemberID) })
+	for _, m := range g.members {
+		out = append(out, m)
+	}
+	slices.SortFunc(g.assignments, func(a, b *coordinator.AssignmentRecord) int { return cmp.Compare(a.MemberID, b.MemberID) })
+	for _, a := range g.assignments {
+		out = append(out, a)
+	}
+	slices.SortFunc(g.offsets, func(a, b *coordinator.OffsetRecord) int {
+		return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
+	})
+	for _, o := range g.offsets {
+		out = append(out, o)
 	}
 	return out
 }

@@ -32,7 +32,7 @@ const opOverhead = 16
 type writeOp struct {
 	key  string
 	end  string // a range deletion's end; "" for one key
-	val  []byte
+	val  string
 	put  bool
 	dead bool // folded away
 }
@@ -49,7 +49,9 @@ type plannedTxn struct {
 	records int
 }
 
-func newPlannedTxn() *plannedTxn { return &plannedTxn{index: make(map[string]int)} }
+func newPlannedTxn(hint int) *plannedTxn {
+	return &plannedTxn{ops: make([]writeOp, 0, hint), index: make(map[string]int, hint)}
+}
 
 func (t *plannedTxn) inDeletedRange(key string) bool {
 	for _, r := range t.ranges {
@@ -107,7 +109,7 @@ func (t *plannedTxn) clientOps() []clientv3.Op {
 		switch {
 		case o.dead:
 		case o.put:
-			out = append(out, clientv3.OpPut(o.key, string(o.val)))
+			out = append(out, clientv3.OpPut(o.key, o.val))
 		case o.end != "":
 			out = append(out, clientv3.OpDelete(o.key, clientv3.WithRange(o.end)))
 		default:
@@ -120,41 +122,39 @@ func (t *plannedTxn) clientOps() []clientv3.Op {
 // trimEvery is how often (in epochs) a group's generation log is trimmed.
 const trimEvery = 32
 
-// recordOps returns the operations that apply r, in RecordSet's terms.
-func (k keys) recordOps(r coordinator.Record) []writeOp {
-	put := func(key string) writeOp { return writeOp{key: key, val: encodeValue(r), put: true} }
-	del := func(key string) writeOp { return writeOp{key: key} }
+// appendRecordOps appends the operations that apply r, in RecordSet's
+// terms, to ops.
+func (k keys) appendRecordOps(ops []writeOp, r coordinator.Record) []writeOp {
 	switch r := r.(type) {
 	case *coordinator.GroupRecord:
 		if !r.Deleted {
-			return []writeOp{put(k.group(r.Group))}
+			return append(ops, putOp(k.group(r.Group), r))
 		}
 		rest := k.groupRest(r.Group)
-		return []writeOp{
-			{key: rest[0].start, end: rest[0].end},
-			{key: rest[1].start, end: rest[1].end},
-			put(k.group(r.Group)),
-		}
+		return append(ops,
+			writeOp{key: rest[0].start, end: rest[0].end},
+			writeOp{key: rest[1].start, end: rest[1].end},
+			putOp(k.group(r.Group), r))
 	case *coordinator.MemberRecord:
 		if r.Deleted {
-			return []writeOp{del(k.member(r.Group, r.MemberID)), del(k.assignment(r.Group, r.MemberID))}
+			return append(ops, writeOp{key: k.member(r.Group, r.MemberID)}, writeOp{key: k.assignment(r.Group, r.MemberID)})
 		}
-		return []writeOp{put(k.member(r.Group, r.MemberID))}
+		return append(ops, putOp(k.member(r.Group, r.MemberID), r))
 	case *coordinator.AssignmentRecord:
-		return []writeOp{put(k.assignment(r.Group, r.MemberID))}
+		return append(ops, putOp(k.assignment(r.Group, r.MemberID), r))
 	case *coordinator.OffsetRecord:
 		key := k.offset(r.Group, r.Topic, r.Partition)
 		if r.Deleted {
-			return []writeOp{del(key)}
+			return append(ops, writeOp{key: key})
 		}
-		return []writeOp{put(key)}
+		return append(ops, writeOp{key: key, val: offsetValueString(r), put: true})
 	case *coordinator.TopicRecord:
 		if r.Deleted {
-			return []writeOp{del(k.topic(r.Name))}
+			return append(ops, writeOp{key: k.topic(r.Name)})
 		}
-		return []writeOp{put(k.topic(r.Name))}
+		return append(ops, putOp(k.topic(r.Name), r))
 	case *coordinator.GenerationRecord:
-		ops := []writeOp{put(k.logEntry(r.Group, r.Epoch))}
+		ops = append(ops, putOp(k.logEntry(r.Group, r.Epoch), r))
 		// Retention: trim once every trimEvery entries (a range deletion
 		// per write would cost etcd an index walk for nothing), so a log
 		// holds at most retention + trimEvery entries.
@@ -163,16 +163,33 @@ func (k keys) recordOps(r coordinator.Record) []writeOp {
 		}
 		return ops
 	}
-	return nil // store.Check admitted only the types above
+	return ops // store.Check admitted only the types above
+}
+
+func putOp(key string, r coordinator.Record) writeOp {
+	return writeOp{key: key, val: string(encodeValue(r)), put: true}
+}
+
+// offsetValueString is encodeValue(r) as a string, made with one
+// allocation when the fast path takes r: offset commits are most of what
+// a node writes.
+func offsetValueString(r *coordinator.OffsetRecord) string {
+	var buf [128]byte
+	if b, ok := appendOffsetFast(buf[:0], r); ok {
+		return string(b)
+	}
+	return string(encodeValue(r))
 }
 
 // plan turns recs into transactions of at most maxOps operations and,
 // unless one record alone is larger, maxBytes bytes.
 func (k keys) plan(recs []coordinator.Record, maxOps, maxBytes int) []*plannedTxn {
 	var out []*plannedTxn
-	cur := newPlannedTxn()
+	hint := min(len(recs), maxOps)
+	cur := newPlannedTxn(hint)
+	var ops []writeOp // reused: a record has a few operations at most
 	for _, r := range recs {
-		ops := k.recordOps(r)
+		ops = k.appendRecordOps(ops[:0], r)
 		size, grow, conflict := 0, 0, false
 		for i := range ops {
 			o := &ops[i]
@@ -190,7 +207,7 @@ func (k keys) plan(recs []coordinator.Record, maxOps, maxBytes int) []*plannedTx
 		// more.
 		if cur.live > 0 && (conflict || cur.live+grow > maxOps || cur.bytes+size > maxBytes) {
 			out = append(out, cur)
-			cur = newPlannedTxn()
+			cur = newPlannedTxn(hint)
 		}
 		for _, o := range ops {
 			cur.add(o)
