@@ -135,7 +135,9 @@ func (c *Claim) usable() error {
 	}
 }
 
-// commit sends the fenced OffsetCommit. A STALE_MEMBER_EPOCH that races
+// commit sends the fenced OffsetCommit to the coordinator the heartbeats
+// go to (toCoordinator), which finds it again if it moved. A
+// STALE_MEMBER_EPOCH that races
 // an epoch bump (the member epoch changed since the request was built) is
 // retried with the new epoch, as Kafka's clients do.
 func (s *Session) commit(ctx context.Context, c *Claim, offset int64, metadata string) error {
@@ -156,10 +158,13 @@ func (s *Session) commit(ctx context.Context, c *Claim, offset int64, metadata s
 		rt.Partitions = append(rt.Partitions, rp)
 		req.Topics = append(req.Topics, rt)
 
-		resp, err := req.RequestWith(ctx, s.cl)
+		raw, err := s.toCoordinator(ctx, req, func(r kmsg.Response) int16 {
+			return commitCode(r.(*kmsg.OffsetCommitResponse), c)
+		})
 		if err != nil {
 			return fmt.Errorf("member: commit of %v: %w", c, err)
 		}
+		resp := raw.(*kmsg.OffsetCommitResponse)
 		if req.Version < 9 {
 			return fmt.Errorf("member: commit of %v: the coordinator speaks OffsetCommit v%d, fenced commits need v9", c, req.Version)
 		}
@@ -179,6 +184,22 @@ func (s *Session) commit(ctx context.Context, c *Claim, offset int64, metadata s
 		}
 		return fmt.Errorf("member: commit of %v: %w", c, err)
 	}
+}
+
+// commitCode is the partition's error code in a commit response, 0 if
+// the response does not mention it (commitAnswer says so).
+func commitCode(resp *kmsg.OffsetCommitResponse, c *Claim) int16 {
+	for _, t := range resp.Topics {
+		if t.Topic != c.topic && t.TopicID != c.topicID {
+			continue
+		}
+		for _, p := range t.Partitions {
+			if p.Partition == c.partition {
+				return p.ErrorCode
+			}
+		}
+	}
+	return 0
 }
 
 // commitAnswer finds the partition's error in a commit response.

@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap"
 )
 
 // The session finds its group's coordinator itself and heartbeats that
@@ -196,4 +197,66 @@ func staleCoordinator(err error, code int16) bool {
 	e := kerr.ErrorForCode(code)
 	return errors.Is(e, kerr.NotCoordinator) || errors.Is(e, kerr.CoordinatorNotAvailable) ||
 		errors.Is(e, kerr.CoordinatorLoadInProgress)
+}
+
+// Requests about the group's offsets go to the coordinator the session
+// heartbeats, too (toCoordinator), not through kgo's coordinator cache:
+// kgo looks its coordinator up on one broker of its choosing and keeps
+// it until a request fails, so a commit after the coordinator froze went
+// to the frozen node and waited out kgo's 10 s RequestTimeoutOverhead
+// while the heartbeats had long moved on.
+
+// coordinatorRetryWait bounds how long one commit or offset read keeps
+// finding the group's coordinator again after it moved, as kgo's
+// RetryTimeout (30 s) bounds its own retries.
+const coordinatorRetryWait = 30 * time.Second
+
+// coordinatorBackoff is the first pause between two tries of a request
+// whose coordinator moved; it doubles up to a second.
+const coordinatorBackoff = 50 * time.Millisecond
+
+// toCoordinator sends req to the group's coordinator (coordinatorID, the
+// broker the heartbeats go to), each try bounded by RequestTimeout, and
+// returns its answer. A transport error, or an answer whose code (read
+// by code) says the broker does not or not yet coordinate the group,
+// forgets that coordinator, as a heartbeat's would, and the request goes
+// again to the one found next, until ctx ends or coordinatorRetryWait
+// passes; then the last error is returned. Any other answer, stale
+// epochs included, is the caller's to read.
+func (s *Session) toCoordinator(ctx context.Context, req kmsg.Request, code func(kmsg.Response) int16) (kmsg.Response, error) {
+	ctx, cancel := context.WithTimeout(ctx, coordinatorRetryWait)
+	defer cancel()
+	backoff := coordinatorBackoff
+	for {
+		id, err := s.coordinatorID(ctx)
+		if err == nil {
+			tctx, tcancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
+			var resp kmsg.Response
+			resp, err = s.cl.Broker(int(id)).Request(tctx, req)
+			tcancel()
+			var c int16
+			if err == nil {
+				c = code(resp)
+			}
+			if !staleCoordinator(err, c) {
+				return resp, nil
+			}
+			s.forgetCoordinator(id)
+			if err != nil {
+				// As after a failed heartbeat: the survivors'
+				// Metadata points the dead node's ID elsewhere.
+				s.cl.ForceMetadataRefresh()
+			} else {
+				err = kerr.ErrorForCode(c)
+			}
+			s.log.Debug("request to the group's coordinator failed; finding it again",
+				zap.Int32("coordinator", id), zap.Int16("key", req.Key()), zap.Error(err))
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, time.Second)
+	}
 }

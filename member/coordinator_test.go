@@ -3,6 +3,7 @@ package member
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -114,5 +115,78 @@ func TestJoinWhileCoordinatorFrozen(t *testing.T) {
 		if took := time.Since(start); took > 5*time.Second {
 			t.Fatalf("member %d (%s) took %v to join", i, s.MemberID(), took)
 		}
+	}
+}
+
+// TestCommitWhileCoordinatorFrozen: a member commits, its coordinator
+// freezes (connections open, nothing answered) and another broker takes
+// the group over; once the heartbeats reach the new coordinator, a commit
+// goes there too and is accepted. Through kgo's coordinator cache it went
+// to the frozen broker kgo had looked up for the first commit, and waited
+// out kgo's 10 s RequestTimeoutOverhead, past the commit's deadline.
+func TestCommitWhileCoordinatorFrozen(t *testing.T) {
+	c, err := kfake.NewCluster(
+		kfake.NumBrokers(3),
+		kfake.SeedTopics(testParts, testTopic),
+		kfake.BrokerConfigs(map[string]string{
+			"group.consumer.heartbeat.interval.ms": fmt.Sprint(testInterval.Milliseconds()),
+			"group.consumer.session.timeout.ms":    fmt.Sprint(testSession.Milliseconds()),
+		}),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	var frozen atomic.Int32
+	frozen.Store(-1)
+	c.Control(func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		return nil, nil, c.CurrentNode() == frozen.Load()
+	})
+	claims := make(chan *Claim, testParts)
+	h := func(cl *Claim) {
+		claims <- cl
+		<-cl.Context().Done()
+	}
+	s := join(t, testConfig(t, c.ListenAddrs()), h)
+	var claim *Claim
+	select {
+	case claim = <-claims:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no claim within 10 s")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	err = claim.Commit(ctx, 1, "")
+	cancel()
+	if err != nil {
+		t.Fatalf("commit before the freeze: %v", err)
+	}
+
+	old := c.CoordinatorFor("g")
+	frozen.Store(old)
+	for c.CoordinatorFor("g") == old {
+		c.RehashCoordinators()
+	}
+	now := c.CoordinatorFor("g")
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		s.coord.mu.Lock()
+		id := s.coord.id
+		s.coord.mu.Unlock()
+		if id == now {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the heartbeats did not reach the new coordinator %d within 10 s (at %d)", now, id)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !claim.State().Held() {
+		t.Fatalf("the claim was lost while the coordinator moved (%v)", claim.State())
+	}
+	ctx, cancel = context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := claim.Commit(ctx, 2, ""); err != nil {
+		t.Fatalf("commit after coordinator %d froze and %d took over: %v", old, now, err)
 	}
 }

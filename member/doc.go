@@ -118,6 +118,8 @@
 // wrapping epoch.ErrStale and the claim is Lost. A commit on a Suspect,
 // Lost or released claim is refused without a request. (kfake and Kafka
 // check the member and its epoch, not which member owns the partition.)
+// The commit goes to the coordinator the heartbeats go to, found again if
+// it moved, not through kgo's coordinator cache (docs/FAILOVER.md).
 // [Claim.Committed] reads the committed offset, with an OffsetFetch v9.
 //
 // # Leaving
