@@ -74,6 +74,15 @@ type coordNode struct {
 	latest map[string]connKey
 	// connCloses counts the closes the coordinator heard and acted on.
 	connCloses int64
+	// viewChanged is when the set's view last changed (zero: never), as
+	// the successor saw it: a fail-over changes it at once, since the
+	// survivors' probe finds the crashed leader's listener refusing. A
+	// close within settle of it starts no grace
+	// (coordinator.ViewSettling), as in the server; connSettling counts
+	// those closes.
+	viewChanged  time.Time
+	settle       time.Duration
+	connSettling int64
 
 	// down is set from a fail-over until its successor has taken over:
 	// requests sent to the coordinator meanwhile are lost. failovers
@@ -153,6 +162,7 @@ func newCoordNode(w *world) (*coordNode, error) {
 	c.cfg.ConsumerHeartbeatInterval = t.HeartbeatInterval
 	c.cfg.InitialRebalanceDelay = t.InitialRebalanceDelay
 	c.cfg.ConnLossGrace = t.ConnLossGrace
+	c.settle = t.ViewSettle
 	c.cfg.TakeoverGrace = t.TakeoverGrace
 	c.cfg.Topics = c.topics
 	if err := c.cfg.Validate(); err != nil {
@@ -233,6 +243,14 @@ func (c *coordNode) connClosed(w *world, k connKey) {
 		return
 	}
 	delete(c.latest, id)
+	if coordinator.ViewSettling(c.viewChanged, w.clock.now.Time(), c.settle) {
+		// The server passes it over: the member goes at its session
+		// timeout if it is not heard from again.
+		c.connSettling++
+		w.traceNote(noteSettled, k.ref.node, 0)
+		w.traceLine("coord", "connection %d of %s#%d closed (member %s) while the view settles: no grace", k.conn, w.nodes[k.ref.node].name, k.ref.inc, id)
+		return
+	}
 	c.connCloses++
 	w.traceLine("coord", "connection %d of %s#%d closed (member %s)", k.conn, w.nodes[k.ref.node].name, k.ref.inc, id)
 	var start time.Time
@@ -408,6 +426,7 @@ func (c *coordNode) failover(w *world, takeover time.Duration) {
 	c.g = nil
 	clear(c.conns)
 	clear(c.latest)
+	c.viewChanged = w.clock.now.Time()
 	c.timerAt = vnever
 	w.traceLine("coord", "fail-over: leader lost, successor in %v", takeover)
 	w.schedule(event{at: w.clock.now + vtime(takeover), kind: evTakeover})

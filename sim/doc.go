@@ -76,7 +76,9 @@
 // those wait for the session timeout. conn-drops closes a random live
 // member's connection under it (a proxy's idle timeout); the member opens
 // a new one with its next request, and keeps its place if that comes
-// within the grace. A fail-over forgets every connection. With the
+// within the grace. A fail-over forgets every connection, and changes the
+// HA set's view: a close within timing view-settle= of it starts no grace
+// (coordinator.ViewSettling, as in the server). With the
 // coordinator's TCP keepalive (timing keepalive=), a host crash or a cut
 // starts a clock instead: once the member's host has answered nothing for
 // that long, its connection is aborted and counts as closed; a paused

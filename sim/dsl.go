@@ -30,7 +30,7 @@ type cmdArg struct{ key, val string }
 //
 //	members n=16 static=false start=uniform(min=1s,max=3s) assignor=uniform
 //	topic name=work partitions=64
-//	timing heartbeat=1s session=10s rebalance=30s initial-delay=3s margin=200ms drift=0.01 request-timeout=1s conn-grace=3s keepalive=15s takeover-grace=30s
+//	timing heartbeat=1s session=10s rebalance=30s initial-delay=3s margin=200ms drift=0.01 request-timeout=1s conn-grace=3s view-settle=10s keepalive=15s takeover-grace=30s
 //	clocks skew=0.005
 //	network delay=lognormal(median=2ms,p99=20ms) loss=0.001 dup=0.0001 reorder=0.01
 //	link nodes=(m1,m2) delay=50ms loss=0.01
@@ -466,6 +466,7 @@ func compileTiming(s *Scenario, a *argReader) {
 	a.fraction("drift", &t.MaxDrift, 0.5)
 	a.duration("request-timeout", &t.RequestTimeout)
 	a.duration("conn-grace", &t.ConnLossGrace)
+	a.duration("view-settle", &t.ViewSettle)
 	a.duration("keepalive", &t.KeepAlive)
 	a.duration("takeover-grace", &t.TakeoverGrace)
 }

@@ -37,7 +37,7 @@ run for=10m
 	}
 	want := sim.Timing{HeartbeatInterval: 500 * time.Millisecond, SessionTimeout: 5 * time.Second,
 		RebalanceTimeout: 20 * time.Second, InitialRebalanceDelay: time.Second, Margin: 100 * time.Millisecond, MaxDrift: 0.02,
-		ConnLossGrace: sim.DefaultTiming().ConnLossGrace}
+		ConnLossGrace: sim.DefaultTiming().ConnLossGrace, ViewSettle: sim.DefaultTiming().ViewSettle}
 	if sc.Timing != want {
 		t.Errorf("timing %+v, want %+v", sc.Timing, want)
 	}

@@ -145,7 +145,11 @@ type Churn struct {
 	// dropped under live members (conn-drops).
 	ConnLossExpulsions int64 `json:"conn_loss_expulsions"`
 	ConnCloses         int64 `json:"conn_closes"`
-	ConnDrops          int64 `json:"conn_drops"`
+	// ConnSettling counts the closes the coordinator passed over because
+	// they came while the set's view settled after a fail-over
+	// (Timing.ViewSettle): those members wait for their session timeout.
+	ConnSettling int64 `json:"conn_closes_settling,omitempty"`
+	ConnDrops    int64 `json:"conn_drops"`
 	// FalseExpulsions counts expirations and removals of members whose
 	// process was alive and had not been asked to leave.
 	FalseExpulsions int64 `json:"false_expulsions"`
@@ -280,6 +284,7 @@ func (w *world) report() *Report {
 		Removals:           m.removals,
 		ConnLossExpulsions: m.connLossExpulsions,
 		ConnCloses:         w.coord.connCloses,
+		ConnSettling:       w.coord.connSettling,
 		ConnDrops:          m.connDrops,
 		FalseExpulsions:    int64(len(m.falseExpulsions)),
 		MemberDays:         float64(aliveNs) / float64(24*time.Hour),
@@ -380,6 +385,7 @@ func (r *Report) Metrics() []Metric {
 		{"churn.removals", float64(c.Removals)},
 		{"churn.conn_loss_expulsions", float64(c.ConnLossExpulsions)},
 		{"churn.conn_closes", float64(c.ConnCloses)},
+		{"churn.conn_closes_settling", float64(c.ConnSettling)},
 		{"churn.conn_drops", float64(c.ConnDrops)},
 		{"churn.false_expulsions", float64(c.FalseExpulsions)},
 		{"churn.false_expulsions_per_member_day", perDay},
@@ -448,7 +454,11 @@ func (r *Report) WriteText(w io.Writer) error {
 	p("  partition moves\t%d\t(owner changes %d, fewest possible %d)", c.Moves, c.OwnerChanges, c.MinMoves)
 	p("  joins / leaves\t%d / %d", c.Joins, c.Leaves)
 	p("  expirations / removals\t%d / %d\t(%d after a closed connection)", c.Expirations, c.Removals, c.ConnLossExpulsions)
-	p("  connections closed / dropped\t%d / %d", c.ConnCloses, c.ConnDrops)
+	if c.ConnSettling > 0 {
+		p("  connections closed / dropped\t%d / %d\t(%d more closed while the view settled: no grace)", c.ConnCloses, c.ConnDrops, c.ConnSettling)
+	} else {
+		p("  connections closed / dropped\t%d / %d", c.ConnCloses, c.ConnDrops)
+	}
 	perDay := 0.0
 	if c.MemberDays > 0 {
 		perDay = float64(c.FalseExpulsions) / c.MemberDays

@@ -101,6 +101,13 @@ type Timing struct {
 	// and that is not heard from within it is expelled then, rather than
 	// at its session timeout. Zero turns it off, as in Kafka.
 	ConnLossGrace time.Duration
+	// ViewSettle is how long after the HA set's view changes a closed
+	// connection starts no connection-loss grace
+	// (coordinator.ViewSettling; tenure serve --view-settle): clients
+	// then close connections themselves to follow the view. A fail-over
+	// changes the view at once: the survivors' probe finds the crashed
+	// leader down. Zero: every close starts the grace.
+	ViewSettle time.Duration
 	// KeepAlive is the coordinator's TCP keepalive timeout (tenure serve
 	// --conn-keepalive): when a member's host has answered nothing on its
 	// connection for this long, not even the kernel's keepalive probes,
@@ -135,6 +142,7 @@ func DefaultTiming() Timing {
 		Margin:                et.Margin,
 		MaxDrift:              et.MaxDrift,
 		ConnLossGrace:         cc.ConnLossGrace,
+		ViewSettle:            coordinator.DefaultViewSettle,
 	}
 }
 
@@ -186,6 +194,9 @@ func (t Timing) Validate() error {
 	if t.ConnLossGrace < 0 {
 		errs = append(errs, fmt.Errorf("%w: connection-loss grace %v is negative", epoch.ErrUnsafeTiming, t.ConnLossGrace))
 	}
+	if t.ViewSettle < 0 {
+		errs = append(errs, fmt.Errorf("%w: view settle %v is negative", epoch.ErrUnsafeTiming, t.ViewSettle))
+	}
 	if t.TakeoverGrace < 0 {
 		errs = append(errs, fmt.Errorf("%w: takeover grace %v is negative", epoch.ErrUnsafeTiming, t.TakeoverGrace))
 	}
@@ -221,6 +232,11 @@ func (t Timing) String() string {
 		s += fmt.Sprintf(" request-timeout=%v", t.RequestTimeout)
 	}
 	s += fmt.Sprintf(" conn-grace=%v", t.ConnLossGrace)
+	// The window matters only with the grace; tenure's default is left
+	// out, so that reports of runs without fail-overs read as before.
+	if t.ConnLossGrace > 0 && t.ViewSettle != coordinator.DefaultViewSettle {
+		s += fmt.Sprintf(" view-settle=%v", t.ViewSettle)
+	}
 	if t.KeepAlive > 0 {
 		s += fmt.Sprintf(" keepalive=%v", t.KeepAlive)
 	}

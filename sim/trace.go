@@ -24,6 +24,7 @@ const (
 	noteCoord    // a coordinator event (arg: kind, arg2: epoch)
 	noteWrite    // a stale write (arg: partition, arg2: token)
 	noteRecord   // the coordinator persisted a record (arg: type)
+	noteSettled  // a close passed over while the view settled (arg: node)
 	noteKinds
 )
 
@@ -36,6 +37,7 @@ var noteKindNames = [...]string{
 	noteCoord:    "coord",
 	noteWrite:    "stale-write",
 	noteRecord:   "persist",
+	noteSettled:  "settling",
 }
 
 func (k noteKind) String() string {

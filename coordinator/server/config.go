@@ -353,7 +353,7 @@ func DefaultConfig() Config {
 		TopicRefresh:      time.Second,
 		PeerProbe:         250 * time.Millisecond,
 		CoordinatorWait:   6 * time.Second,
-		ViewSettle:        10 * time.Second,
+		ViewSettle:        coordinator.DefaultViewSettle,
 		SASLMechanisms:    []string{ScramSHA256, ScramSHA512},
 		AuthTimeout:       10 * time.Second,
 		AuthFailureDelay:  100 * time.Millisecond,

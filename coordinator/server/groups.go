@@ -96,12 +96,6 @@ func newGroupRegistry(s *Server, tm *term) *groupRegistry {
 // for one the term's takeover has still to install,
 // COORDINATOR_NOT_AVAILABLE at the group limit or at shutdown.
 func (r *groupRegistry) get(name string, create bool) (e *groupEntry, code int16) {
-	return r.find(name, create, true)
-}
-
-// find is get; install says whether a pending group may be installed
-// (or waited for) by this call.
-func (r *groupRegistry) find(name string, create, install bool) (e *groupEntry, code int16) {
 	r.mu.RLock()
 	e, closed, pending := r.m[name], r.closed, r.isPending(name)
 	r.mu.RUnlock()
@@ -112,16 +106,10 @@ func (r *groupRegistry) find(name string, create, install bool) (e *groupEntry, 
 		return e, 0
 	case pending:
 		// The takeover has not installed it yet: install it now, ahead
-		// of its turn, or, if that is under way, wait for it a little.
-		if to := r.tm.takeover.Load(); install && to != nil {
-			mine, done := to.claim(name)
-			if mine {
-				to.install(name)
-				return r.find(name, create, false)
-			}
-			if to.await(name, done) {
-				return r.find(name, create, false)
-			}
+		// of its turn, unless the takeover is doing so already.
+		if to := r.tm.takeover.Load(); to != nil && to.claim(name) {
+			to.install(name)
+			return r.get(name, create)
 		}
 		return nil, kerr.CoordinatorLoadInProgress.Code
 	case !create:

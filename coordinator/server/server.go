@@ -52,11 +52,6 @@ type Server struct {
 	// core, inside the recovery that contains a core's panic to its
 	// group.
 	coreHook func(group string)
-	// takeoverWaitHook, if set (by tests), runs when a request starts
-	// waiting for a group another is installing (takeover.await), which
-	// it waits for up to installWait (tests lengthen it).
-	takeoverWaitHook func(group string)
-	installWait      time.Duration
 
 	// storeCtx is the context of store calls: it outlives the Serve
 	// context so that a request being handled at shutdown still
@@ -107,8 +102,6 @@ func New(cfg Config) (*Server, error) {
 		topics:   newTopicRegistry(cfg.MaxTopics, cfg.MaxPartitions),
 		conns:    make(map[*conn]struct{}),
 		storeCtx: context.Background(),
-
-		installWait: installWait,
 	}
 	s.authz = newAuthz(&cfg)
 	s.signing = newSigning(&cfg)

@@ -25,11 +25,9 @@ type takeover struct {
 	versions map[string]uint64 // read-only once prepared
 	names    []string          // sorted
 
-	mu    sync.Mutex
-	built map[string]*builtGroup
-	// claimed holds, for each group claimed for install, a channel
-	// closed once it is installed (or left to the store).
-	claimed map[string]chan struct{}
+	mu      sync.Mutex
+	built   map[string]*builtGroup
+	claimed map[string]bool
 	warm    int
 	cold    int
 	offline int
@@ -62,7 +60,7 @@ func (sb *standby) prepare(ctx context.Context, tm *term) (*takeover, error) {
 		}
 	}
 	sb.mu.Unlock()
-	to.claimed = make(map[string]chan struct{}, len(to.versions))
+	to.claimed = make(map[string]bool, len(to.versions))
 	to.names = slices.Sorted(maps.Keys(to.versions))
 	tm.groups.expect(to.names)
 	tm.takeover.Store(to)
@@ -80,7 +78,7 @@ func (to *takeover) run(ctx context.Context) (warm, cold, offline int) {
 		if ctx.Err() != nil || !tm.valid(time.Now()) {
 			break
 		}
-		if mine, _ := to.claim(name); mine {
+		if to.claim(name) {
 			to.install(name)
 		}
 	}
@@ -99,45 +97,16 @@ func (to *takeover) run(ctx context.Context) (warm, cold, offline int) {
 }
 
 // claim reports whether the caller is the one to install name (then it
-// must call install), false if another has claimed it; done is closed
-// once the group is installed.
-func (to *takeover) claim(name string) (mine bool, done <-chan struct{}) {
+// must call install), false if another has claimed it.
+func (to *takeover) claim(name string) bool {
 	to.mu.Lock()
 	defer to.mu.Unlock()
-	if ch, ok := to.claimed[name]; ok {
-		return false, ch
-	}
-	ch := make(chan struct{})
-	to.claimed[name] = ch
-	to.installing.Add(1)
-	return true, ch
-}
-
-// installWait is how long a request for a group that another request,
-// or the takeover's loop, is installing waits for it before it is
-// answered COORDINATOR_LOAD_IN_PROGRESS: an install takes microseconds,
-// and a client answered so backs off for far longer (the load generator
-// of BenchmarkTakeover up to 500 ms, as it does for every other refusal).
-const installWait = 100 * time.Millisecond
-
-// await waits up to the server's installWait for done, and reports whether it closed.
-func (to *takeover) await(name string, done <-chan struct{}) bool {
-	select {
-	case <-done:
-		return true
-	default:
-	}
-	if h := to.sb.s.takeoverWaitHook; h != nil {
-		h(name)
-	}
-	t := time.NewTimer(to.sb.s.installWait)
-	defer t.Stop()
-	select {
-	case <-done:
-		return true
-	case <-t.C:
+	if to.claimed[name] {
 		return false
 	}
+	to.claimed[name] = true
+	to.installing.Add(1)
+	return true
 }
 
 // install installs one claimed group in the term, resumed now: the group
@@ -145,12 +114,7 @@ func (to *takeover) await(name string, done <-chan struct{}) bool {
 // else restored from the mirror's records; a tombstone is left to the
 // store (a request that re-creates the group loads it).
 func (to *takeover) install(name string) {
-	defer func() {
-		to.mu.Lock()
-		close(to.claimed[name])
-		to.mu.Unlock()
-		to.installing.Done()
-	}()
+	defer to.installing.Done()
 	s, tm := to.sb.s, to.tm
 	now := time.Now()
 	gen := s.topics.gen.Load()

@@ -12,6 +12,8 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 	"go.uber.org/zap"
+
+	"github.com/tenure-dev/tenure/coordinator"
 )
 
 // What survivors tell stock clients (docs/DESIGN.md has the measured
@@ -80,7 +82,7 @@ type viewSnap struct {
 // addresses the change gave their brokers' IDs (Config.ViewSettle).
 func (v *clusterView) settling(now time.Time, settle time.Duration) bool {
 	snap := v.snap.Load()
-	return snap != nil && !snap.changed.IsZero() && now.Sub(snap.changed) < settle
+	return snap != nil && coordinator.ViewSettling(snap.changed, now, settle)
 }
 
 // told is the change count a connection must have been told of to be

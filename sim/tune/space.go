@@ -147,6 +147,9 @@ func (s Space) Candidates() (valid []Candidate, pruned []Pruned) {
 										MaxDrift:              s.MaxDrift,
 										ConnLossGrace:         grace,
 										KeepAlive:             ka,
+										// Not searched: it acts only after
+										// a fail-over (serve's default).
+										ViewSettle: sim.DefaultTiming().ViewSettle,
 									}}
 									if err := c.check(); err != nil {
 										pruned = append(pruned, Pruned{c, firstLine(err.Error())})
