@@ -217,6 +217,13 @@ func (s *Server) runTerm(ctx context.Context, t Term, shard int, home *atomic.Po
 	if s.ledCount.Add(1) == 1 {
 		s.m.leading.Set(1)
 	}
+	// Operators and the README's HA recipe look for this line; a term
+	// taken over from the standby serves from here too, group by group.
+	if shard < 0 {
+		log.Info("leading: coordinating every group", zap.Int32("node", s.self().ID), zap.Duration("took", time.Since(start)))
+	} else {
+		log.Debug("coordinating the shard's groups", zap.Duration("took", time.Since(start)))
+	}
 	if to != nil {
 		// The term serves from here: each group as soon as it is
 		// installed, the others answering COORDINATOR_LOAD_IN_PROGRESS
