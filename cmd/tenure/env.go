@@ -102,6 +102,9 @@ func applyEnv(fs *flag.FlagSet, lookup func(string) (string, bool)) error {
 		}
 		if serr := fs.Set(f.Name, v); serr != nil {
 			err = fmt.Errorf("invalid value %q for %s: %v", v, flagEnv(fs, f.Name), serr)
+			if b, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() {
+				err = fmt.Errorf("invalid value %q for %s: a boolean is true or false", v, flagEnv(fs, f.Name))
+			}
 		}
 	})
 	return err

@@ -32,6 +32,9 @@ func flagError(fs *flag.FlagSet, err error) error {
 				msg = fmt.Sprintf("invalid value %s for --%s: %v; a duration has a unit: 300ms, 5s, 1m", q, name, perr)
 			}
 		}
+	} else if q, rest, ok := strings.Cut(strings.TrimPrefix(msg, "invalid boolean value "), " for -"); ok && strings.HasPrefix(msg, "invalid boolean value ") {
+		name, _, _ := strings.Cut(rest, ":")
+		msg = fmt.Sprintf("invalid value %s for --%s: a boolean flag is --%s (true) or --%s=false", q, name, name, name)
 	}
 	return usagef("%s (see --help)", msg)
 }

@@ -21,6 +21,7 @@ func TestFlagErrors(t *testing.T) {
 		{[]string{"worker", "--brokers=x", "--zzzzzzzz"}, []string{"unknown flag --zzzzzzzz"}},
 		{[]string{"groups", "list", "--brokr", "x"}, []string{"unknown flag --brokr", "did you mean --brokers?"}},
 		{[]string{"tune", "--seeds", "many"}, []string{`invalid value "many" for --seeds`}},
+		{[]string{"serve", "--enable-pprof=on"}, []string{`invalid value "on" for --enable-pprof`, "--enable-pprof (true) or --enable-pprof=false"}},
 	} {
 		var stdout, stderr bytes.Buffer
 		if code := run(context.Background(), tc.args, &stdout, &stderr); code != 2 {

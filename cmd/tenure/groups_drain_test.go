@@ -27,7 +27,7 @@ func TestGroupsExplainDrain(t *testing.T) {
 	srv, broker := testenv.StartTenureServer(t, testenv.TenureConfig(t, 6*time.Second, 200*time.Millisecond, 6))
 	src := web.ServerSource{Server: srv}
 	page := web.New(src)
-	hs := httptest.NewServer(httpMux(prometheus.NewRegistry(), nil, src, page, true, zap.NewNop()))
+	hs := httptest.NewServer(httpMux(prometheus.NewRegistry(), nil, src, page, httpServes{admin: true}, zap.NewNop()))
 	t.Cleanup(func() { page.Close(); hs.Close() })
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

@@ -55,6 +55,7 @@ func setupServe(fs *flag.FlagSet) func(ctx context.Context, args []string) error
 		autoCreate    = fs.Bool("auto-create-topics", def.AutoCreateTopics, "create an unknown topic when a client asks for it in Metadata")
 		httpListen    = fs.String("http", defaultHTTP, "`host:port` to serve the status page on (groups, partition owners and tokens, members, live), Prometheus metrics at /metrics, and the admin API (generation log, drain: tenure groups explain | drain); \"\" turns it off. If the default address is taken, the node warns and serves without it. Unauthenticated, and drain changes groups: keep it on loopback or a private network, or turn drain off with --admin-api=false")
 		adminAPI      = fs.Bool("admin-api", true, "serve the admin API's drain on --http (the generation log and the status page are read-only and always served)")
+		enablePprof   = fs.Bool("enable-pprof", false, "serve Go's runtime profiles (net/http/pprof: CPU, heap, allocations, goroutines, mutex, execution trace) at /debug/pprof/ on --http, to see what a node spends a window of load on (go tool pprof http://HOST:PORT/debug/pprof/profile?seconds=5); off by default: a profile costs the node CPU while it runs and shows its internals, on a listener without authentication")
 		metricsListen = fs.String("metrics-listen", "", "deprecated: the old name of --http, which serves /metrics too")
 		minSession    = fs.Duration("min-session-timeout", def.Core.MinSessionTimeout, "smallest session timeout a classic member may ask for (Kafka group.min.session.timeout.ms)")
 		maxSession    = fs.Duration("max-session-timeout", def.Core.MaxSessionTimeout, "largest session timeout a classic member may ask for (Kafka group.max.session.timeout.ms)")
@@ -196,6 +197,9 @@ func setupServe(fs *flag.FlagSet) func(ctx context.Context, args []string) error
 			httpAddr, httpOptional = *metricsListen, false
 			log.Warn("--metrics-listen (TENURE_METRICS_LISTEN) is deprecated: use --http (TENURE_HTTP), which serves /metrics and the status page")
 		}
+		if *enablePprof && httpAddr == "" {
+			return usagef("--enable-pprof serves the profiles on --http, which is off (--http \"\"): give --http an address")
+		}
 		// Everything but the store is checked before the store opens: an
 		// embedded etcd takes a second to start and creates its data
 		// directory.
@@ -325,7 +329,7 @@ func setupServe(fs *flag.FlagSet) func(ctx context.Context, args []string) error
 		if be.cli != nil {
 			adminOpts = append(adminOpts, adminapi.Etcd(adminapi.EtcdInfo{Endpoints: be.cli.Endpoints(), Embedded: storeFlags.endpoints == ""}))
 		}
-		stopHTTP, err := serveHTTP(hln, *adminAPI, reg, be.metrics, web.ServerSource{Server: srv}, log, adminOpts...)
+		stopHTTP, err := serveHTTP(hln, httpServes{admin: *adminAPI, pprof: *enablePprof}, reg, be.metrics, web.ServerSource{Server: srv}, log, adminOpts...)
 		if err != nil {
 			ln.Close()
 			return err

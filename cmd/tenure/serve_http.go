@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -16,14 +17,30 @@ import (
 	"github.com/tenure-dev/tenure/coordinator/web"
 )
 
+// httpServes is what the --http listener serves beyond the metrics and
+// the status page, which it always serves.
+type httpServes struct {
+	admin bool // the admin API's drain (--admin-api)
+	pprof bool // Go's runtime profiles at /debug/pprof/ (--enable-pprof)
+}
+
 // httpMux routes the --http listener: /metrics, reg's then more's; the
-// admin API's drain, which logs its forwards to log, with adminOpts; and
-// the status page (with the generation log).
-func httpMux(reg *prometheus.Registry, more prometheus.Gatherers, src web.ServerSource, page http.Handler, admin bool, log *zap.Logger, adminOpts ...adminapi.Opt) *http.ServeMux {
+// admin API's drain, which logs its forwards to log, with adminOpts; the
+// runtime profiles; and the status page (with the generation log).
+func httpMux(reg *prometheus.Registry, more prometheus.Gatherers, src web.ServerSource, page http.Handler, serves httpServes, log *zap.Logger, adminOpts ...adminapi.Opt) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(append(prometheus.Gatherers{reg}, more...), promhttp.HandlerOpts{Registry: reg}))
-	if admin {
+	if serves.admin {
 		adminapi.Register(mux, src.Server, append([]adminapi.Opt{adminapi.Logger(log)}, adminOpts...)...)
+	}
+	if serves.pprof {
+		// On this mux, not http.DefaultServeMux (where importing the
+		// package registers them too): only --enable-pprof serves them.
+		mux.HandleFunc("/debug/pprof/", pprof.Index) // and the named profiles: heap, allocs, goroutine, mutex, block
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
 	mux.Handle("/", page)
 	return mux
@@ -81,10 +98,11 @@ func httpAdvertise(bound net.Addr, kafka string) string {
 }
 
 // serveHTTP serves the status page (package web), the admin API's drain
-// (package adminapi, unless admin is false) and the Prometheus metrics at
-// /metrics, reg's then more's, on ln until the returned function is
-// called; a nil ln serves nothing. adminOpts configure the admin API.
-func serveHTTP(ln net.Listener, admin bool, reg *prometheus.Registry, more prometheus.Gatherers, src web.ServerSource, log *zap.Logger, adminOpts ...adminapi.Opt) (stop func(), err error) {
+// (package adminapi, if serves.admin), the runtime profiles (if
+// serves.pprof) and the Prometheus metrics at /metrics, reg's then
+// more's, on ln until the returned function is called; a nil ln serves
+// nothing. adminOpts configure the admin API.
+func serveHTTP(ln net.Listener, serves httpServes, reg *prometheus.Registry, more prometheus.Gatherers, src web.ServerSource, log *zap.Logger, adminOpts ...adminapi.Opt) (stop func(), err error) {
 	if ln == nil {
 		return func() {}, nil
 	}
@@ -98,7 +116,7 @@ func serveHTTP(ln net.Listener, admin bool, reg *prometheus.Registry, more prome
 	}
 	page := web.New(src, web.Logger(hlog))
 	srv := &http.Server{
-		Handler:           httpMux(reg, more, src, page, admin, hlog, adminOpts...),
+		Handler:           httpMux(reg, more, src, page, serves, hlog, adminOpts...),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		// No WriteTimeout: event streams are long; each write of one
@@ -115,7 +133,11 @@ func serveHTTP(ln net.Listener, admin bool, reg *prometheus.Registry, more prome
 		}
 	}()
 	base := "http://" + ln.Addr().String()
-	log.Info("serving http", zap.String("status", base+"/"), zap.String("metrics", base+"/metrics"))
+	fields := []zap.Field{zap.String("status", base+"/"), zap.String("metrics", base+"/metrics")}
+	if serves.pprof {
+		fields = append(fields, zap.String("pprof", base+"/debug/pprof/"))
+	}
+	log.Info("serving http", fields...)
 	return func() {
 		// Event streams never go idle: end them, or Shutdown would wait
 		// out its timeout.

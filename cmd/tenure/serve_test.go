@@ -68,6 +68,7 @@ func TestServeHelp(t *testing.T) {
 		"--authorizer", "--super-users", "TENURE_SUPER_USERS", "--quota-request-rate", "--quota-connection-request-rate",
 		"--max-connections-per-ip", "--max-parked-per-connection", "--max-parked-per-group",
 		"--peer-probe", "--coordinator-wait", "--view-settle", "TENURE_VIEW_SETTLE", "--takeover-grace", "--election-ttl",
+		"--enable-pprof", "TENURE_ENABLE_PPROF", "/debug/pprof/",
 	} {
 		if !strings.Contains(help, want) {
 			t.Errorf("help lacks %q", want)
@@ -126,6 +127,10 @@ func TestServeRejectsBadSettings(t *testing.T) {
 		{name: "no parked requests", args: []string{"--max-parked-per-connection", "0"}},
 		{name: "http and its deprecated name disagree", args: []string{"--http", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:1"},
 			want: "--metrics-listen is the deprecated name of --http"},
+		{name: "pprof without the http listener", args: []string{"--enable-pprof", "--http", ""}, want: "--enable-pprof serves the profiles on --http, which is off"},
+		{name: "pprof neither true nor false", args: []string{"--enable-pprof=maybe"}, want: `invalid value "maybe" for --enable-pprof: a boolean flag is --enable-pprof (true) or --enable-pprof=false`},
+		{name: "pprof from the environment neither true nor false", env: map[string]string{"TENURE_ENABLE_PPROF": "yes please"},
+			want: `invalid value "yes please" for TENURE_ENABLE_PPROF: a boolean is true or false`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for k, v := range tc.env {
