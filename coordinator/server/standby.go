@@ -91,6 +91,10 @@ type builtGroup struct {
 	topics  uint64    // the topic registry's generation it resolved against
 	shard   int
 	g       *coordinator.Group // nil: a tombstone, nothing to serve
+	// gone are the topics g names that the registry did not hold at
+	// topics (Group.UnknownTopics): looked up here, off the takeover's
+	// path, which then needs no lookup while topics is current.
+	gone []string
 }
 
 func newStandby(s *Server, src Standby) *standby {
@@ -213,6 +217,12 @@ func (sb *standby) rebuild(name string, shard int, gen, state uint64, now time.T
 		return b, nil
 	}
 	b.g, err = coordinator.Rebuild(name, &sb.s.core, newGroupRand(), recs)
+	if err == nil {
+		// Lookups that see a topic change see gen moved past the gen
+		// read before them (both change under the registry's lock), so
+		// the takeover does not take gone as current.
+		b.gone = b.g.UnknownTopics()
+	}
 	return b, err
 }
 

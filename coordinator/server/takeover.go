@@ -132,7 +132,9 @@ func (to *takeover) install(name string) {
 		}
 		g = b.g
 		g.Step(now, coordinator.Resume{})
-		s.restoredGroup(name, now, g)
+		// Resuming changes no topic the group names: the rebuild's
+		// lookups, against the topics of now, stand.
+		s.readyRestored(name, now, g, b.gone)
 	} else {
 		var recs []coordinator.Record
 		recs, _, err = to.sb.src.Group(name)

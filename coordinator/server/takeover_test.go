@@ -128,3 +128,58 @@ func TestTakeoverServesEachGroup(t *testing.T) {
 		t.Fatalf("%d groups still pending once every group is served", n)
 	}
 }
+
+// TestTakeoverForgetsDeletedTopics: a group the standby rebuilt ahead,
+// whose records name a topic the registry does not hold, forgets that
+// topic when a term takes it over from the standby, as a group restored
+// from its records does: the rebuild's lookup stands in for the
+// install's while the topics have not changed since.
+func TestTakeoverForgetsDeletedTopics(t *testing.T) {
+	src := &recordsSource{recs: map[string][]coordinator.Record{"g": {
+		&coordinator.GroupRecord{Group: "g", Type: coordinator.Consumer, Epoch: 3},
+		&coordinator.OffsetRecord{Group: "g", Topic: "jobs", Partition: 0, Offset: 10},
+		&coordinator.OffsetRecord{Group: "g", Topic: "jobs", Partition: 1, Offset: 11},
+		&coordinator.OffsetRecord{Group: "g", Topic: "deleted", Partition: 0, Offset: 12},
+		&coordinator.OffsetRecord{Group: "g", Topic: "jobs", Partition: 2, Offset: 13},
+	}}}
+	set := &fakeSet{leader: -1, shared: store.NewMemory(), nodes: []Node{{ID: 0}}}
+	na := set.node(0)
+	a := startServer(t, func(c *Config) {
+		c.Store = nil
+		c.TopicStore = set.shared
+		c.Cluster = na
+		c.TopicRefresh = 50 * time.Millisecond
+		c.Standby = src
+	})
+	set.advertise(a)
+	ca := dial(t, a.addr)
+	ca.roundTrip(metadataRequest(12, "jobs"))
+	eventually(t, 10*time.Second, "the standby to rebuild g against the topics with jobs", func() bool {
+		a.standby.mu.Lock()
+		defer a.standby.mu.Unlock()
+		b := a.standby.built["g"]
+		return b != nil && b.g != nil && b.topics == a.topics.gen.Load()
+	})
+	set.setLeader(0)
+	na.terms <- newFakeTerm(set.shared)
+	eventually(t, 5*time.Second, "a to lead with g taken over", func() bool {
+		tm := a.lead.Load()
+		return tm != nil && tm.groups.pendingCount() == 0
+	})
+	if n := a.metric(t, "tenure_takeover_groups_total", "from", "standby"); n != 1 {
+		t.Fatalf("%v groups taken from the standby, want g", n)
+	}
+	of := kmsg.NewPtrOffsetFetchRequest()
+	of.Version = 8
+	og := kmsg.NewOffsetFetchRequestGroup()
+	og.Group = "g"
+	of.Groups = append(of.Groups, og)
+	g := ca.roundTrip(of).(*kmsg.OffsetFetchResponse).Groups[0]
+	got := map[string]int{}
+	for _, tp := range g.Topics {
+		got[tp.Topic] = len(tp.Partitions)
+	}
+	if g.ErrorCode != 0 || len(got) != 1 || got["jobs"] != 3 {
+		t.Fatalf("offsets of g after the takeover: error %d, partitions by topic %v; want jobs' 3 and none of the deleted topic", g.ErrorCode, got)
+	}
+}

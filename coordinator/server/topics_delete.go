@@ -224,7 +224,13 @@ func (s *Server) restoreGroup(name string, now time.Time, recs []coordinator.Rec
 // for this node: it forgets the topics deleted meanwhile, and is granted
 // again what it holds if the signing key is retiring.
 func (s *Server) restoredGroup(name string, now time.Time, g *coordinator.Group) {
-	if gone := g.UnknownTopics(); len(gone) > 0 {
+	s.readyRestored(name, now, g, g.UnknownTopics())
+}
+
+// readyRestored is restoredGroup with the topics g names that the
+// registry does not hold already looked up (gone).
+func (s *Server) readyRestored(name string, now time.Time, g *coordinator.Group, gone []string) {
+	if len(gone) > 0 {
 		s.log.Info("restored group forgets deleted topics", zap.String("group", name), zap.Strings("topics", gone))
 		g.Step(now, coordinator.TopicsDeleted{Names: gone})
 	}

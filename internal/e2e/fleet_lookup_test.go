@@ -124,6 +124,18 @@ func (g *fleetGroup) servedBy(node int, now time.Time) {
 	}
 }
 
+// last returns the node that served g last, and since when; false if
+// none has. Without history's copy: a check that polls every group
+// every few milliseconds shares the cores with the nodes it measures.
+func (g *fleetGroup) last() (serving, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.served) == 0 {
+		return serving{}, false
+	}
+	return g.served[len(g.served)-1], true
+}
+
 // history returns the nodes that served g, in order.
 func (g *fleetGroup) history() []serving {
 	g.mu.Lock()

@@ -69,7 +69,7 @@ func BenchmarkShards(b *testing.B) {
 	defer debug.SetGCPercent(debug.SetGCPercent(400))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
 	defer cancel()
-	sc, join := startBenchFleet(b, ctx, "BenchmarkShards", *benchShards)
+	sc, join := startBenchFleet(b, ctx, "BenchmarkShards", *benchShards, "")
 	h, f := sc.h, sc.f
 	// The members that reported their assignment last are due again an
 	// interval later: let that pass before measuring.

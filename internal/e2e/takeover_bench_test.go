@@ -35,7 +35,10 @@ import (
 // and logs where the survivors' terms took their groups from
 // (tenure_takeover_groups_total: rebuilt ahead by a warm standby, restored
 // from its mirror, or loaded from the store; -e2e.args=--standby=false
-// measures the load).
+// measures the load). -e2e.baseline=<tenure binary> runs each case on
+// that build too (<case>/baseline), right after this tree's, so that
+// -count=N alternates them in one run. -e2e.profile writes CPU profiles of the survivors
+// and of the load generator, second by second from the kill.
 //
 // and fails as BenchmarkShards does if a group the dead node did not
 // coordinate moves, or a member is expelled or its epoch goes backwards.
@@ -46,14 +49,23 @@ func BenchmarkTakeover(b *testing.B) {
 		b.Skip("runs real processes under heavy load")
 	}
 	defer debug.SetGCPercent(debug.SetGCPercent(400))
-	for _, c := range []struct {
+	type takeoverCase struct {
 		name   string
 		shards int
-	}{{"one-leader", 0}, {"sharded", *benchShards}} {
+		bin    string // the tenure binary; "": this tree's
+	}
+	var cases []takeoverCase
+	for _, c := range []takeoverCase{{name: "one-leader"}, {name: "sharded", shards: *benchShards}} {
+		cases = append(cases, c)
+		if *joinBaseline != "" {
+			cases = append(cases, takeoverCase{c.name + "/baseline", c.shards, *joinBaseline})
+		}
+	}
+	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
 			defer cancel()
-			sc, join := startBenchFleet(b, ctx, "BenchmarkTakeover/"+c.name, c.shards)
+			sc, join := startBenchFleet(b, ctx, "BenchmarkTakeover/"+c.name, c.shards, c.bin)
 			// The members that reported their assignment last are due
 			// again an interval later: let that pass, so that the kill
 			// finds every member heartbeating on its interval.
@@ -87,14 +99,15 @@ func BenchmarkTakeover(b *testing.B) {
 // coordinates what, and has a fleet of the -e2e flags' shape join them;
 // it returns once every group is settled, with the time that took. name
 // prefixes the progress lines of -test.v.
-func startBenchFleet(b *testing.B, ctx context.Context, name string, shards int) (*shardCheck, time.Duration) {
+func startBenchFleet(b *testing.B, ctx context.Context, name string, shards int, bin string) (*shardCheck, time.Duration) {
 	args := []string{"--consumer-heartbeat-interval", benchHeartbeat.String(), "--consumer-session-timeout", benchSession.String(),
 		"--election-ttl", benchTTL.String(), "--log-level", "warn"}
 	if shards > 0 {
 		args = append(args, "--shards", strconv.Itoa(shards))
 	}
+	args = append(args, profileArgs()...)
 	args = append(args, strings.Fields(*benchArgs)...)
-	h := startHASetWith(b, haOpts{etcdMembers: 1, http: true, args: args})
+	h := startHASetWith(b, haOpts{etcdMembers: 1, http: true, args: args, tenure: bin})
 	sc := &shardCheck{h: h, cli: h.etcdClient(), shards: shards}
 	if shards > 0 {
 		testenv.Eventually(b, time.Minute, "the shards to be spread over the nodes", func() bool {
@@ -189,6 +202,7 @@ func (sc *shardCheck) killBusiest(b *testing.B, ctx context.Context, name string
 	}
 	h.nodes[victim].Kill()
 	killed := time.Now()
+	stopProfiles := profileTakeover(b, h, victim, killed)
 	to := takeover{victim: victim, shards: len(lost)}
 	waited := time.Now()
 	testenv.Eventually(b, *benchTTL+5*time.Minute, "every group of the killed node to be served again", func() bool {
@@ -202,8 +216,7 @@ func (sc *shardCheck) killBusiest(b *testing.B, ctx context.Context, name string
 		}
 		to.back = to.back[:0]
 		for _, g := range affected {
-			hist := g.history()
-			if last := hist[len(hist)-1]; last.node != victim {
+			if last, ok := g.last(); ok && last.node != victim {
 				to.back = append(to.back, last.at.Sub(killed))
 			}
 		}
@@ -214,6 +227,7 @@ func (sc *shardCheck) killBusiest(b *testing.B, ctx context.Context, name string
 		}
 		return len(to.back) == len(affected)
 	})
+	stopProfiles()
 	slices.Sort(to.back)
 	moved := 0
 	for _, g := range f.groups {

@@ -1,0 +1,133 @@
+package e2e
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime/pprof"
+	"sync"
+	"testing"
+	"time"
+)
+
+var (
+	benchProfile      = flag.String("e2e.profile", "", "BenchmarkTakeover: a `dir` to write, from the kill until every group is served again, consecutive CPU profiles of each surviving node (the nodes get --enable-pprof) and of the load generator (this process): node<i>-<ms after the kill>.pprof, fleet-<ms>.pprof")
+	benchProfileSlice = flag.Duration("e2e.profile-slice", time.Second, "BenchmarkTakeover: length of each profile of -e2e.profile")
+)
+
+// profileArgs are the serve flags -e2e.profile needs.
+func profileArgs() []string {
+	if *benchProfile == "" {
+		return nil
+	}
+	return []string{"--enable-pprof"}
+}
+
+// profileTakeover writes, from now until the returned function is called
+// (which waits for the slices under way), back-to-back CPU profiles of
+// -e2e.profile-slice each of the nodes of h but the victim and of this
+// process into -e2e.profile, named by the slice's start after killed. A
+// takeover's cost is in a window of seconds that a whole run's profile
+// drowns; slices show which second costs what.
+func profileTakeover(tb testing.TB, h *haSet, victim int, killed time.Time) (stop func()) {
+	if *benchProfile == "" {
+		return func() {}
+	}
+	dir := *benchProfile
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		tb.Fatal(err)
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	slice := *benchProfileSlice
+	name := func(who string) string {
+		return filepath.Join(dir, fmt.Sprintf("%s-%05d.pprof", who, time.Since(killed).Milliseconds()))
+	}
+	for i := range h.nodes {
+		if i == victim || h.http == nil {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			url := fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%g", h.http[i], slice.Seconds())
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				if err := fetchProfile(url, name(fmt.Sprintf("node%d", i)), slice); err != nil {
+					tb.Logf("profile of node %d: %v", i, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			f, err := os.Create(name("fleet"))
+			if err != nil {
+				tb.Logf("profile of the load generator: %v", err)
+				return
+			}
+			if err := pprof.StartCPUProfile(f); err != nil { // -test.cpuprofile runs one already
+				f.Close()
+				os.Remove(f.Name())
+				tb.Logf("profile of the load generator: %v", err)
+				return
+			}
+			select {
+			case <-done:
+			case <-time.After(slice):
+			}
+			pprof.StopCPUProfile()
+			f.Close()
+		}
+	}()
+	return func() {
+		close(done)
+		wg.Wait()
+		tb.Logf("takeover profiles in %s (go tool pprof -top %s)", dir, filepath.Join(dir, "node*-*.pprof"))
+	}
+}
+
+// fetchProfile writes what url answers to file, giving up well after the
+// slice should have ended.
+func fetchProfile(url, file string, slice time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), slice+30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return fmt.Errorf("%s: %s", resp.Status, b)
+	}
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
