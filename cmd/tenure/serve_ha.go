@@ -33,7 +33,10 @@ type haCluster struct {
 	shardTerms chan server.ShardTerm
 }
 
-var _ server.ShardedCluster = (*haCluster)(nil)
+var (
+	_ server.ShardedCluster = (*haCluster)(nil)
+	_ server.Succession     = (*haCluster)(nil)
+)
 
 // joinCluster joins this node (reachable by Kafka clients at advertise,
 // and on each listener at its address in listeners, and by the other
@@ -244,6 +247,15 @@ func (c *haCluster) Nodes() []server.Node {
 func (c *haCluster) Leader() (server.Node, bool) {
 	n, ok := c.node.Leader()
 	return serverNode(n), ok
+}
+
+func (c *haCluster) Candidates() []server.Node {
+	ns := c.node.Candidates()
+	out := make([]server.Node, len(ns))
+	for i, n := range ns {
+		out[i] = serverNode(n)
+	}
+	return out
 }
 
 func (c *haCluster) Terms() <-chan server.Term { return c.terms }

@@ -1,6 +1,7 @@
 package ha
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -176,6 +177,16 @@ func (n *Node) Nodes() []NodeInfo { return n.view.nodes() }
 // for pointing clients at the leader, never for deciding to act as one
 // (that is Term.Valid).
 func (n *Node) Leader() (NodeInfo, bool) { return n.view.leader() }
+
+// Candidates returns the registered nodes that stand for leadership, in
+// the order in which they lead, as the node's watch last saw them: by
+// their candidate keys' create revisions, lowest first. The first is the
+// leader (Leader); each next one wins once every key before its own is
+// gone, so when the leader dies the first live node after it is the one
+// that will lead once its key expires, and every node that sees the same
+// keys names the same one. Like Leader it may lag, and it is for
+// pointing clients, never for deciding to act as leader.
+func (n *Node) Candidates() []NodeInfo { return n.view.candidatesInOrder() }
 
 // Changed returns a channel closed at the next change of the node's view
 // of the set: a node registering or leaving, a candidacy won or ended, a
@@ -457,6 +468,25 @@ func (v *view) leader() (NodeInfo, bool) {
 	v.mu.RLock()
 	defer v.mu.RUnlock()
 	return v.leaderInfo, v.hasLeader
+}
+
+// candidatesInOrder returns the registered candidates by their keys'
+// create revisions.
+func (v *view) candidatesInOrder() []NodeInfo {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	cs := make([]candidate, 0, len(v.candidates))
+	for _, c := range v.candidates {
+		cs = append(cs, c)
+	}
+	slices.SortFunc(cs, func(a, b candidate) int { return cmp.Compare(a.rev, b.rev) })
+	out := make([]NodeInfo, 0, len(cs))
+	for _, c := range cs {
+		if info, ok := v.byID[c.id]; ok {
+			out = append(out, info)
+		}
+	}
+	return out
 }
 
 // candidate returns the create revision of a leader key, 0 if absent.

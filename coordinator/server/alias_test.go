@@ -69,6 +69,62 @@ func TestAliasAgreesOneLeader(t *testing.T) {
 	sameAlias(t, "c leads", 0, c, cb, cc)
 }
 
+// succNode is a fakeNode that knows the order in which the set's nodes
+// lead (Succession), as ha's candidate keys give it.
+type succNode struct {
+	*fakeNode
+	order []int32
+}
+
+func (n *succNode) Candidates() []Node {
+	n.set.mu.Lock()
+	defer n.set.mu.Unlock()
+	var out []Node
+	for _, id := range n.order {
+		out = append(out, n.set.nodes[id])
+	}
+	return out
+}
+
+// TestAliasNamesTheSuccessor: the leader of a set of three dies, and the
+// next candidate is not the live node with the lowest ID. Both survivors
+// list its broker ID at the next candidate before the election is decided,
+// and there it stays once that node leads: the alias never moves. Before,
+// it pointed at the lowest live node first and moved to the new leader.
+func TestAliasNamesTheSuccessor(t *testing.T) {
+	set := &fakeSet{leader: -1, shared: store.NewMemory(), nodes: []Node{{ID: 0}, {ID: 1}, {ID: 2}}}
+	order := []int32{0, 2, 1} // node 1 campaigned again, behind node 2
+	start := func(n *succNode) *testServer {
+		return startServer(t, func(c *Config) {
+			c.Store, c.TopicStore, c.Cluster, c.TopicRefresh = nil, set.shared, n, 50*time.Millisecond
+		})
+	}
+	na := &succNode{set.node(0), order}
+	nc := &succNode{set.node(2), order}
+	a, b, c := start(na), start(&succNode{set.node(1), order}), start(nc)
+	set.advertise(a, b, c)
+	set.setLeader(0)
+	na.terms <- newFakeTerm(set.shared)
+	eventually(t, 5*time.Second, "a to lead", func() bool { return a.lead.Load() != nil })
+
+	// a dies; its registration and its leader key stay (in etcd for up
+	// to a TTL), but the survivors' probes find it down.
+	a.stop()
+	for _, s := range []*testServer{b, c} {
+		eventually(t, 5*time.Second, "the survivors to see a depart", func() bool {
+			snap := s.view.snap.Load()
+			return snap != nil && len(snap.departed) == 1
+		})
+	}
+	cb, cc := dial(t, b.addr), dial(t, c.addr)
+	sameAlias(t, "no leader known", 0, c, cb, cc)
+
+	set.setLeader(2)
+	nc.terms <- newFakeTerm(set.shared)
+	eventually(t, 5*time.Second, "c to lead", func() bool { return c.lead.Load() != nil })
+	sameAlias(t, "c leads", 0, c, cb, cc)
+}
+
 // TestAliasAgreesSharded: a node holding two of six shards dies; the
 // survivors take its shards one at a time. Its broker ID stays at the
 // lowest live node until both have an owner, and then points at the owner

@@ -29,6 +29,19 @@ type Cluster interface {
 	Terms() <-chan Term
 }
 
+// Succession is a Cluster that knows the order in which its nodes lead
+// (ha: the candidate keys by create revision). With it, survivors point a
+// dead leader's broker ID at the node that will lead after it before the
+// election is decided, rather than at the lowest live node, from which
+// the alias moved once more when another node won.
+type Succession interface {
+	// Candidates are the live nodes that stand for leadership, in the
+	// order in which they lead: the first is the leader, or was it if
+	// it died and its candidacy has not expired yet; each next one
+	// leads once all before it are gone. It may lag, like Leader.
+	Candidates() []Node
+}
+
 // Term is one leadership term of this node: while it is valid, this node
 // coordinates every group, writing through the term's store.
 type Term interface {

@@ -28,8 +28,9 @@ import (
 //   - departed nodes (registration gone, or probed down) stay in Metadata
 //     for aliasFor under their broker ID, at the address of the node that
 //     took their groups (the leader; with shards, the owner of most of
-//     their shards, once all have an owner; the live node with the lowest
-//     ID while that is not known, so that every survivor names the same
+//     their shards, once all have an owner; while that is not known, the
+//     next candidate for leadership in a one-leader set, else the live
+//     node with the lowest ID, so that every survivor names the same
 //     address: aliasTarget): a client that dials
 //     its old coordinator's ID lands on a live node, which answers, and
 //     points it on if it must;
@@ -298,8 +299,9 @@ func (v *clusterView) refresh(ctx context.Context, now time.Time) {
 // aliasTarget is the live node a departed node's broker ID points at: the
 // node that took its groups (the leader; with shards, the owner of most of
 // the shards it held, ties to the lower ID) once that is known, and until
-// then the live node with the lowest ID. live is sorted by ID and holds
-// this node.
+// then, in a one-leader set, the node that will lead (the first live
+// candidate after the departed node, Succession), else the live node with
+// the lowest ID. live is sorted by ID and holds this node.
 //
 // Every survivor must give the same answer from the same view: a client
 // that reads Metadata from one survivor and then another would otherwise
@@ -314,6 +316,9 @@ func (s *Server) aliasTarget(d departure, live []Node, now time.Time) Node {
 	if s.sharded == nil {
 		if l, ok := s.leaderNode(now); ok {
 			return l
+		}
+		if n, ok := s.successor(d, live); ok {
+			return n
 		}
 		return fallback
 	}
@@ -337,6 +342,29 @@ func (s *Server) aliasTarget(d departure, live []Node, now time.Time) Node {
 		}
 	}
 	return best
+}
+
+// successor is the live node that will lead after departed node d: the
+// first live candidate other than d in the order in which candidates lead.
+// Every survivor reads the same candidate keys, so each names the same
+// node, and it is the node that wins once d's candidacy expires (ha's
+// TestCandidatesNameTheSuccessor), so the alias need not move again. A
+// candidate whose candidacy is renewed meanwhile (a lease replaced) goes
+// to the back and may change the answer; that is the rare move left.
+func (s *Server) successor(d departure, live []Node) (Node, bool) {
+	sc, ok := s.cfg.Cluster.(Succession)
+	if !ok {
+		return Node{}, false
+	}
+	for _, c := range sc.Candidates() {
+		if c.ID == d.node.ID {
+			continue
+		}
+		if i, found := slices.BinarySearchFunc(live, c.ID, func(n Node, id int32) int { return cmp.Compare(n.ID, id) }); found {
+			return live[i], true
+		}
+	}
+	return Node{}, false
 }
 
 // metadataBrokers are the brokers Metadata lists: the live nodes, and the
