@@ -73,7 +73,7 @@ fidelity:
 INTEROP_FLAGS ?=
 interop:
 	cd internal/interop/drivers/node && npm ci --no-audit --no-fund --loglevel=error
-	$(GO) test -count=1 -timeout 80m -run '^(TestFailoverMatrix|TestSASLLogins)$$' ./internal/interop -interop $(INTEROP_FLAGS)
+	$(GO) test -count=1 -timeout 80m -run '^(TestSetPortsUnderChurn|TestFailoverMatrix|TestSASLLogins)$$' ./internal/interop -interop $(INTEROP_FLAGS)
 
 clean:
 	rm -rf bin chaos-runs

@@ -217,7 +217,10 @@ func commitAnswer(resp *kmsg.OffsetCommitResponse, c *Claim) error {
 	return errors.New("the response does not mention the partition")
 }
 
-// committed sends the OffsetFetch.
+// committed sends the OffsetFetch to the coordinator the heartbeats go to
+// (toCoordinator), as commit does: through kgo's coordinator cache a read
+// after the coordinator froze went to the frozen node kgo had looked up
+// earlier.
 func (s *Session) committed(ctx context.Context, c *Claim) (int64, error) {
 	memberID, memberEpoch := s.member()
 	req := kmsg.NewPtrOffsetFetchRequest()
@@ -235,10 +238,13 @@ func (s *Session) committed(ctx context.Context, c *Claim) (int64, error) {
 	rt.Topic, rt.Partitions = c.topic, []int32{c.partition}
 	req.Topics = append(req.Topics, rt)
 
-	resp, err := req.RequestWith(ctx, s.cl)
+	raw, err := s.toCoordinator(ctx, req, func(r kmsg.Response) int16 {
+		return fetchCode(r.(*kmsg.OffsetFetchResponse), s.cfg.Group, c)
+	})
 	if err != nil {
 		return 0, fmt.Errorf("member: committed offset of %v: %w", c, err)
 	}
+	resp := raw.(*kmsg.OffsetFetchResponse)
 	find := func(code int16, topics func(yield func(name string, id [16]byte, p int32, offset int64, code int16) bool)) (int64, error) {
 		if err := kerr.ErrorForCode(code); err != nil {
 			return 0, fmt.Errorf("member: committed offset of %v: %w", c, err)
@@ -283,4 +289,38 @@ func (s *Session) committed(ctx context.Context, c *Claim) (int64, error) {
 			}
 		}
 	})
+}
+
+// fetchCode is the first error code an OffsetFetch answer gives for the
+// claim's partition: the group's (v8+), the top level's (below v8), else
+// the partition's (where v0 and v1 put a coordinator's errors); 0 if
+// none.
+func fetchCode(resp *kmsg.OffsetFetchResponse, group string, c *Claim) int16 {
+	for _, rg := range resp.Groups {
+		if rg.Group != group {
+			continue
+		}
+		if rg.ErrorCode != 0 {
+			return rg.ErrorCode
+		}
+		for _, t := range rg.Topics {
+			for _, p := range t.Partitions {
+				if (t.Topic == c.topic || t.TopicID == c.topicID) && p.Partition == c.partition {
+					return p.ErrorCode
+				}
+			}
+		}
+		return 0
+	}
+	if resp.ErrorCode != 0 {
+		return resp.ErrorCode
+	}
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			if t.Topic == c.topic && p.Partition == c.partition {
+				return p.ErrorCode
+			}
+		}
+	}
+	return 0
 }

@@ -125,6 +125,53 @@ func TestJoinWhileCoordinatorFrozen(t *testing.T) {
 // to the frozen broker kgo had looked up for the first commit, and waited
 // out kgo's 10 s RequestTimeoutOverhead, past the commit's deadline.
 func TestCommitWhileCoordinatorFrozen(t *testing.T) {
+	claim, old, now := claimThroughFreeze(t, func(claim *Claim) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := claim.Commit(ctx, 1, ""); err != nil {
+			t.Fatalf("commit before the freeze: %v", err)
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := claim.Commit(ctx, 2, ""); err != nil {
+		t.Fatalf("commit after coordinator %d froze and %d took over: %v", old, now, err)
+	}
+}
+
+// TestCommittedWhileCoordinatorFrozen: as TestCommitWhileCoordinatorFrozen,
+// for reading the committed offset. The member reads it before the freeze
+// (so kgo, had it been asked, would hold the coordinator it found then);
+// after the group moved and the heartbeats followed, a read with a 5 s
+// deadline gets the committed offset from the new coordinator. Through
+// kgo's coordinator cache it went to the frozen broker and waited out
+// kgo's 10 s RequestTimeoutOverhead.
+func TestCommittedWhileCoordinatorFrozen(t *testing.T) {
+	claim, old, now := claimThroughFreeze(t, func(claim *Claim) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := claim.Commit(ctx, 7, ""); err != nil {
+			t.Fatalf("commit before the freeze: %v", err)
+		}
+		if off, err := claim.Committed(ctx); err != nil || off != 7 {
+			t.Fatalf("committed offset before the freeze: %d, %v; want 7", off, err)
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	off, err := claim.Committed(ctx)
+	if err != nil || off != 7 {
+		t.Fatalf("committed offset after coordinator %d froze and %d took over: %d, %v; want 7", old, now, off, err)
+	}
+}
+
+// claimThroughFreeze joins a member of group "g" to a kfake cluster of
+// three brokers, calls before with its first claim, then freezes the
+// group's coordinator (connections open, nothing answered), moves the
+// group to another broker and waits until the member's heartbeats reach
+// it, with the claim still held.
+func claimThroughFreeze(t *testing.T, before func(*Claim)) (claim *Claim, old, now int32) {
+	t.Helper()
 	c, err := kfake.NewCluster(
 		kfake.NumBrokers(3),
 		kfake.SeedTopics(testParts, testTopic),
@@ -149,25 +196,19 @@ func TestCommitWhileCoordinatorFrozen(t *testing.T) {
 		<-cl.Context().Done()
 	}
 	s := join(t, testConfig(t, c.ListenAddrs()), h)
-	var claim *Claim
 	select {
 	case claim = <-claims:
 	case <-time.After(10 * time.Second):
 		t.Fatal("no claim within 10 s")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	err = claim.Commit(ctx, 1, "")
-	cancel()
-	if err != nil {
-		t.Fatalf("commit before the freeze: %v", err)
-	}
+	before(claim)
 
-	old := c.CoordinatorFor("g")
+	old = c.CoordinatorFor("g")
 	frozen.Store(old)
 	for c.CoordinatorFor("g") == old {
 		c.RehashCoordinators()
 	}
-	now := c.CoordinatorFor("g")
+	now = c.CoordinatorFor("g")
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		s.coord.mu.Lock()
@@ -184,9 +225,5 @@ func TestCommitWhileCoordinatorFrozen(t *testing.T) {
 	if !claim.State().Held() {
 		t.Fatalf("the claim was lost while the coordinator moved (%v)", claim.State())
 	}
-	ctx, cancel = context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := claim.Commit(ctx, 2, ""); err != nil {
-		t.Fatalf("commit after coordinator %d froze and %d took over: %v", old, now, err)
-	}
+	return claim, old, now
 }

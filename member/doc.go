@@ -120,7 +120,8 @@
 // check the member and its epoch, not which member owns the partition.)
 // The commit goes to the coordinator the heartbeats go to, found again if
 // it moved, not through kgo's coordinator cache (docs/FAILOVER.md).
-// [Claim.Committed] reads the committed offset, with an OffsetFetch v9.
+// [Claim.Committed] reads the committed offset, with an OffsetFetch v9,
+// from that same coordinator.
 //
 // # Leaving
 //

@@ -39,8 +39,6 @@ func (s *Session) run() {
 		case ids := <-s.idsDone:
 			s.resolving = false
 			s.m.Step(time.Now(), TopicIDs{IDs: ids})
-		case <-s.refreshed:
-			s.refreshing = false
 		case e := <-s.rejects:
 			s.log.Warn("commit rejected: claim lost",
 				zap.String("topic", e.Topic), zap.Int32("partition", e.Partition),
@@ -284,18 +282,15 @@ func (s *Session) onHeartbeat(now time.Time, r heartbeatResult) {
 			// off): kgo keeps the broker's address until its metadata
 			// changes, and the survivors' Metadata points the dead
 			// node's ID at a live one. Reload it now, not at the next
-			// periodic refresh, and find the coordinator again.
+			// periodic refresh; send found the coordinator stale,
+			// and the next heartbeat finds it again.
 			s.cl.ForceMetadataRefresh()
-			s.refreshCoordinator()
 		}
 		s.m.Step(now, HeartbeatFailed{Err: r.err, Req: r.req})
 		return
 	}
 	if err := kerr.ErrorForCode(r.resp.ErrorCode); err != nil {
 		s.log.Info("heartbeat answered with an error", zap.Int32("epoch", r.req.MemberEpoch), zap.Error(err))
-		if errors.Is(err, kerr.NotCoordinator) || errors.Is(err, kerr.CoordinatorNotAvailable) || errors.Is(err, kerr.CoordinatorLoadInProgress) {
-			s.refreshCoordinator()
-		}
 	}
 	s.onGrants(r.resp)
 	s.m.Step(now, HeartbeatResponse{Resp: r.resp, Req: r.req})
@@ -358,30 +353,6 @@ func (s *Session) resolve() {
 				return
 			}
 		}
-	}()
-}
-
-// refreshCoordinator makes kgo forget a coordinator that says it is not
-// (or no longer) the group's: kgo does not retry KIP-848 heartbeats, so
-// it does not check their error codes; an OffsetFetch goes through the
-// path that does.
-func (s *Session) refreshCoordinator() {
-	if s.refreshing {
-		return
-	}
-	s.refreshing = true
-	s.bg.Add(1)
-	go func() {
-		defer s.bg.Done()
-		ctx, cancel := context.WithTimeout(s.loopCtx, s.cfg.RequestTimeout)
-		req := kmsg.NewPtrOffsetFetchRequest()
-		g := kmsg.NewOffsetFetchRequestGroup()
-		g.Group = s.cfg.Group
-		req.Groups = append(req.Groups, g)
-		req.Group = g.Group
-		_, _ = req.RequestWith(ctx, s.cl)
-		cancel()
-		s.refreshed <- struct{}{}
 	}()
 }
 

@@ -57,7 +57,6 @@ type Session struct {
 	parts      map[pkey]*partWork
 	timer      *time.Timer
 	resolving  bool
-	refreshing bool
 	interval   time.Duration
 	draining   []chan struct{}
 	isDraining bool
@@ -66,17 +65,16 @@ type Session struct {
 	signed map[key][]epoch.SignedToken
 
 	// Inputs to the loop.
-	hbDone    chan heartbeatResult
-	runDone   chan *Claim
-	idsDone   chan map[string][16]byte
-	refreshed chan struct{}
-	rejects   chan CommitRejected
-	cmds      chan func(now time.Time)
+	hbDone  chan heartbeatResult
+	runDone chan *Claim
+	idsDone chan map[string][16]byte
+	rejects chan CommitRejected
+	cmds    chan func(now time.Time)
 
 	loopCtx    context.Context // cancelled when the loop ends
 	loopCancel context.CancelFunc
 	loopDone   chan struct{}
-	bg         sync.WaitGroup // heartbeat, metadata and refresh goroutines
+	bg         sync.WaitGroup // heartbeat, lookup and metadata goroutines
 	coord      coordinator    // the group's coordinator (coordinator.go)
 	handlers   sync.WaitGroup // handler goroutines
 
@@ -137,21 +135,20 @@ func Join(ctx context.Context, cfg Config, handler Handler) (*Session, error) {
 		return nil, err
 	}
 	s := &Session{
-		cfg:       cfg,
-		log:       cfg.Logger.With(zap.String("group", cfg.Group), zap.String("member", cfg.MemberID)),
-		handler:   handler,
-		baseCtx:   context.WithoutCancel(ctx),
-		parts:     make(map[pkey]*partWork),
-		hbDone:    make(chan heartbeatResult, 1),
-		runDone:   make(chan *Claim),
-		idsDone:   make(chan map[string][16]byte, 1),
-		refreshed: make(chan struct{}, 1),
-		rejects:   make(chan CommitRejected),
-		cmds:      make(chan func(time.Time)),
-		loopDone:  make(chan struct{}),
-		joined:    make(chan struct{}),
-		done:      make(chan struct{}),
-		coord:     coordinator{id: -1},
+		cfg:      cfg,
+		log:      cfg.Logger.With(zap.String("group", cfg.Group), zap.String("member", cfg.MemberID)),
+		handler:  handler,
+		baseCtx:  context.WithoutCancel(ctx),
+		parts:    make(map[pkey]*partWork),
+		hbDone:   make(chan heartbeatResult, 1),
+		runDone:  make(chan *Claim),
+		idsDone:  make(chan map[string][16]byte, 1),
+		rejects:  make(chan CommitRejected),
+		cmds:     make(chan func(time.Time)),
+		loopDone: make(chan struct{}),
+		joined:   make(chan struct{}),
+		done:     make(chan struct{}),
+		coord:    coordinator{id: -1},
 	}
 	s.cl = cfg.Client
 	if s.cl == nil {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -33,18 +34,43 @@ type etcdServer struct {
 }
 
 func startEtcd(t *testing.T, bin string) *etcdServer {
+	// etcd is told both its ports, picked ahead with FreeAddr; either
+	// may be taken before it binds it. Then it exits, or (its client
+	// port taken by a listener) never answers: start it again on
+	// fresh ports.
+	var err error
+	for range 3 {
+		var e *etcdServer
+		if e, err = tryEtcd(t, bin); err == nil {
+			return e
+		}
+		t.Logf("etcd: %v; again on other ports", err)
+	}
+	t.Fatalf("etcd does not serve: %v", err)
+	return nil
+}
+
+func tryEtcd(t *testing.T, bin string) (*etcdServer, error) {
 	peer, err := proctest.FreeAddr()
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
-	p := proctest.Start(t, "etcd", bin,
+	client, err := proctest.FreeAddr()
+	if err != nil {
+		return nil, err
+	}
+	p, err := proctest.StartOn("etcd", client, bin,
 		"--name", "e0", "--data-dir", filepath.Join(t.TempDir(), "etcd"),
 		"--listen-client-urls", "http://{addr}", "--advertise-client-urls", "http://{addr}",
 		"--listen-peer-urls", "http://"+peer, "--initial-advertise-peer-urls", "http://"+peer,
 		"--initial-cluster", "e0=http://"+peer, "--unsafe-no-fsync", "--log-level", "warn")
+	if err != nil {
+		return nil, err
+	}
 	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{"http://" + p.Addr}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
-		t.Fatal(err)
+		p.Stop()
+		return nil, err
 	}
 	defer cli.Close()
 	deadline := time.Now().Add(30 * time.Second)
@@ -55,12 +81,19 @@ func startEtcd(t *testing.T, bin string) *etcdServer {
 		if err == nil {
 			break
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("etcd does not serve: %v", err)
+		if p.Exited() || time.Now().After(deadline) {
+			p.Stop()
+			return nil, fmt.Errorf("%v\n%s", err, p.Output())
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	return &etcdServer{proc: p, endpoint: p.Addr}
+	t.Cleanup(func() {
+		p.Stop()
+		if t.Failed() {
+			t.Logf("output of etcd:\n%s", p.Output())
+		}
+	})
+	return &etcdServer{proc: p, endpoint: p.Addr}, nil
 }
 
 // node is one `tenure serve` of a set. Clients reach it through its
@@ -105,6 +138,19 @@ func newProxy(srv *toxiproxy.ApiServer, name, upstream string) (*toxiproxy.Proxy
 	return p, nil
 }
 
+// unboundUpstream is a client proxy's upstream until its node has bound
+// its port: port 1 (tcpmux, a privileged port nothing serves), so a
+// client that dials the proxy early is refused, as by a node that has
+// not started.
+const unboundUpstream = "127.0.0.1:1"
+
+// What `tenure serve` logs once its listeners are bound: the Kafka
+// listener's address and the HTTP status page's.
+var (
+	servingRE = regexp.MustCompile(`\tserving\t\{[^\n]*"listen": "([^"]+)"`)
+	httpRE    = regexp.MustCompile(`\tserving http\t\{"status": "http://([^/"]+)/"`)
+)
+
 func startSet(t *testing.T, cfg setConfig) *set {
 	s := &set{t: t, proxy: toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())}
 	t.Cleanup(func() {
@@ -116,16 +162,15 @@ func startSet(t *testing.T, cfg setConfig) *set {
 	var wg sync.WaitGroup
 	errs := make([]error, 3)
 	for i := range 3 {
-		listen, err := proctest.FreeAddr()
-		if err != nil {
-			t.Fatal(err)
-		}
-		http, err := proctest.FreeAddr()
-		if err != nil {
-			t.Fatal(err)
-		}
-		n := &node{name: fmt.Sprintf("n%d", i), http: http}
-		if n.client, err = newProxy(s.proxy, n.name+"-client", listen); err != nil {
+		// The proxies bind port 0 and hold their ports; the node binds
+		// port 0 too and logs what it bound, and only then does its
+		// client proxy learn its upstream. Ports picked ahead
+		// (FreeAddr) and bound later by the child were free only when
+		// picked: a set once failed with "bind: address already in
+		// use", and parallel sessions churn loopback ports all along.
+		n := &node{name: fmt.Sprintf("n%d", i)}
+		var err error
+		if n.client, err = newProxy(s.proxy, n.name+"-client", unboundUpstream); err != nil {
 			t.Fatal(err)
 		}
 		if n.etcd, err = newProxy(s.proxy, n.name+"-etcd", cfg.etcd.endpoint); err != nil {
@@ -133,19 +178,30 @@ func startSet(t *testing.T, cfg setConfig) *set {
 		}
 		n.adv = n.client.Listen
 		s.nodes = append(s.nodes, n)
-		args := []string{"serve", "--listen", "{addr}", "--advertise", n.adv, "--http", http,
+		args := []string{"serve", "--listen", "127.0.0.1:0", "--advertise", n.adv, "--http", "127.0.0.1:0",
 			"--etcd-endpoints", "http://" + n.etcd.Listen, "--etcd-prefix", cfg.prefix,
 			"--election-ttl", cfg.ttl.String(), "--shards", strconv.Itoa(cfg.shards),
 			"--consumer-session-timeout", cfg.session.String(), "--consumer-heartbeat-interval", cfg.heartbeat.String(),
 			"--initial-rebalance-delay", "500ms", "--topic", fmt.Sprintf("%s:%d", cfg.topic, cfg.parts),
 			"--log-level", nodeLogLevel(cfg.debug)}
 		wg.Go(func() {
-			p, err := proctest.StartOn(n.name, listen, cfg.tenure, args...)
+			p, err := proctest.StartUntil(n.name, cfg.tenure, func(out string) bool {
+				return servingRE.MatchString(out) && httpRE.MatchString(out)
+			}, args...)
 			if err != nil {
 				errs[i] = err
 				return
 			}
 			n.proc = p
+			out := p.Output()
+			listen := servingRE.FindStringSubmatch(out)[1]
+			n.http = httpRE.FindStringSubmatch(out)[1]
+			// Update rebinds the proxy's own port at once: a window
+			// of microseconds, against the child's start (seconds
+			// under load) that FreeAddr left open.
+			if err := n.client.Update(&toxiproxy.Proxy{Listen: n.adv, Upstream: listen, Enabled: true}); err != nil {
+				errs[i] = fmt.Errorf("%s: pointing its proxy %s at %s: %w", n.name, n.adv, listen, err)
+			}
 		})
 	}
 	wg.Wait()

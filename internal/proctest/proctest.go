@@ -125,6 +125,39 @@ func StartOn(name, addr, bin string, args ...string) (*Process, error) {
 	}
 }
 
+// StartUntil starts bin with args and waits up to 60 s until ready
+// accepts what the process wrote so far; a process that binds its ports
+// itself (port 0) and logs them leaves no window between picking a port
+// and binding it, which Start's FreeAddr does: another process, or an
+// outgoing connection's local port, can take a port FreeAddr returned
+// before the child binds it. The caller stops the process.
+func StartUntil(name, bin string, ready func(output string) bool, args ...string) (*Process, error) {
+	p := &Process{Name: name, out: &lockedBuffer{}, done: make(chan struct{})}
+	p.cmd = exec.Command(bin, args...)
+	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
+	if err := p.cmd.Start(); err != nil {
+		return nil, err
+	}
+	go func() {
+		p.err = p.cmd.Wait()
+		close(p.done)
+	}()
+	deadline := time.Now().Add(60 * time.Second)
+	for !ready(p.out.String()) {
+		select {
+		case <-p.done:
+			return nil, fmt.Errorf("%s exited: %v\n%s", name, p.err, p.out)
+		default:
+		}
+		if time.Now().After(deadline) {
+			p.Kill()
+			return nil, fmt.Errorf("%s not ready within 60 s\n%s", name, p.out)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return p, nil
+}
+
 // FreeAddr returns a loopback address with a port nobody listens on.
 func FreeAddr() (string, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

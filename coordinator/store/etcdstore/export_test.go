@@ -1,5 +1,7 @@
 package etcdstore
 
+import "github.com/tenure-dev/tenure/coordinator"
+
 // PauseMirror ends m's watch and keeps it from starting again until
 // resume is called, as an etcd out of reach would: the mirror falls
 // behind the writes made meanwhile.
@@ -37,4 +39,13 @@ func HoldCombiner(c *Combiner) (queued func() int, release func()) {
 		c.mu.Unlock()
 	}
 	return queued, release
+}
+
+// PlannedOffsetOps returns the keys and values that Persist writes for
+// recs (of offsets only) under prefix, in one transaction.
+func PlannedOffsetOps(prefix string, recs []coordinator.Record) (keys, vals []string) {
+	for _, o := range newKeys(prefix, 0, 1).plan(recs, 1<<20, 1<<30)[0].ops {
+		keys, vals = append(keys, o.key), append(vals, o.val)
+	}
+	return keys, vals
 }

@@ -1,0 +1,120 @@
+package etcdstore_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/tenure-dev/tenure/coordinator"
+	"github.com/tenure-dev/tenure/coordinator/store/embedetcd"
+	"github.com/tenure-dev/tenure/coordinator/store/etcdstore"
+	"github.com/tenure-dev/tenure/epoch"
+)
+
+// BenchmarkTxnShape measures what etcd spends on a batch of offset
+// commits by the number of keys it is written as: the question a layout
+// of fewer keys per commit would answer. Each transaction carries the
+// commits of 137 partitions of one group (of 1,000; what the writer
+// sends in BenchmarkCommits1000), against an embedded etcd with fsync on:
+//
+//   - keys: one key per partition, as the store writes them;
+//   - batch-key: the same keys and values in one value under one new key
+//     per transaction (the bytes of keys above), a lower bound for a log
+//     of commit batches;
+//   - batch-key+fold: the same, and every 64 transactions the batches'
+//     newest value of every partition they hold put to its own key and
+//     the 64 batch keys deleted, so that the log stays bounded: what
+//     such a layout would cost in the steady state.
+//
+// Reported: the process's CPU per commit (client and server alike, the
+// embedded etcd being in the process) and the time of a transaction.
+//
+//	go test -run '^$' -bench BenchmarkTxnShape -benchtime 2000x ./coordinator/store/etcdstore/
+func BenchmarkTxnShape(b *testing.B) {
+	emb, err := embedetcd.Start(context.Background(), b.TempDir(), zap.NewNop())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer emb.Close()
+	cli := emb.Client()
+	const perTxn, partitions, foldEvery = 137, 1000, 64
+	for _, shape := range []string{"keys", "batch-key", "batch-key+fold"} {
+		b.Run(shape, func(b *testing.B) {
+			prefix := fmt.Sprintf("/shape/%s/", shape)
+			md := ""
+			recs := make([]coordinator.Record, perTxn)
+			for i := range recs {
+				recs[i] = &coordinator.OffsetRecord{Group: "committers", Topic: "work1000", LeaderEpoch: -1, Metadata: &md,
+					Token: epoch.Token(1<<20 + i), MemberID: "hq0F3Jh_gGIwoTygd5badg"}
+			}
+			latest := make(map[string]string, partitions) // the batches' newest values, by key
+			var batchKeys []string
+			next := 0
+			ctx := context.Background()
+			b.ResetTimer()
+			start, cpu0 := time.Now(), processCPU()
+			for n := range b.N {
+				for _, r := range recs {
+					o := r.(*coordinator.OffsetRecord)
+					o.Partition = int32(next % partitions)
+					o.Offset = int64(n)
+					next++
+				}
+				keys, vals := etcdstore.PlannedOffsetOps(prefix, recs)
+				var ops []clientv3.Op
+				switch shape {
+				case "keys":
+					for i, key := range keys {
+						ops = append(ops, clientv3.OpPut(key, vals[i]))
+					}
+				default:
+					var val strings.Builder
+					for i, key := range keys {
+						val.WriteString(key)
+						val.WriteString(vals[i])
+						latest[key] = vals[i]
+					}
+					key := fmt.Sprintf("%sgroups/committers/batches/%010d", prefix, n)
+					ops = []clientv3.Op{clientv3.OpPut(key, val.String())}
+					batchKeys = append(batchKeys, key)
+				}
+				if _, err := cli.Txn(ctx).Then(ops...).Commit(); err != nil {
+					b.Fatal(err)
+				}
+				if shape != "batch-key+fold" || len(batchKeys) < foldEvery {
+					continue
+				}
+				fold := make([]clientv3.Op, 0, len(latest)+len(batchKeys))
+				for key, val := range latest {
+					fold = append(fold, clientv3.OpPut(key, val))
+				}
+				for _, key := range batchKeys {
+					fold = append(fold, clientv3.OpDelete(key))
+				}
+				if _, err := cli.Txn(ctx).Then(fold...).Commit(); err != nil {
+					b.Fatal(err)
+				}
+				clear(latest)
+				batchKeys = batchKeys[:0]
+			}
+			elapsed, cpu := time.Since(start), processCPU()-cpu0
+			b.ReportMetric(float64(cpu.Nanoseconds())/1000/float64(b.N*perTxn), "cpu-us/commit")
+			b.ReportMetric(float64(elapsed.Microseconds())/float64(b.N), "us/txn")
+		})
+	}
+}
+
+// processCPU is this process's CPU so far.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
