@@ -15,7 +15,7 @@ import (
 )
 
 var (
-	benchProfile      = flag.String("e2e.profile", "", "BenchmarkTakeover: a `dir` to write, from the kill until every group is served again, consecutive CPU profiles of each surviving node (the nodes get --enable-pprof) and of the load generator (this process): node<i>-<ms after the kill>.pprof, fleet-<ms>.pprof")
+	benchProfile      = flag.String("e2e.profile", "", "BenchmarkTakeover: a `dir` to write, from the kill until every group is served again, consecutive CPU profiles of each surviving node (the nodes get --enable-pprof) and of the load generator (this process): node<i>-<ms after the kill>.pprof, fleet-<ms>.pprof, and the survivors' logs, node<i>.log")
 	benchProfileSlice = flag.Duration("e2e.profile-slice", time.Second, "BenchmarkTakeover: length of each profile of -e2e.profile")
 )
 
@@ -99,6 +99,15 @@ func profileTakeover(tb testing.TB, h *haSet, victim int, killed time.Time) (sto
 	return func() {
 		close(done)
 		wg.Wait()
+		// The survivors' logs too: with -e2e.args=--log-level=info they
+		// say when the term began serving and how long its takeover took.
+		for i, p := range h.nodes {
+			if i != victim {
+				if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("node%d.log", i)), []byte(p.Output()), 0o644); err != nil {
+					tb.Logf("log of node %d: %v", i, err)
+				}
+			}
+		}
 		tb.Logf("takeover profiles in %s (go tool pprof -top %s)", dir, filepath.Join(dir, "node*-*.pprof"))
 	}
 }
