@@ -235,33 +235,27 @@ func (c *haCluster) Self() server.Node { return serverNode(c.node.Self()) }
 
 func (c *haCluster) Changed() <-chan struct{} { return c.node.Changed() }
 
-func (c *haCluster) Nodes() []server.Node {
-	ns := c.node.Nodes()
-	out := make([]server.Node, len(ns))
-	for i, n := range ns {
-		out[i] = serverNode(n)
-	}
-	return out
-}
+func (c *haCluster) Nodes() []server.Node { return serverNodes(c.node.Nodes()) }
 
 func (c *haCluster) Leader() (server.Node, bool) {
 	n, ok := c.node.Leader()
 	return serverNode(n), ok
 }
 
-func (c *haCluster) Candidates() []server.Node {
-	ns := c.node.Candidates()
-	out := make([]server.Node, len(ns))
-	for i, n := range ns {
-		out[i] = serverNode(n)
-	}
-	return out
-}
+func (c *haCluster) Candidates() []server.Node { return serverNodes(c.node.Candidates()) }
 
 func (c *haCluster) Terms() <-chan server.Term { return c.terms }
 
 func serverNode(n ha.NodeInfo) server.Node {
 	return server.Node{ID: n.ID, Addr: n.Addr, HTTP: n.HTTP, Listeners: n.Listeners}
+}
+
+func serverNodes(ns []ha.NodeInfo) []server.Node {
+	out := make([]server.Node, len(ns))
+	for i, n := range ns {
+		out[i] = serverNode(n)
+	}
+	return out
 }
 
 // haTerm is a won term with its guarded store.

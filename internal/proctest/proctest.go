@@ -96,33 +96,22 @@ func StartOn(name, addr, bin string, args ...string) (*Process, error) {
 	for i, a := range args {
 		full[i] = strings.ReplaceAll(a, "{addr}", addr)
 	}
-	p := &Process{Name: name, Addr: addr, out: &lockedBuffer{}, done: make(chan struct{})}
-	p.cmd = exec.Command(bin, full...)
-	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
-	if err := p.cmd.Start(); err != nil {
+	p, err := spawn(name, bin, full)
+	if err != nil {
 		return nil, err
 	}
-	go func() {
-		p.err = p.cmd.Wait()
-		close(p.done)
-	}()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		select {
-		case <-p.done:
-			return nil, fmt.Errorf("%s exited: %v\n%s", name, p.err, p.out)
-		default:
+	p.Addr = addr
+	if err := p.waitReady("does not accept connections on "+addr, func() bool {
+		c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond)
+		if err != nil {
+			return false
 		}
-		if c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond); err == nil {
-			c.Close()
-			return p, nil
-		}
-		if time.Now().After(deadline) {
-			p.Kill()
-			return nil, fmt.Errorf("%s does not accept connections on %s\n%s", name, addr, p.out)
-		}
-		time.Sleep(20 * time.Millisecond)
+		c.Close()
+		return true
+	}); err != nil {
+		return nil, err
 	}
+	return p, nil
 }
 
 // StartUntil starts bin with args and waits up to 60 s until ready
@@ -132,6 +121,18 @@ func StartOn(name, addr, bin string, args ...string) (*Process, error) {
 // outgoing connection's local port, can take a port FreeAddr returned
 // before the child binds it. The caller stops the process.
 func StartUntil(name, bin string, ready func(output string) bool, args ...string) (*Process, error) {
+	p, err := spawn(name, bin, args)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.waitReady("not ready within 60 s", func() bool { return ready(p.out.String()) }); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// spawn starts bin with args, its output captured.
+func spawn(name, bin string, args []string) (*Process, error) {
 	p := &Process{Name: name, out: &lockedBuffer{}, done: make(chan struct{})}
 	p.cmd = exec.Command(bin, args...)
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
@@ -142,20 +143,26 @@ func StartUntil(name, bin string, ready func(output string) bool, args ...string
 		p.err = p.cmd.Wait()
 		close(p.done)
 	}()
+	return p, nil
+}
+
+// waitReady polls ready for up to 60 s; it kills the process when the
+// time is up, and reports why it is not ready (notReady) or how it exited.
+func (p *Process) waitReady(notReady string, ready func() bool) error {
 	deadline := time.Now().Add(60 * time.Second)
-	for !ready(p.out.String()) {
+	for !ready() {
 		select {
 		case <-p.done:
-			return nil, fmt.Errorf("%s exited: %v\n%s", name, p.err, p.out)
+			return fmt.Errorf("%s exited: %v\n%s", p.Name, p.err, p.out)
 		default:
 		}
 		if time.Now().After(deadline) {
 			p.Kill()
-			return nil, fmt.Errorf("%s not ready within 60 s\n%s", name, p.out)
+			return fmt.Errorf("%s %s\n%s", p.Name, notReady, p.out)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	return p, nil
+	return nil
 }
 
 // FreeAddr returns a loopback address with a port nobody listens on.
