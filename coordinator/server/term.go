@@ -337,8 +337,12 @@ func (g *loadGate) Store(on bool) {
 }
 
 // ended returns a channel closed when the load under way ends, nil if
-// none is.
+// none is. Without a load it takes no lock: every request a follower
+// redirects asks.
 func (g *loadGate) ended() <-chan struct{} {
+	if !g.on.Load() {
+		return nil
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.done
