@@ -66,7 +66,9 @@ type batchEntryBuild struct {
 
 // foldOpBytes is what a partition key's put costs in a fold beyond the
 // entry's line: its directories, "fr" and the framing.
-func foldOpBytes(groupDir string) int { return len(groupDir) + len(offsetsDir) + 24 + opOverhead }
+func (k keys) foldOpBytes(group string) int {
+	return len(k.groups) + escapedLen(group) + 1 + len(offsetsDir) + 24 + opOverhead
+}
 
 func (b *batchBuild) value() string {
 	out := make([]byte, 0, b.bytes)
@@ -107,7 +109,7 @@ func (t *plannedTxn) addOffset(k keys, r *coordinator.OffsetRecord, val string, 
 	}
 	e := batchEntryBuild{tp{r.Topic, r.Partition}, val}
 	size := batchLineLen(e.topic, e.partition, val)
-	fold := size + foldOpBytes(k.groupDir(r.Group))
+	fold := size + k.foldOpBytes(r.Group)
 	if i, ok := b.index[e.tp]; ok {
 		old := b.entries[i]
 		oldSize := batchLineLen(old.topic, old.partition, old.val)
@@ -139,7 +141,7 @@ func (t *plannedTxn) offsetFits(k keys, r *coordinator.OffsetRecord, val string,
 	if _, ok := b.index[tp{r.Topic, r.Partition}]; ok {
 		return true, 0, size
 	}
-	fits = len(b.entries) < max(1, maxOps-1) && b.foldBytes+size+foldOpBytes(k.groupDir(r.Group)) <= maxBytes
+	fits = len(b.entries) < max(1, maxOps-1) && b.foldBytes+size+k.foldOpBytes(r.Group) <= maxBytes
 	return fits, 0, size
 }
 
