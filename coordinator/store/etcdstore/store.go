@@ -21,7 +21,8 @@ import (
 )
 
 // Store is a store.Store in etcd: one key per entity under a prefix, each
-// overwritten in place, so it holds what a coordinator.RecordSet holds.
+// overwritten in place (offsets in batches first, folded into their keys
+// later: offset_batch.go), so it holds what a coordinator.RecordSet holds.
 // It is safe for concurrent use; writes are serialized.
 type Store struct {
 	cli     *clientv3.Client
