@@ -55,12 +55,8 @@ func TestDescribeMemoryStore(t *testing.T) {
 	}
 	tenure := proctest.Build(t, "github.com/tenure-dev/tenure/cmd/tenure")[0]
 	serve := func(name string, store ...string) (broker, admin string) {
-		h, err := proctest.FreeAddr()
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := proctest.Start(t, name, tenure, append([]string{"serve", "--listen", "{addr}", "--http", h, "--partitions", "2"}, store...)...)
-		return p.Addr, "http://" + h
+		p := proctest.StartServe(t, name, tenure, append([]string{"serve", "--listen", "{addr}", "--http", "{http}", "--partitions", "2"}, store...)...)
+		return p.Addr, "http://" + p.HTTP
 	}
 	memBroker, memAdmin := serve("memory", "--store", "memory")
 	etcdBroker, etcdAdmin := serve("etcd", "--data-dir", filepath.Join(t.TempDir(), "data"))

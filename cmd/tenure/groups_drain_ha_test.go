@@ -131,29 +131,44 @@ func TestDrainThroughFollower(t *testing.T) {
 	}
 	// owned maps each consumer's client ID to its partition count, and
 	// to its member ID.
-	owned := func() (map[string]int, map[string]string) {
+	owned := func() (map[string]int, map[string]string, error) {
 		d, err := adm.DescribeConsumerGroups(ctx, "g")
-		if err != nil || d["g"].Err != nil {
-			return nil, nil
+		if err == nil {
+			err = d["g"].Err
+		}
+		if err != nil {
+			return nil, nil, err
 		}
 		n, ids := map[string]int{}, map[string]string{}
 		for _, m := range d["g"].Members {
 			n[m.ClientID], ids[m.ClientID] = len(m.Assignment["jobs"]), m.MemberID
 		}
-		return n, ids
+		return n, ids, nil
+	}
+	owns := func(n map[string]int, want [3]int) string {
+		if n["c0"] != want[0] || n["c1"] != want[1] || n["c2"] != want[2] {
+			return fmt.Sprintf("owned %v", n)
+		}
+		return ""
 	}
 	settled := func(want [3]int) func() string {
 		return func() string {
-			n, _ := owned()
-			if n["c0"] != want[0] || n["c1"] != want[1] || n["c2"] != want[2] {
-				return fmt.Sprintf("owned %v", n)
+			n, _, err := owned()
+			if err != nil {
+				return fmt.Sprintf("describe: %v", err)
 			}
-			return ""
+			return owns(n, want)
 		}
 	}
-	pollUntil(t, 15*time.Second, "2 partitions each", settled([3]int{2, 2, 2}))
-	_, ids := owned()
-	c0 := ids["c0"]
+	var c0 string
+	pollUntil(t, 15*time.Second, "2 partitions each", func() string {
+		n, ids, err := owned()
+		if err != nil {
+			return fmt.Sprintf("describe: %v", err)
+		}
+		c0 = ids["c0"]
+		return owns(n, [3]int{2, 2, 2})
+	})
 
 	drain := func(args ...string) (string, error) {
 		return groupsOut(t, follower.addr, append([]string{"drain", "g", c0, "--admin", follower.http, "--timeout", "10s"}, args...)...)
@@ -167,8 +182,21 @@ func TestDrainThroughFollower(t *testing.T) {
 			t.Errorf("drain output lacks %q:\n%s", want, out)
 		}
 	}
-	if why := settled([3]int{0, 3, 3})(); why != "" {
-		t.Fatalf("after the drain: %s", why)
+	// The drain has taken effect once the command returns: the first
+	// answer of DescribeConsumerGroups must show it. A describe that
+	// fails is a read that failed, not a drain, and is asked again.
+	var drained string
+	pollUntil(t, 10*time.Second, "the group described after the drain", func() string {
+		n, _, err := owned()
+		if err != nil {
+			t.Logf("describe after the drain: %v", err)
+			return fmt.Sprintf("describe: %v", err)
+		}
+		drained = owns(n, [3]int{0, 3, 3})
+		return ""
+	})
+	if drained != "" {
+		t.Fatalf("after the drain: %s", drained)
 	}
 	if out, err := drain("--undo"); err != nil || !strings.Contains(out, "may be assigned partitions again") {
 		t.Fatalf("drain --undo through the follower: %v\n%s", err, out)

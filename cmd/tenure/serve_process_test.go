@@ -49,7 +49,7 @@ func exitWithin(t *testing.T, cmd *exec.Cmd, limit time.Duration, out fmt.String
 func TestServeDataDirInUse(t *testing.T) {
 	bin := buildTenure(t)
 	dir := t.TempDir() + "/data"
-	first := proctest.Start(t, "first", bin, "serve", "--listen", "{addr}", "--http", "127.0.0.1:0", "--data-dir", dir)
+	first := proctest.StartServe(t, "first", bin, "serve", "--listen", "{addr}", "--http", "127.0.0.1:0", "--data-dir", dir)
 
 	second := exec.Command(bin, "serve", "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0", "--data-dir", dir)
 	var out syncBuffer

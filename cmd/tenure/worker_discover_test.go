@@ -24,12 +24,9 @@ func TestWorkerFindsCoordinatorEtcd(t *testing.T) {
 	}
 	tenure := proctest.Build(t, "github.com/tenure-dev/tenure/cmd/tenure")[0]
 	dir := t.TempDir()
-	httpAddr, err := proctest.FreeAddr()
-	if err != nil {
-		t.Fatal(err)
-	}
-	coord := proctest.Start(t, "serve", tenure, "serve", "--listen", "{addr}", "--http", httpAddr,
+	coord := proctest.StartServe(t, "serve", tenure, "serve", "--listen", "{addr}", "--http", "{http}",
 		"--data-dir", filepath.Join(dir, "data"), "--partitions", "4")
+	httpAddr := coord.HTTP
 
 	var out syncBuffer
 	w := exec.Command(tenure, "worker", "--brokers", coord.Addr, "--admin", "http://"+httpAddr, "--group", "demo")

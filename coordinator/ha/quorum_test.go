@@ -2,6 +2,7 @@ package ha_test
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -54,7 +55,40 @@ func startCluster(t *testing.T, size int) ([]*proctest.Process, []string) {
 		members = append(members, p)
 		endpoints = append(endpoints, "http://"+p.Addr)
 	}
+	waitLeader(t, endpoints)
 	return members, endpoints
+}
+
+// waitLeader waits until every member at endpoints follows one raft
+// leader and the cluster grants a lease. Members that start together on a
+// loaded machine can take seconds to elect their first leader, longer than
+// the 1 s a node allows a Grant; that is etcd starting, not what the tests
+// measure.
+func waitLeader(t *testing.T, endpoints []string) {
+	t.Helper()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	testenv.Eventually(t, 60*time.Second, "the etcd members to elect a leader", func() bool {
+		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+		defer cancel()
+		var leader uint64
+		for _, ep := range endpoints {
+			st, err := cli.Status(ctx, ep)
+			if err != nil || st.Leader == 0 || (leader != 0 && st.Leader != leader) {
+				return false
+			}
+			leader = st.Leader
+		}
+		l, err := cli.Grant(ctx, 1)
+		if err != nil {
+			return false
+		}
+		_, _ = cli.Revoke(ctx, l.ID)
+		return true
+	})
 }
 
 // TestQuorumLoss: with two of three etcd members stopped (SIGSTOP: their

@@ -34,7 +34,9 @@ import (
 //
 // In an HA set, after each change of the set that clients must hear of
 // (view.go), the Fetches parked then, and each connection's next Fetch,
-// are answered "moved" for every partition, once: stock clients then
+// are answered "moved" for every partition, once (and, within ViewSettle
+// of a change that departed a node, a new connection's first Fetch:
+// clusterView.connGen): stock clients then
 // reload metadata, which moves them off a dead node, and look their
 // coordinator up again. Moved is FENCED_LEADER_EPOCH from v13 (clients
 // that fetch by topic ID, which all follow KIP-320), NOT_LEADER_OR_FOLLOWER

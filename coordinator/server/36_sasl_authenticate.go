@@ -73,9 +73,15 @@ func (s *Server) handleSaslAuthenticate(c *conn, req *kmsg.SASLAuthenticateReque
 			time.Sleep(d)
 		}
 	case user != "":
+		if !c.authenticated("User:"+user, mech) {
+			// The timer closed the connection while the exchange ran;
+			// the response goes nowhere, the close counts as a timeout.
+			resp.ErrorCode = kerr.SaslAuthenticationFailed.Code
+			c.auth.fail = errAuthTimeout
+			break
+		}
 		resp.SASLAuthBytes = reply
 		s.m.authentications.WithLabelValues(mech, "ok").Inc()
-		c.authenticated("User:"+user, mech)
 	default:
 		resp.SASLAuthBytes = reply
 	}

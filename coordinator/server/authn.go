@@ -109,15 +109,24 @@ func (c *conn) startAuth() (reason string, err error) {
 		if chains := tc.ConnectionState().VerifiedChains; len(chains) > 0 && len(chains[0]) > 0 {
 			principal = certPrincipal(chains[0][0])
 		}
-		c.authenticated(principal, "TLS")
+		if !c.authenticated(principal, "TLS") {
+			return closeAuthTimeout, errAuthTimeout
+		}
 	}
 	return "", nil
 }
 
-// authenticated makes the connection act as principal from now on.
-func (c *conn) authenticated(principal, via string) {
-	c.principal = principal
+// authenticated makes the connection act as principal from now on. It
+// reports false, and changes nothing, if the authentication timer closed
+// the connection first: an exchange that ends after the timeout, however
+// well, neither authenticates nor is logged as authenticating.
+func (c *conn) authenticated(principal, via string) bool {
 	c.mu.Lock()
+	if c.auth.expired {
+		c.mu.Unlock()
+		return false
+	}
+	c.principal = principal
 	c.auth.done = true
 	if c.auth.timer != nil {
 		c.auth.timer.Stop()
@@ -127,6 +136,7 @@ func (c *conn) authenticated(principal, via string) {
 	c.auth.scram = nil
 	c.s.log.Debug("authenticated", zap.String("remote", c.addr), zap.String("listener", c.ln.Name),
 		zap.String("principal", principal), zap.String("via", via))
+	return true
 }
 
 // authExpired is the authentication timer: unless the connection
@@ -191,7 +201,10 @@ func (c *conn) afterAuthRequest() error {
 
 // closeReason is the close reason of an error handling a frame.
 func closeReason(err error) string {
-	if errors.Is(err, errAuthClose) {
+	switch {
+	case errors.Is(err, errAuthTimeout):
+		return closeAuthTimeout
+	case errors.Is(err, errAuthClose):
 		return closeAuth
 	}
 	return closeProtocol

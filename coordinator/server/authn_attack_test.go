@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/tenure-dev/tenure/coordinator"
+	"github.com/tenure-dev/tenure/coordinator/store"
 )
 
 // attackEnv is a server with a SASL_PLAINTEXT listener (SASL) and an mTLS
@@ -28,7 +29,12 @@ type attackEnv struct {
 	logs    *observer.ObservedLogs
 }
 
-const attackAuthTimeout = 300 * time.Millisecond
+// attackAuthTimeout is short, for the slow clients' cases, yet long
+// enough for the legitimate clients each case runs (a PLAIN or SCRAM check
+// of 4096 PBKDF2 rounds, an mTLS handshake) on a loaded machine under
+// -race: their time counts from the accept, and a stall past it closes
+// them for real.
+const attackAuthTimeout = 2 * time.Second
 
 func newAttackEnv(t *testing.T) *attackEnv {
 	tt := newTestTLS(t)
@@ -381,5 +387,56 @@ func (c *rawClient) expectClosedRaw(timeout time.Duration) {
 			}
 			return
 		}
+	}
+}
+
+// gatedCredentials is a credential store whose lookups wait until the
+// test opens the gate, so an exchange can be held past the
+// authentication timeout.
+type gatedCredentials struct {
+	store.CredentialStore
+	entered chan struct{}
+	open    chan struct{}
+}
+
+func (g *gatedCredentials) Credential(ctx context.Context, user, mechanism string) (*store.Credential, error) {
+	g.entered <- struct{}{}
+	<-g.open
+	return g.CredentialStore.Credential(ctx, user, mechanism)
+}
+
+// TestAuthTimeoutDuringExchange: a SASL exchange that succeeds only after
+// the authentication timer closed its connection does not authenticate:
+// nothing logs the connection as authenticated or counts it a success,
+// and the close counts as an authentication timeout.
+func TestAuthTimeoutDuringExchange(t *testing.T) {
+	mem := store.NewMemory()
+	addUser(t, mem, "alice", "right", ScramSHA256)
+	gate := &gatedCredentials{CredentialStore: mem, entered: make(chan struct{}, 1), open: make(chan struct{})}
+	ts, logs := observed(t, func(c *Config) {
+		c.Listeners = []Listener{{Name: "SASL", Protocol: SASLPlaintext}}
+		c.SASLMechanisms = []string{Plain, ScramSHA256}
+		c.Credentials = gate
+		c.AuthTimeout = 200 * time.Millisecond
+	})
+	c := dial(t, ts.addr)
+	c.saslHandshake(Plain)
+	c.send(func() kmsg.Request {
+		req := kmsg.NewPtrSASLAuthenticateRequest()
+		req.Version, req.SASLAuthBytes = 2, []byte("\x00alice\x00right")
+		return req
+	}())
+	<-gate.entered
+	// The timer closes the connection while the lookup waits.
+	c.expectClosed(5 * time.Second)
+	close(gate.open)
+	eventually(t, 5*time.Second, "the close counted", func() bool {
+		return ts.metric(t, "tenure_connections_closed_total", "reason", closeAuthTimeout) == 1
+	})
+	if p := principals(logs, "SASL"); len(p) != 0 {
+		t.Errorf("logged as authenticated: %q", p)
+	}
+	if n := ts.metric(t, "tenure_authentications_total", "mechanism", Plain, "result", "ok"); n != 0 {
+		t.Errorf("%v successful authentications counted", n)
 	}
 }

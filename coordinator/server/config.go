@@ -81,7 +81,10 @@ type Config struct {
 	// its takeover grace). Default 10 s: kgo reloads metadata at most
 	// every 5 s (MetadataMinAge), then needs a heartbeat interval and a
 	// coordinator lookup. A member whose process dies within that window
-	// goes at its session timeout instead of the grace.
+	// goes at its session timeout instead of the grace. A connection
+	// accepted within it after a change that departed a node has its
+	// first Fetch told "moved" (view.go, connGen): its client may be one
+	// the change sent here, still holding its old coordinator.
 	ViewSettle time.Duration
 
 	// TopicRefresh is how often a node of an HA set reloads the topics,

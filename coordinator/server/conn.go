@@ -57,7 +57,8 @@ type conn struct {
 	readDeadline time.Time
 	lastGroup    *groupEntry
 	// viewGen is the last change of the HA set's view this connection
-	// was told of by a Fetch answered NOT_LEADER_OR_FOLLOWER (view.go).
+	// was told of by a Fetch answered NOT_LEADER_OR_FOLLOWER (view.go);
+	// a new one starts at the current change (clusterView.connGen).
 	viewGen atomic.Uint64
 	// principal is who the connection acts as, in Kafka's form
 	// ("User:alice"): AnonymousPrincipal until a TLS client certificate
@@ -101,7 +102,7 @@ func newConn(s *Server, nc, raw net.Conn, ln *listener) *conn {
 		principal: AnonymousPrincipal,
 	}
 	if s.view != nil {
-		c.viewGen.Store(s.view.told())
+		c.viewGen.Store(s.view.connGen(time.Now(), s.cfg.ViewSettle))
 	}
 	c.host = c.addr
 	if h, _, err := net.SplitHostPort(c.addr); err == nil {

@@ -30,21 +30,32 @@ func TestConnectionLimit(t *testing.T) {
 }
 
 func TestIdleTimeout(t *testing.T) {
-	ts := startServer(t, func(c *Config) { c.IdleTimeout = 100 * time.Millisecond })
-	idle := dial(t, ts.addr)
-	idle.roundTrip(metadataRequest(12, "jobs"))
+	// Short to keep the test quick, yet long against a stall of this
+	// goroutine on a loaded machine: a stall between the dial and a send
+	// longer than the timeout would close the connection for real.
+	const idle = 500 * time.Millisecond
+	ts := startServer(t, func(c *Config) { c.IdleTimeout = idle })
+	idleConn := dial(t, ts.addr)
+	// A connection is idle from the server's read of its last request,
+	// which comes after the send, however late the response arrives.
 	start := time.Now()
-	idle.expectClosed(5 * time.Second)
-	if d := time.Since(start); d < 100*time.Millisecond {
-		t.Fatalf("closed after %v, before the idle timeout", d)
+	idleConn.roundTrip(metadataRequest(12, "jobs"))
+	idleConn.expectClosed(5 * time.Second)
+	if d := time.Since(start); d < idle {
+		t.Fatalf("closed %v after the last request, before the idle timeout (%v)", d, idle)
 	}
 
-	// A connection waiting for a held Fetch is not idle.
+	// A connection waiting for a held Fetch is not idle: a Fetch held
+	// three idle timeouts is answered, and only then does the
+	// connection go idle.
 	busy := dial(t, ts.addr)
-	busy.roundTrip(kmsg.NewPtrApiVersionsRequest())
-	busy.send(fetchRequest(12, 400*time.Millisecond, "jobs", 0))
+	sent := time.Now()
+	busy.send(fetchRequest(12, 3*idle, "jobs", 0))
 	if _, resp := busy.recv(); resp.(*kmsg.FetchResponse).ErrorCode != 0 {
 		t.Fatal("held fetch failed")
+	}
+	if d := time.Since(sent); d < 3*idle {
+		t.Fatalf("the fetch came back after %v, not held its %v", d, 3*idle)
 	}
 	busy.expectClosed(5 * time.Second)
 	// The count follows the close by a moment.

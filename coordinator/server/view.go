@@ -40,7 +40,8 @@ import (
 //   - each change of what clients should see answers the parked Fetches,
 //     and each connection's next Fetch, NOT_LEADER_OR_FOLLOWER once (the
 //     "moved" signal), which makes clients reload metadata and look their
-//     coordinator up again.
+//     coordinator up again; within ViewSettle of a change that departed a
+//     node, a new connection's first Fetch is told too (connGen).
 
 // ViewNotifier is a Cluster that announces changes of its view (Nodes,
 // Leader, ShardOwner): Changed returns a channel closed at the next
@@ -76,6 +77,10 @@ type viewSnap struct {
 	// changed is when the view clients see last changed (zero: never
 	// since the first refresh); read with a monotonic clock.
 	changed time.Time
+	// departed is when the departed nodes or their aliases' targets last
+	// changed while some node was departed (zero: never): a change that
+	// moves clients off a node (connGen).
+	departedAt time.Time
 }
 
 // settling reports whether the view clients see changed less than settle
@@ -93,6 +98,29 @@ func (v *clusterView) told() uint64 {
 		return snap.gen
 	}
 	return 0
+}
+
+// connGen is the change count a connection accepted at now starts as told
+// of: the current one, except within settle of a change that moved
+// clients off a departed node, when the connection's first Fetch is told
+// "moved" too. A client that connects to a survivor then was most likely
+// sent there by that change (its connection to the dead node failed and
+// it reloaded metadata), and it may hold state from before it that only
+// the moved signal makes it drop: kafkajs 2.2.4 heartbeats the
+// coordinator it found at its last join until a Fetch error makes it
+// join again (consumerGroup.js, recoverFromFetch), and a member whose
+// partitions were all led by the dead node has no connection to a
+// survivor that the change could tell (docs/FAILOVER.md). A new connection
+// is no sign that its client heard of the change.
+func (v *clusterView) connGen(now time.Time, settle time.Duration) uint64 {
+	snap := v.snap.Load()
+	if snap == nil {
+		return 0
+	}
+	if snap.gen > 0 && coordinator.ViewSettling(snap.departedAt, now, settle) {
+		return snap.gen - 1
+	}
+	return snap.gen
 }
 
 // clusterView is a node's view of its HA set as clients should see it.
@@ -117,6 +145,7 @@ type clusterView struct {
 	known       map[int32]Node // live at the last refresh
 	lastOwner   []int32        // the last live owner of each shard, -1 if none yet
 	fingerprint string
+	aliasPrint  string // the departed nodes' part of fingerprint
 }
 
 func newClusterView(s *Server) *clusterView {
@@ -248,19 +277,22 @@ func (v *clusterView) refresh(ctx context.Context, now time.Time) {
 	slices.SortFunc(snap.departed, func(a, b departure) int { return cmp.Compare(a.node.ID, b.node.ID) })
 
 	// What clients see: the live nodes and where each alias points. The
-	// change count travels in the snapshot it counts, so a connection
-	// made from (or a Fetch checked against) a snapshot is never told of
-	// that snapshot's own change afterwards.
-	var b strings.Builder
+	// change count travels in the snapshot it counts, so a Fetch checked
+	// against a snapshot is never told of that snapshot's own change
+	// afterwards, nor is a connection made from it, unless connGen counts
+	// it untold on purpose.
+	var b, aliases strings.Builder
 	for _, n := range live {
 		fmt.Fprintf(&b, "%d=%s;", n.ID, n.Addr)
 	}
 	for _, d := range snap.departed {
-		fmt.Fprintf(&b, "%d>%d;", d.node.ID, s.aliasTarget(d, live, now).ID)
+		fmt.Fprintf(&aliases, "%d>%d;", d.node.ID, s.aliasTarget(d, live, now).ID)
 	}
+	b.WriteString(aliases.String())
 	snap.gen = v.told()
 	if prev := v.snap.Load(); prev != nil {
 		snap.changed = prev.changed
+		snap.departedAt = prev.departedAt
 	}
 	changed := false
 	if fp := b.String(); fp != v.fingerprint {
@@ -269,6 +301,12 @@ func (v *clusterView) refresh(ctx context.Context, now time.Time) {
 		if changed {
 			snap.gen++
 			snap.changed = now
+		}
+	}
+	if ap := aliases.String(); ap != v.aliasPrint {
+		v.aliasPrint = ap
+		if changed && ap != "" {
+			snap.departedAt = now
 		}
 	}
 	v.snap.Store(snap)

@@ -202,3 +202,56 @@ func TestMovedByVersion(t *testing.T) {
 		t.Fatalf("the next v12 Fetch: error %d", code)
 	}
 }
+
+// TestNewConnToldAfterDeparture: a connection made within ViewSettle of a
+// change that departed a node has its first Fetch told "moved" as well,
+// since its client may hold a coordinator from before the change and have
+// no older connection to this node that the change could tell (kafkajs
+// with every partition led by the dead node, docs/FAILOVER.md). A
+// connection made when nodes only joined, or after the window, is served.
+func TestNewConnToldAfterDeparture(t *testing.T) {
+	const settle = 4 * time.Second
+	set := &fakeSet{leader: -1, shared: store.NewMemory(), nodes: []Node{{ID: 0}, {ID: 1}, {ID: 2}}}
+	na, nb, nc := set.node(0), set.node(1), set.node(2)
+	a := startSetServer(t, set, na)
+	b := startServer(t, func(c *Config) {
+		c.Store = nil
+		c.TopicStore = set.shared
+		c.Cluster = nb
+		c.TopicRefresh = 50 * time.Millisecond
+		c.ViewSettle = settle
+	})
+	c := startSetServer(t, set, nc)
+	set.advertise(a, b, c)
+	set.setLeader(0)
+	na.terms <- newFakeTerm(set.shared)
+	eventually(t, 5*time.Second, "a to lead", func() bool { return a.lead.Load() != nil })
+	eventually(t, 5*time.Second, "b to see every node's address", func() bool {
+		snap := b.view.snap.Load()
+		return snap != nil && len(snap.live) == 3 && !slices.ContainsFunc(snap.live, func(n Node) bool { return n.Addr == "" })
+	})
+	dial(t, b.addr).roundTrip(metadataRequest(12, "jobs"))
+	quick := fetchRequest(12, 0, "jobs", 0, 1)
+
+	if code := fetchResponseCode(dial(t, b.addr).roundTrip(quick)); code != 0 {
+		t.Fatalf("a new connection's first Fetch while nodes only joined: error %d, want none", code)
+	}
+
+	c.stop()
+	eventually(t, 5*time.Second, "b to alias c", func() bool {
+		snap := b.view.snap.Load()
+		return len(snap.departed) == 1 && !snap.departedAt.IsZero()
+	})
+	fresh := dial(t, b.addr)
+	if code := fetchResponseCode(fresh.roundTrip(quick)); code != kerr.NotLeaderForPartition.Code {
+		t.Fatalf("a new connection's first Fetch after c departed: error %d, want NOT_LEADER_OR_FOLLOWER", code)
+	}
+	if code := fetchResponseCode(fresh.roundTrip(quick)); code != 0 {
+		t.Fatalf("its second Fetch: error %d, want none", code)
+	}
+
+	time.Sleep(time.Until(b.view.snap.Load().departedAt.Add(settle + 100*time.Millisecond)))
+	if code := fetchResponseCode(dial(t, b.addr).roundTrip(quick)); code != 0 {
+		t.Fatalf("a new connection's first Fetch after the window: error %d, want none", code)
+	}
+}

@@ -40,7 +40,7 @@ func TestConnLossProcesses(t *testing.T) {
 		n         = 3 // partitions per consumer
 	)
 	bins := proctest.Build(t, mod+"cmd/tenure", mod+"internal/kgoconsumer")
-	srv := proctest.Start(t, "tenure", bins[0], "serve", "--listen", "{addr}", "--store", "memory", "--http", "",
+	srv := proctest.StartServe(t, "tenure", bins[0], "serve", "--listen", "{addr}", "--store", "memory", "--http", "",
 		"--log-level", "info", "--consumer-session-timeout", session.String(),
 		"--consumer-heartbeat-interval", heartbeat.String(), "--conn-loss-grace", grace.String())
 	createTopicN(t, srv.Addr, "jobs", 3*n)

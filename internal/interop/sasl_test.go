@@ -94,15 +94,12 @@ func TestSASLLogins(t *testing.T) {
 		tl.node = p
 	}
 
-	internal, err := proctest.FreeAddr()
-	if err != nil {
-		t.Fatal(err)
-	}
-	node := proctest.Start(t, "serve", tenure, "serve", "--store", "memory", "--http", "",
-		"--listeners", "INTERNAL://"+internal+",SASL://{addr}",
+	node := proctest.StartServe(t, "serve", tenure, "serve", "--store", "memory", "--http", "",
+		"--listeners", "INTERNAL://{addr},SASL://{addr}",
 		"--listener-security-protocol-map", "INTERNAL:PLAINTEXT,SASL:SASL_PLAINTEXT",
 		"--sasl-mechanisms", "SCRAM-SHA-256,SCRAM-SHA-512", "--topic", saslTopic+":4",
 		"--consumer-session-timeout", "10s")
+	internal, sasl := node.Listeners["INTERNAL"], node.Listeners["SASL"]
 	passwords := map[string]string{"SCRAM-SHA-256": "alice-secret-256", "SCRAM-SHA-512": "alice-secret-512"}
 	for mech, pw := range passwords {
 		add := exec.Command(tenure, "users", "add", "alice", "--mechanism", mech, "--brokers", internal)
@@ -124,10 +121,10 @@ func TestSASLLogins(t *testing.T) {
 			for _, mech := range []string{"SCRAM-SHA-256", "SCRAM-SHA-512"} {
 				ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 				group := fmt.Sprintf("sasl-%s-%s", cl.name, strings.ToLower(mech))
-				if joined, out := cl.run(ctx, node.Addr, mech, "alice", passwords[mech], group); !joined {
+				if joined, out := cl.run(ctx, sasl, mech, "alice", passwords[mech], group); !joined {
 					t.Errorf("%s with the right password did not join:\n%s", mech, out)
 				}
-				if joined, out := cl.run(ctx, node.Addr, mech, "alice", "wrong", group+"-bad"); joined {
+				if joined, out := cl.run(ctx, sasl, mech, "alice", "wrong", group+"-bad"); joined {
 					t.Errorf("%s with a wrong password joined:\n%s", mech, out)
 				} else {
 					t.Logf("%s, wrong password: %s", mech, lastLine(out))

@@ -51,8 +51,12 @@ func Build(tb testing.TB, pkgs ...string) []string {
 type Process struct {
 	Name string
 	// Addr is the loopback address the process was given ({addr} in its
-	// arguments).
+	// arguments), or for StartServe the address its listener bound.
 	Addr string
+	// Listeners and HTTP are the addresses a StartServe process bound:
+	// each Kafka listener's by name, and the status page's.
+	Listeners map[string]string
+	HTTP      string
 
 	cmd  *exec.Cmd
 	out  *lockedBuffer
