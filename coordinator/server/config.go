@@ -52,6 +52,14 @@ type Config struct {
 	// the store when it starts.
 	Standby Standby
 
+	// TakeoverWait is how long a group request that arrives while this
+	// node loads its group's term, or while another installs its group
+	// at a takeover from the standby, waits for that to end before it is
+	// answered COORDINATOR_LOAD_IN_PROGRESS (takeoverwait.go). The wait
+	// holds the request, not its connection. Default 250 ms; 0 answers
+	// at once.
+	TakeoverWait time.Duration
+
 	// PeerProbe is how often a node of an HA set probes the Kafka
 	// listener of every other registered node (view.go): a refused
 	// connection, or one closed within probeClosedWithin, marks the node
@@ -356,6 +364,7 @@ func DefaultConfig() Config {
 		TopicRefresh:      time.Second,
 		PeerProbe:         250 * time.Millisecond,
 		CoordinatorWait:   6 * time.Second,
+		TakeoverWait:      250 * time.Millisecond,
 		ViewSettle:        coordinator.DefaultViewSettle,
 		SASLMechanisms:    []string{ScramSHA256, ScramSHA512},
 		AuthTimeout:       10 * time.Second,
@@ -396,6 +405,9 @@ func (c *Config) Validate() error {
 	}
 	if c.ViewSettle < 0 {
 		bad("view settle %v is negative", c.ViewSettle)
+	}
+	if c.TakeoverWait < 0 {
+		bad("takeover wait %v is negative", c.TakeoverWait)
 	}
 	if c.Cluster != nil && c.TopicRefresh <= 0 {
 		bad("topic refresh %v must be positive", c.TopicRefresh)

@@ -66,11 +66,14 @@ type conn struct {
 	principal string
 	auth      authState // authn.go
 	quota     connQuota // request-rate quotas (quota.go)
-	// members are the group members whose requests this connection
-	// carried (connloss.go).
-	members map[memberConn]struct{}
 
-	mu        sync.Mutex
+	mu sync.Mutex
+	// members are the group members whose latest requests this
+	// connection carried (connloss.go); membersLost, once their groups
+	// were told the connection closed.
+	members     map[memberConn]struct{}
+	membersLost bool
+
 	q         []*slot // response queue; q[head:] are pending
 	head      int
 	free      []*slot

@@ -36,13 +36,21 @@ type memberConn struct {
 }
 
 // trackMember notes that c carries the latest request of the member req
-// names in group e. e.mu must be held, on c's reader.
+// names in group e. e.mu must be held. It runs on c's reader, or for a
+// request that waited for its group's install (takeoverwait.go) on
+// another goroutine: c.members is c.mu's, and once connMembersLost has
+// told c's members, c carries none more.
 func (s *Server) trackMember(e *groupEntry, c *conn, req kmsg.Request) {
 	if s.cfg.Core.ConnLossGrace <= 0 {
 		return
 	}
 	id := memberOf(req)
 	if id == "" || e.conns[id] == c {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.membersLost {
 		return
 	}
 	if e.conns == nil {
@@ -67,14 +75,17 @@ func (e *groupEntry) forgetMember(id string) {
 // reader after c closed. A server that shuts down tells nobody: its
 // groups go with it.
 func (s *Server) connMembersLost(c *conn, reason string) {
-	if len(c.members) == 0 || reason == closeShutdown {
+	c.mu.Lock()
+	members := c.members
+	c.members, c.membersLost = nil, true
+	c.mu.Unlock()
+	if len(members) == 0 || reason == closeShutdown {
 		return
 	}
 	byGroup := make(map[*groupEntry][]string)
-	for ref := range c.members {
+	for ref := range members {
 		byGroup[ref.e] = append(byGroup[ref.e], ref.id)
 	}
-	c.members = nil
 	now := time.Now()
 	for e, ids := range byGroup {
 		slices.Sort(ids)

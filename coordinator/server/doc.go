@@ -221,6 +221,7 @@
 //	tenure_coordinating                       gauge (1 while this node coordinates the groups)
 //	tenure_coordinator_terms_total            counter (terms served: loads of every group)
 //	tenure_takeover_groups_total{from}        counter (groups a term started with: standby, mirror, store)
+//	tenure_takeover_waits_total{outcome}      counter (requests that waited for a load or install: served, timeout)
 //	tenure_authentications_total{mechanism,result} counter (SASL: ok, failed; none/refused)
 //	tenure_authorization_denied_total{api}    counter (authorization refusals)
 //	tenure_acls                               gauge (ACL bindings in force)

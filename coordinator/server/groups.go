@@ -94,45 +94,53 @@ func newGroupRegistry(s *Server, tm *term) *groupRegistry {
 // continue). When it returns nil, code is the error to answer with:
 // GROUP_ID_NOT_FOUND for a missing group, COORDINATOR_LOAD_IN_PROGRESS
 // for one the term's takeover has still to install,
-// COORDINATOR_NOT_AVAILABLE at the group limit or at shutdown.
-func (r *groupRegistry) get(name string, create bool) (e *groupEntry, code int16) {
+// COORDINATOR_NOT_AVAILABLE at the group limit or at shutdown. With
+// COORDINATOR_LOAD_IN_PROGRESS, installed, if not nil, is closed once
+// another's install of the group ends, when get may be asked again.
+func (r *groupRegistry) get(name string, create bool) (e *groupEntry, code int16, installed <-chan struct{}) {
 	r.mu.RLock()
 	e, closed, pending := r.m[name], r.closed, r.isPending(name)
 	r.mu.RUnlock()
 	switch {
 	case closed:
-		return nil, shutdownCode
+		return nil, shutdownCode, nil
 	case e != nil:
-		return e, 0
+		return e, 0, nil
 	case pending:
 		// The takeover has not installed it yet: install it now, ahead
-		// of its turn, unless the takeover is doing so already.
-		if to := r.tm.takeover.Load(); to != nil && to.claim(name) {
+		// of its turn, unless another is doing so already.
+		to := r.tm.takeover.Load()
+		if to == nil {
+			// The takeover ended between the two loads, leaving the
+			// group pending: the term ended first.
+			return nil, kerr.CoordinatorLoadInProgress.Code, nil
+		}
+		if to.claim(name) {
 			to.install(name)
 			return r.get(name, create)
 		}
-		return nil, kerr.CoordinatorLoadInProgress.Code
+		return nil, kerr.CoordinatorLoadInProgress.Code, to.installed(name)
 	case !create:
-		return nil, kerr.GroupIDNotFound.Code
+		return nil, kerr.GroupIDNotFound.Code, nil
 	}
 	// A name not pending now never becomes so: the term's pending set
 	// is fixed before it serves and only shrinks.
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
-		return nil, shutdownCode
+		return nil, shutdownCode, nil
 	}
 	if e := r.m[name]; e != nil {
-		return e, 0
+		return e, 0, nil
 	}
 	if len(r.m) >= r.s.cfg.MaxGroups {
 		r.s.m.limits.WithLabelValues("groups").Inc()
 		r.s.log.Warn("group refused: group limit reached", zap.String("group", name), zap.Int("limit", r.s.cfg.MaxGroups))
-		return nil, kerr.CoordinatorNotAvailable.Code
+		return nil, kerr.CoordinatorNotAvailable.Code, nil
 	}
 	e = r.add(name, nil)
 	r.s.log.Debug("group created", zap.String("group", name))
-	return e, 0
+	return e, 0, nil
 }
 
 // add registers an entry for name with core g (nil: offline, loaded on

@@ -44,6 +44,7 @@ type metrics struct {
 	viewChanges      prometheus.Counter
 	findHeld         prometheus.Counter
 	connLossSettling prometheus.Counter
+	takeoverWaits    *prometheus.CounterVec
 
 	// okRequests caches the error="NONE" child of every served key, so
 	// the common path is one atomic add.
@@ -191,6 +192,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "tenure_connection_loss_settling_total",
 			Help: "Members whose latest request's connection closed while the set's view settled (Config.ViewSettle), so that no connection-loss grace started: clients moving to the addresses a view change gave their brokers' IDs.",
 		}),
+		takeoverWaits: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tenure_takeover_waits_total",
+			Help: "Group requests that arrived while this node loaded their group's term, or another installed their group at a takeover, and waited for that to end (up to Config.TakeoverWait), by outcome: served (handled as if they had arrived after), timeout (answered COORDINATOR_LOAD_IN_PROGRESS).",
+		}, []string{"outcome"}),
 		findHeld: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "tenure_find_coordinator_held_total",
 			Help: "FindCoordinator requests held because no live node coordinated their group (up to Config.CoordinatorWait), rather than answered COORDINATOR_NOT_AVAILABLE at once.",
@@ -202,6 +207,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	for a := range served {
 		m.deniedByKey[a.key] = m.deniedVec.WithLabelValues(kmsg.NameForKey(a.key))
 	}
+	for _, o := range []string{"served", "timeout"} {
+		m.takeoverWaits.WithLabelValues(o)
+	}
 	m.hbClassic = m.heartbeat.WithLabelValues(kmsg.NameForKey(12))
 	m.hbConsumer = m.heartbeat.WithLabelValues(kmsg.NameForKey(68))
 	if reg != nil {
@@ -211,7 +219,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			m.storeFailures, m.persistSeconds, m.batchRecords, m.batchWrites, m.groupsOffline,
 			m.groupLoads, m.takeovers, m.corePanics, m.leading, m.terms, m.authentications,
 			m.deniedVec, m.acls, m.throttled, m.throttleSeconds,
-			m.peersDown, m.viewChanges, m.findHeld, m.connLossSettling,
+			m.peersDown, m.viewChanges, m.findHeld, m.connLossSettling, m.takeoverWaits,
 		} {
 			reg.MustRegister(c)
 		}

@@ -43,7 +43,7 @@ type Server struct {
 	sharded ShardedCluster
 	shards  []shardSlot
 	// loadingLead is set while a leadership term loads the groups.
-	loadingLead atomic.Bool
+	loadingLead loadGate
 	// ledCount is how many terms this node holds now (the leading
 	// gauge is 1 while it is above 0).
 	ledCount atomic.Int32

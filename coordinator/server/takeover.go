@@ -25,9 +25,12 @@ type takeover struct {
 	versions map[string]uint64 // read-only once prepared
 	names    []string          // sorted
 
-	mu      sync.Mutex
-	built   map[string]*builtGroup
-	claimed map[string]bool
+	mu    sync.Mutex
+	built map[string]*builtGroup
+	// claimed holds every group claimed for its install: nil while
+	// nobody waits for the install to end, else a channel closed when it
+	// ends (closedChan once it has).
+	claimed map[string]chan struct{}
 	warm    int
 	cold    int
 	offline int
@@ -60,7 +63,7 @@ func (sb *standby) prepare(ctx context.Context, tm *term) (*takeover, error) {
 		}
 	}
 	sb.mu.Unlock()
-	to.claimed = make(map[string]bool, len(to.versions))
+	to.claimed = make(map[string]chan struct{}, len(to.versions))
 	to.names = slices.Sorted(maps.Keys(to.versions))
 	tm.groups.expect(to.names)
 	tm.takeover.Store(to)
@@ -101,13 +104,47 @@ func (to *takeover) run(ctx context.Context) (warm, cold, offline int) {
 func (to *takeover) claim(name string) bool {
 	to.mu.Lock()
 	defer to.mu.Unlock()
-	if to.claimed[name] {
+	if _, ok := to.claimed[name]; ok {
 		return false
 	}
-	to.claimed[name] = true
+	to.claimed[name] = nil
 	to.installing.Add(1)
 	return true
 }
+
+// installed returns a channel closed once the install of name, which
+// another has claimed, ends: a request for the group waits on it rather
+// than be refused while the claimer is off-core (takeoverwait.go).
+func (to *takeover) installed(name string) <-chan struct{} {
+	to.mu.Lock()
+	defer to.mu.Unlock()
+	ch, ok := to.claimed[name]
+	if !ok {
+		return closedChan // not claimed after all: look again
+	}
+	if ch == nil {
+		ch = make(chan struct{})
+		to.claimed[name] = ch
+	}
+	return ch
+}
+
+// release ends the install of name: whoever waits for it looks again.
+func (to *takeover) release(name string) {
+	to.mu.Lock()
+	defer to.mu.Unlock()
+	if ch := to.claimed[name]; ch != nil && ch != closedChan {
+		close(ch)
+	}
+	to.claimed[name] = closedChan
+}
+
+// closedChan is a channel closed from the start.
+var closedChan = func() chan struct{} {
+	ch := make(chan struct{})
+	close(ch)
+	return ch
+}()
 
 // install installs one claimed group in the term, resumed now: the group
 // rebuilt ahead if it was rebuilt against the records and topics of now,
@@ -115,6 +152,7 @@ func (to *takeover) claim(name string) bool {
 // store (a request that re-creates the group loads it).
 func (to *takeover) install(name string) {
 	defer to.installing.Done()
+	defer to.release(name)
 	s, tm := to.sb.s, to.tm
 	now := time.Now()
 	gen := s.topics.gen.Load()

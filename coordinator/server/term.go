@@ -133,7 +133,7 @@ func (s *Server) controllerTerm(now time.Time) *term {
 type shardSlot struct {
 	mu      sync.Mutex
 	tm      atomic.Pointer[term]
-	loading atomic.Bool
+	loading loadGate
 }
 
 // runTerms serves each term the cluster hands this node, one at a time,
@@ -287,8 +287,9 @@ func (s *Server) loadTerm(ctx context.Context, tm *term, log *zap.Logger) (*take
 // loadingFlag is set while this node loads the groups of a term of shard
 // (-1: the leadership term), so that their requests are answered
 // COORDINATOR_LOAD_IN_PROGRESS, which clients retry here, as Kafka's
-// coordinator answers while it loads a partition of __consumer_offsets.
-func (s *Server) loadingFlag(shard int) *atomic.Bool {
+// coordinator answers while it loads a partition of __consumer_offsets
+// (after a wait for the load to end: takeoverwait.go).
+func (s *Server) loadingFlag(shard int) *loadGate {
 	if shard < 0 {
 		return &s.loadingLead
 	}
@@ -298,10 +299,53 @@ func (s *Server) loadingFlag(shard int) *atomic.Bool {
 // loading reports whether this node is loading the term that will serve
 // group.
 func (s *Server) loading(group string) bool {
+	return s.loadingGate(group).Load()
+}
+
+// loadingGate is the loading flag of the term that will serve group.
+func (s *Server) loadingGate(group string) *loadGate {
 	if s.sharded == nil {
-		return s.loadingLead.Load()
+		return &s.loadingLead
 	}
-	return s.shards[s.sharded.ShardOf(group)].loading.Load()
+	return &s.shards[s.sharded.ShardOf(group)].loading
+}
+
+// loadGate is a loading flag that a request can wait on.
+type loadGate struct {
+	on   atomic.Bool
+	mu   sync.Mutex
+	done chan struct{} // closed when the load under way ends
+}
+
+// Load reports whether a load is under way.
+func (g *loadGate) Load() bool { return g.on.Load() }
+
+// Store marks a load as started or ended.
+func (g *loadGate) Store(on bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if on == g.on.Load() {
+		return
+	}
+	if on {
+		g.done = make(chan struct{})
+	} else {
+		close(g.done)
+		g.done = nil
+	}
+	g.on.Store(on)
+}
+
+// ended returns a channel closed when the load under way ends, nil if
+// none is. Without a load it takes no lock: every request a follower
+// redirects asks.
+func (g *loadGate) ended() <-chan struct{} {
+	if !g.on.Load() {
+		return nil
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.done
 }
 
 // endTerm stops coordinating tm's groups: requests that reach them from

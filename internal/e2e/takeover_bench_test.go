@@ -35,7 +35,8 @@ import (
 // and logs where the survivors' terms took their groups from
 // (tenure_takeover_groups_total: rebuilt ahead by a warm standby, restored
 // from its mirror, or loaded from the store; -e2e.args=--standby=false
-// measures the load). -e2e.baseline=<tenure binary> runs each case on
+// measures the load), and how many requests waited for a load or an
+// install (tenure_takeover_waits_total) rather than be refused. -e2e.baseline=<tenure binary> runs each case on
 // that build too (<case>/baseline), right after this tree's, so that
 // -count=N alternates them in one run. -e2e.profile writes CPU profiles of the survivors
 // and of the load generator, second by second from the kill.
@@ -74,7 +75,8 @@ func BenchmarkTakeover(b *testing.B) {
 			to := sc.killBusiest(b, ctx, "BenchmarkTakeover/"+c.name)
 			sc.f.check(b)
 			// Where the survivors' terms took their groups from.
-			from := map[string]float64{}
+			// and how many requests waited for a load or an install.
+			from, waits := map[string]float64{}, map[string]float64{}
 			for i, p := range sc.h.nodes {
 				if p.Exited() {
 					continue
@@ -84,9 +86,14 @@ func BenchmarkTakeover(b *testing.B) {
 						from[src] += v
 					}
 				}
+				for _, o := range []string{"served", "timeout"} {
+					if v, err := sc.h.metric(ctx, i, `tenure_takeover_waits_total{outcome="`+o+`"}`); err == nil {
+						waits[o] += v
+					}
+				}
 			}
-			b.Logf("joined in %v; %s; the survivors' terms took %v groups from the standby, %v from the mirror, %v from the store",
-				join.Round(time.Millisecond), to, from["standby"], from["mirror"], from["store"])
+			b.Logf("joined in %v; %s; the survivors' terms took %v groups from the standby, %v from the mirror, %v from the store; requests that waited for a load or install: %v served, %v timed out",
+				join.Round(time.Millisecond), to, from["standby"], from["mirror"], from["store"], waits["served"], waits["timeout"])
 			b.ReportMetric(to.back[len(to.back)-1].Seconds(), "served-max-s")
 			b.ReportMetric(to.back[len(to.back)/2].Seconds(), "served-med-s")
 			b.ReportMetric(benchTTL.Seconds(), "ttl-s")
