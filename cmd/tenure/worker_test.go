@@ -740,7 +740,10 @@ func TestWatchSeeds(t *testing.T) {
 		{[]string{ln.Addr().String()}, false},
 	} {
 		ctx, cancel := context.WithCancelCause(context.Background())
-		watchSeeds(ctx, tc.seeds, 50*time.Millisecond, 10*time.Millisecond, cancel)
+		// every is also each dial's timeout, and a dial that times out
+		// (not refused) ends the watch: 10 ms was within a loaded
+		// machine's scheduling delay of a loopback dial.
+		watchSeeds(ctx, tc.seeds, 300*time.Millisecond, 100*time.Millisecond, cancel)
 		if got := errors.Is(context.Cause(ctx), errSeedsRefuse); got != tc.refused {
 			t.Errorf("seeds %v: refused %v, want %v (cause %v)", tc.seeds, got, tc.refused, context.Cause(ctx))
 		}
