@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"slices"
 	"strconv"
@@ -189,8 +190,14 @@ func (c *groupsCLI) run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	// The admin API's connections are the command's own, closed when it
+	// returns: describe asks --admin (by default 127.0.0.1:9644, where any
+	// node may listen), and a keep-alive connection left in
+	// http.DefaultTransport would outlive the command.
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	defer tr.CloseIdleConnections()
 	gc := groupsClient{adm: adm, timeout: *c.admin.timeout, clientOpts: clientOpts,
-		api: &adminapi.Client{Base: *c.adminURL}, remove: c.remove}
+		api: &adminapi.Client{Base: *c.adminURL, HTTP: &http.Client{Transport: tr}}, remove: c.remove}
 	if sub.name == "explain" || sub.name == "drain" {
 		r, err := c.runs[i](ctx, gc, args)
 		if err != nil {

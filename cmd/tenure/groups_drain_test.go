@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/goleak"
 	"go.uber.org/zap"
 
 	"github.com/tenure-dev/tenure/coordinator/web"
@@ -170,4 +171,40 @@ func memberOfClassic(t *testing.T, adm *kadm.Client) string {
 		return true
 	})
 	return id
+}
+
+// TestGroupsLeaveNoConnection: a groups command closes the connections it
+// opened to the admin API. describe asks the API at --admin (by default
+// 127.0.0.1:9644, where another node may well listen) whether the group's
+// coordinator keeps its state in memory; the keep-alive connection it
+// left in the process's shared HTTP transport outlived it.
+func TestGroupsLeaveNoConnection(t *testing.T) {
+	srv, broker := testenv.StartTenureServer(t, testenv.TenureConfig(t, 6*time.Second, 200*time.Millisecond, 6))
+	src := web.ServerSource{Server: srv}
+	page := web.New(src)
+	hs := httptest.NewServer(httpMux(prometheus.NewRegistry(), nil, src, page, httpServes{admin: true}, zap.NewNop()))
+	t.Cleanup(func() { page.Close(); hs.Close() })
+	acl, err := kgo.NewClient(kgo.SeedBrokers(broker))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(acl.Close)
+	adm := kadm.NewClient(acl)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := adm.CreateTopics(ctx, 1, 1, nil, "jobs"); err != nil {
+		t.Fatal(err)
+	}
+	var offs kadm.Offsets
+	offs.Add(kadm.Offset{Topic: "jobs", Partition: 0, At: 1, LeaderEpoch: -1})
+	if _, err := adm.CommitOffsets(ctx, "g", offs); err != nil {
+		t.Fatal(err)
+	}
+
+	leaks := goleak.IgnoreCurrent()
+	out, err := groupsOut(t, broker, "describe", "g", "--admin", hs.URL)
+	if err != nil || !strings.Contains(out, "GROUP        g") {
+		t.Fatalf("describe: %v\n%s", err, out)
+	}
+	goleak.VerifyNone(t, leaks)
 }

@@ -21,7 +21,7 @@ func BenchmarkPlanOffsets(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		for _, t := range k.plan(recs, 1<<20, 1<<30) {
+		for _, t := range k.plan(recs, 1<<20, 1<<30, func(g string) string { return k.offsetBatch(g, "bench-1") }) {
 			_ = t.clientOps()
 		}
 	}

@@ -30,7 +30,10 @@ import (
 //   - batch-key+fold: the same, and every 64 transactions the batches'
 //     newest value of every partition they hold put to its own key and
 //     the 64 batch keys deleted, so that the log stays bounded: what
-//     such a layout would cost in the steady state.
+//     such a layout would cost in the steady state;
+//   - store: the same records through a Store's Persist, which writes
+//     them as one offset batch and folds every 64 (the layout built on
+//     this measurement: offset_batch.go, fold.go).
 //
 // Reported: the process's CPU per commit (client and server alike, the
 // embedded etcd being in the process) and the time of a transaction.
@@ -44,7 +47,7 @@ func BenchmarkTxnShape(b *testing.B) {
 	defer emb.Close()
 	cli := emb.Client()
 	const perTxn, partitions, foldEvery = 137, 1000, 64
-	for _, shape := range []string{"keys", "batch-key", "batch-key+fold"} {
+	for _, shape := range []string{"keys", "batch-key", "batch-key+fold", "store"} {
 		b.Run(shape, func(b *testing.B) {
 			prefix := fmt.Sprintf("/shape/%s/", shape)
 			md := ""
@@ -57,6 +60,13 @@ func BenchmarkTxnShape(b *testing.B) {
 			var batchKeys []string
 			next := 0
 			ctx := context.Background()
+			var st *etcdstore.Store
+			if shape == "store" {
+				if st, err = etcdstore.New(ctx, cli, etcdstore.Prefix(prefix), etcdstore.MaxTxnOps(10000)); err != nil {
+					b.Fatal(err)
+				}
+				defer st.Close()
+			}
 			b.ResetTimer()
 			start, cpu0 := time.Now(), processCPU()
 			for n := range b.N {
@@ -66,7 +76,13 @@ func BenchmarkTxnShape(b *testing.B) {
 					o.Offset = int64(n)
 					next++
 				}
-				keys, vals := etcdstore.PlannedOffsetOps(prefix, recs)
+				if st != nil {
+					if err := st.Persist(ctx, recs); err != nil {
+						b.Fatal(err)
+					}
+					continue
+				}
+				keys, vals := etcdstore.OffsetKeyValues(prefix, recs)
 				var ops []clientv3.Op
 				switch shape {
 				case "keys":

@@ -25,48 +25,49 @@ func stableGroup(tb testing.TB, name string) []coordinator.Record {
 }
 
 // TestBytesPerGroup measures what a real group costs in etcd: the sum of
-// the key and value sizes of its records under the default prefix
-// (docs/STORE.md quotes it).
+// the key and value sizes of its records under the default prefix, with
+// its offsets in the batch Persist wrote and after a fold put them in
+// their partition keys (docs/STORE.md quotes it).
 func TestBytesPerGroup(t *testing.T) {
 	s, cli := openWithPrefix(t, "/tenure/")
 	recs := stableGroup(t, "orders-processor")
 	persist(t, s, recs...)
-	resp, err := cli.Get(testenv.Context(t), "/tenure/groups/", clientv3.WithPrefix())
-	if err != nil {
+	kinds := []string{"group", "members", "assignments", "offsets", "obatch"}
+	measure := func(when string) {
+		resp, err := cli.Get(testenv.Context(t), "/tenure/groups/", clientv3.WithPrefix())
+		if err != nil {
+			t.Fatal(err)
+		}
+		by := map[string][2]int{}
+		total := 0
+		seen := map[string]bool{}
+		for _, kv := range resp.Kvs {
+			kind := "group"
+			for _, k := range kinds[1:] {
+				if containsDir(string(kv.Key), k) {
+					kind = k
+				}
+			}
+			n := by[kind]
+			n[0]++
+			n[1] += len(kv.Key) + len(kv.Value)
+			by[kind] = n
+			total += len(kv.Key) + len(kv.Value)
+			if !seen[kind] {
+				seen[kind] = true
+				t.Logf("%s: e.g. %s = %s", when, kv.Key, kv.Value)
+			}
+		}
+		for _, kind := range kinds {
+			t.Logf("%s: %-12s %3d keys %6d bytes (%d per key)", when, kind, by[kind][0], by[kind][1], by[kind][1]/max(by[kind][0], 1))
+		}
+		t.Logf("%s: a KIP-848 group of 16 members and 64 partitions with offsets: %d records, %d keys, %d bytes of keys and values", when, len(recs), len(resp.Kvs), total)
+	}
+	measure("persisted")
+	if _, err := s.Fold(testenv.Context(t), "orders-processor"); err != nil {
 		t.Fatal(err)
 	}
-	by := map[string][2]int{}
-	total := 0
-	for _, kv := range resp.Kvs {
-		kind := "group"
-		for _, k := range []string{"members", "assignments", "offsets"} {
-			if containsDir(string(kv.Key), k) {
-				kind = k
-			}
-		}
-		n := by[kind]
-		n[0]++
-		n[1] += len(kv.Key) + len(kv.Value)
-		by[kind] = n
-		total += len(kv.Key) + len(kv.Value)
-	}
-	for _, kind := range []string{"group", "members", "assignments", "offsets"} {
-		t.Logf("%-12s %3d keys %6d bytes (%d per key)", kind, by[kind][0], by[kind][1], by[kind][1]/max(by[kind][0], 1))
-	}
-	t.Logf("a KIP-848 group of 16 members and 64 partitions with offsets: %d records, %d keys, %d bytes of keys and values", len(recs), len(resp.Kvs), total)
-	seen := map[string]bool{}
-	for _, kv := range resp.Kvs {
-		kind := "group"
-		for _, k := range []string{"members", "assignments", "offsets"} {
-			if containsDir(string(kv.Key), k) {
-				kind = k
-			}
-		}
-		if !seen[kind] {
-			seen[kind] = true
-			t.Logf("e.g. %s = %s", kv.Key, kv.Value)
-		}
-	}
+	measure("folded")
 }
 
 func containsDir(key, dir string) bool {

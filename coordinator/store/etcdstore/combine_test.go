@@ -113,10 +113,10 @@ func TestCombinedShards(t *testing.T) {
 	if got := shapes.since(first); len(got) != 1 || got[0] != 3 {
 		t.Errorf("requests sent (transactions nested in each): %v, want one of 3", got)
 	}
-	// Shard 0's write added a member and its assignment; the others
-	// wrote nothing.
-	if after := countKeys(t, cli, store+"shards/"); after != before+2 {
-		t.Errorf("keys under the shards: %d before, %d after, want 2 more (shard 0's new member)", before, after)
+	// Shard 0's write added a member, its assignment and a batch of its
+	// offsets; the others wrote nothing.
+	if after := countKeys(t, cli, store+"shards/"); after != before+3 {
+		t.Errorf("keys under the shards: %d before, %d after, want 3 more (shard 0's new member and offset batch)", before, after)
 	}
 	if got := load(t, shards[0])[0].(*coordinator.GroupRecord).Epoch; got != 2 {
 		t.Errorf("shard 0's group at epoch %d, want 2", got)

@@ -1,7 +1,11 @@
 // Package etcdstore is the durable store.Store of tenure: the latest record
 // of every entity (a topic, a group, a member, a member's assignment, a
 // committed offset) under one etcd key each, overwritten in place, so that
-// it holds exactly what a coordinator.RecordSet holds.
+// it holds exactly what a coordinator.RecordSet holds. Offset writes are
+// the exception: a transaction's offset writes of a group are one key, an
+// offset batch (etcd's cost is per key), which a fold moves back into the
+// partitions' keys every FoldEvery batches; a partition's offset is the
+// write of the highest order (offset_batch.go, fold.go).
 //
 // New opens a store on any etcd cluster, through a client: the package
 // does not link the etcd server; embedetcd runs an etcd member in this
@@ -33,5 +37,5 @@
 //	tenure_store_write_seconds   histogram: time of one write transaction
 //	tenure_store_txn_records     histogram: records in one write transaction
 //	tenure_store_txn_bytes       histogram: estimated bytes of one write transaction
-//	tenure_store_errors_total    counter by op: persist, load, load_group, fence
+//	tenure_store_errors_total    counter by op: persist, load, load_group, fence, fold
 package etcdstore

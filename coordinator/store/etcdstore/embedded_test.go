@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -154,4 +155,120 @@ func TestEmbeddedKill9(t *testing.T) {
 	if got, want := render(load(t, s), true), render(set.Records(), true); got != want {
 		t.Fatalf("after kill -9 and restart:\n%swant:\n%s", got, want)
 	}
+}
+
+// commitsChildDirEnv makes the test binary an embedded etcd with a store
+// in the directory it names that commits offsets until it is killed
+// (committingChild), for TestEmbeddedKill9Commits.
+const commitsChildDirEnv = "TENURE_ETCDSTORE_COMMITS_CHILD_DIR"
+
+// killPartitions and killPerRound shape the committing child's rounds:
+// round r commits offset r to killPerRound of killPartitions partitions,
+// starting at partition r*5, so that each partition's last commit is of
+// a different round.
+const killPartitions, killPerRound = 64, 16
+
+func killRound(r int) []coordinator.Record {
+	recs := make([]coordinator.Record, killPerRound)
+	for i := range recs {
+		recs[i] = &coordinator.OffsetRecord{Group: "g", Topic: "t", Partition: int32((r*5 + i) % killPartitions),
+			Offset: int64(r), LeaderEpoch: -1, Token: 1, MemberID: "m"}
+	}
+	return recs
+}
+
+// committingChild starts an embedded etcd in dir and, with a store that
+// folds every 4 batches, persists killRound(1), killRound(2), ...,
+// printing "acked r" once round r's Persist returned.
+func committingChild(dir string) int {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	e, err := embedetcd.Start(ctx, dir, zap.NewNop())
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	s, err := etcdstore.New(ctx, e.Client(), append(e.StoreOpts(), etcdstore.FoldEvery(4))...)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	for r := 1; ctx.Err() == nil; r++ {
+		if err := s.Persist(ctx, killRound(r)); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		fmt.Println("acked", r)
+	}
+	return 1
+}
+
+// TestEmbeddedKill9Commits kills a process committing offsets (offset
+// batches, folded every 4 in the background, so the kill may fall in a
+// fold) with SIGKILL, and finds every acknowledged commit in its data
+// directory: each partition holds the offset of its last acknowledged
+// round, or of a later round that wrote it (the one in flight, which may
+// have landed).
+func TestEmbeddedKill9Commits(t *testing.T) {
+	dir := t.TempDir()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), commitsChildDirEnv+"="+dir)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := bufio.NewScanner(out)
+	acked := 0
+	for acked < 60 && lines.Scan() {
+		fmt.Sscanf(lines.Text(), "acked %d", &acked)
+	}
+	if err := cmd.Process.Kill(); err != nil { // SIGKILL
+		t.Fatal(err)
+	}
+	for lines.Scan() { // printed before the kill
+		fmt.Sscanf(lines.Text(), "acked %d", &acked)
+	}
+	cmd.Wait()
+	if acked < 60 {
+		t.Fatalf("the child acknowledged %d rounds", acked)
+	}
+	e := startEmbedded(t, dir, testLogger(t))
+	s := openOn(t, e.Client(), e.StoreOpts()...)
+	// The rounds that wrote each partition, and the last acknowledged.
+	wrote := map[int32][]int64{}
+	for r := 1; r <= acked+1; r++ {
+		for _, rec := range killRound(r) {
+			o := rec.(*coordinator.OffsetRecord)
+			wrote[o.Partition] = append(wrote[o.Partition], o.Offset)
+		}
+	}
+	got := map[int32]int64{}
+	for _, rec := range load(t, s) {
+		o := rec.(*coordinator.OffsetRecord)
+		got[o.Partition] = o.Offset
+	}
+	for p := range int32(killPartitions) {
+		var last int64
+		for _, r := range wrote[p] {
+			if r <= int64(acked) {
+				last = r
+			}
+		}
+		o, ok := got[p]
+		switch {
+		case !ok:
+			t.Errorf("partition %d: no offset, want round %d's", p, last)
+		case o < last:
+			t.Errorf("partition %d: offset %d, but round %d, acknowledged, committed %d", p, o, last, last)
+		case o > last && !slices.Contains(wrote[p], o):
+			t.Errorf("partition %d: offset %d, which no round wrote", p, o)
+		case o > int64(acked)+1:
+			t.Errorf("partition %d: offset %d, past the round in flight (%d acknowledged)", p, o, acked)
+		}
+	}
+	t.Logf("%d rounds acknowledged; partitions read back: %d", acked, len(got))
 }

@@ -132,6 +132,10 @@ type offsetValue struct {
 	Metadata    *string `json:"md,omitzero"`
 	Token       int64   `json:"k,omitzero"`
 	MemberID    string  `json:"m,omitzero"`
+	// Folded is the order of a partition key written by a fold (fold.go):
+	// the revision of the batch its value came from. Never in a batch
+	// entry, nor in the value of an OffsetRecord's encoding.
+	Folded int64 `json:"fr,omitzero"`
 }
 
 type topicValue struct {
@@ -477,17 +481,8 @@ func decodeValue(pk parsedKey, data []byte) (coordinator.Record, error) {
 		}
 		return r, nil
 	case kindOffset:
-		v, ok := decodeOffsetFast(data)
-		if !ok {
-			v = offsetValue{} // what the fast path read before it gave up
-			if err := unmarshal(data, &v); err != nil {
-				return nil, err
-			}
-		}
-		return &coordinator.OffsetRecord{
-			Group: pk.group, Topic: pk.name, Partition: pk.partition, Offset: v.Offset, LeaderEpoch: v.LeaderEpoch,
-			Metadata: v.Metadata, Token: epoch.Token(v.Token), MemberID: v.MemberID,
-		}, nil
+		r, _, err := decodeOffset(pk.group, pk.name, pk.partition, data)
+		return r, err
 	case kindTopic:
 		var v topicValue
 		if err := unmarshal(data, &v); err != nil {
@@ -506,6 +501,25 @@ func decodeValue(pk parsedKey, data []byte) (coordinator.Record, error) {
 		return decodeGeneration(pk, data)
 	}
 	return nil, errBadKey
+}
+
+// decodeOffset decodes an offset value of group's topic and partition,
+// with its fold order (0: none).
+func decodeOffset(group, topic string, partition int32, data []byte) (*coordinator.OffsetRecord, int64, error) {
+	v, ok := decodeOffsetFast(data)
+	if !ok {
+		v = offsetValue{} // what the fast path read before it gave up
+		if err := unmarshal(data, &v); err != nil {
+			return nil, 0, err
+		}
+	}
+	if v.Folded < 0 {
+		return nil, 0, fmt.Errorf("negative fold order %d", v.Folded)
+	}
+	return &coordinator.OffsetRecord{
+		Group: group, Topic: topic, Partition: partition, Offset: v.Offset, LeaderEpoch: v.LeaderEpoch,
+		Metadata: v.Metadata, Token: epoch.Token(v.Token), MemberID: v.MemberID,
+	}, v.Folded, nil
 }
 
 func decodeGeneration(pk parsedKey, data []byte) (*coordinator.GenerationRecord, error) {

@@ -11,7 +11,7 @@ import (
 // standby's watch delivers (every commit, to every node), and
 // encoding/json takes about 4 µs and 12 allocations to read one. The
 // values tenure writes have one shape, which decodeOffsetFast reads
-// directly: {"o":N,"le":N,"md":"…","k":N,"m":"…"}, any field left out, in
+// directly: {"o":N,"le":N,"md":"…","k":N,"m":"…","fr":N}, any field left out, in
 // that order, no whitespace, strings of printable ASCII without escapes.
 // Anything else (a version or "x" header, escapes, other bytes, another
 // order, numbers JSON or the fields' types refuse) is not taken, and the
@@ -111,6 +111,10 @@ func decodeOffsetFast(data []byte) (v offsetValue, ok bool) {
 			if v.MemberID, ok = d.string(); !ok {
 				return v, false
 			}
+		case 5:
+			if v.Folded, ok = d.int(math.MinInt64, math.MaxInt64); !ok {
+				return v, false
+			}
 		}
 		if d.byte('}') {
 			return v, d.end()
@@ -124,7 +128,7 @@ func decodeOffsetFast(data []byte) (v offsetValue, ok bool) {
 
 // offsetFields are offsetValue's keys, in the order encoding/json writes
 // them, with their colons.
-var offsetFields = [...]string{`"o":`, `"le":`, `"md":`, `"k":`, `"m":`}
+var offsetFields = [...]string{`"o":`, `"le":`, `"md":`, `"k":`, `"m":`, `"fr":`}
 
 // offsetScanner reads data from i on.
 type offsetScanner struct {

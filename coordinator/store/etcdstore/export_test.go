@@ -41,11 +41,26 @@ func HoldCombiner(c *Combiner) (queued func() int, release func()) {
 	return queued, release
 }
 
-// PlannedOffsetOps returns the keys and values that Persist writes for
-// recs (of offsets only) under prefix, in one transaction.
-func PlannedOffsetOps(prefix string, recs []coordinator.Record) (keys, vals []string) {
-	for _, o := range newKeys(prefix, 0, 1).plan(recs, 1<<20, 1<<30)[0].ops {
-		keys, vals = append(keys, o.key), append(vals, o.val)
+// OffsetKeyValues returns the partition keys and values of recs (of
+// offsets only) under prefix: what a store before offset batches wrote
+// for them, one key each.
+func OffsetKeyValues(prefix string, recs []coordinator.Record) (keys, vals []string) {
+	k := newKeys(prefix, 0, 1)
+	for _, r := range recs {
+		o := r.(*coordinator.OffsetRecord)
+		keys, vals = append(keys, k.offset(o.Group, o.Topic, o.Partition)), append(vals, offsetValueString(o))
 	}
 	return keys, vals
 }
+
+// PendingBatches returns how many of group's batches s counts as not yet
+// folded.
+func PendingBatches(s *Store, group string) int {
+	s.folds.mu.Lock()
+	defer s.folds.mu.Unlock()
+	return s.folds.pending[group]
+}
+
+// SetFoldHook makes s call hook before each of a fold's transactions,
+// with its index (0: right after the fold read the group).
+func SetFoldHook(s *Store, hook func(txn int)) { s.foldHook = hook }

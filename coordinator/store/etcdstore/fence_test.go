@@ -147,7 +147,8 @@ func TestFenceLateWrite(t *testing.T) {
 	f := &faults{}
 	cli := f.client(t)
 	prefix := uniquePrefix(t)
-	s := openOn(t, cli, etcdstore.Prefix(prefix), etcdstore.MaxTxnOps(4))
+	// Four offsets a transaction: a batch holds MaxTxnOps-1 entries.
+	s := openOn(t, cli, etcdstore.Prefix(prefix), etcdstore.MaxTxnOps(5))
 	persist(t, s, &coordinator.GroupRecord{Group: "g", Epoch: 1})
 	fence := fenceRevision(t, cli, prefix)
 

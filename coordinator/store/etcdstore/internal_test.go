@@ -151,32 +151,30 @@ func TestDecideLayout(t *testing.T) {
 		err           error
 		errText       string
 	}{
-		{name: "new unsharded", shards: 1, want: layoutWrites{format: 3, count: true}},
-		{name: "new sharded", shards: 8, want: layoutWrites{format: 4, count: true}},
-		{name: "unsharded", format: kv("3"), count: kv("1"), shards: 1, want: layoutWrites{from: 3}},
-		{name: "sharded", format: kv("4"), count: kv("8"), shards: 8, want: layoutWrites{from: 4}},
-		{name: "before the count", format: kv("3"), shards: 1, want: layoutWrites{from: 3, count: true}},
-		{name: "format 1", format: kv("1"), shards: 1, want: layoutWrites{from: 1, format: 3, count: true}},
-		{name: "sharded at 3", format: kv("3"), count: kv("8"), shards: 8, want: layoutWrites{from: 3, format: 4}},
-		{name: "unsharded at 4", format: kv("4"), count: kv("1"), shards: 1, want: layoutWrites{from: 4}},
+		{name: "new unsharded", shards: 1, want: layoutWrites{format: 5, count: true}},
+		{name: "new sharded", shards: 8, want: layoutWrites{format: 5, count: true}},
+		{name: "unsharded", format: kv("5"), count: kv("1"), shards: 1, want: layoutWrites{from: 5}},
+		{name: "sharded", format: kv("5"), count: kv("8"), shards: 8, want: layoutWrites{from: 5}},
+		{name: "unsharded at 3, raised to batches", format: kv("3"), count: kv("1"), shards: 1, want: layoutWrites{from: 3, format: 5}},
+		{name: "sharded at 4, raised to batches", format: kv("4"), count: kv("8"), shards: 8, want: layoutWrites{from: 4, format: 5}},
+		{name: "before the count", format: kv("3"), shards: 1, want: layoutWrites{from: 3, format: 5, count: true}},
+		{name: "format 1", format: kv("1"), shards: 1, want: layoutWrites{from: 1, format: 5, count: true}},
+		{name: "sharded at 3", format: kv("3"), count: kv("8"), shards: 8, want: layoutWrites{from: 3, format: 5}},
+		{name: "unsharded at 4", format: kv("4"), count: kv("1"), shards: 1, want: layoutWrites{from: 4, format: 5}},
 		{name: "sharded before the count", format: kv("3"), shards: 8, err: ErrShardCount},
 		{name: "other count", format: kv("4"), count: kv("4"), shards: 8, err: ErrShardCount},
 		{name: "unsharded on sharded", format: kv("4"), count: kv("4"), shards: 1, err: ErrShardCount},
-		{name: "newer", format: kv("5"), count: kv("1"), shards: 1, err: ErrNewerFormat},
-		{name: "newer before the count", format: kv("5"), shards: 8, err: ErrNewerFormat},
+		{name: "newer", format: kv("6"), count: kv("1"), shards: 1, err: ErrNewerFormat},
+		{name: "newer before the count", format: kv("6"), shards: 8, err: ErrNewerFormat},
 		{name: "bad format", format: kv("three"), shards: 1, errText: "not a format version"},
 		{name: "bad count", format: kv("4"), count: kv("+8"), shards: 8, errText: "not a shard count"},
-		{name: "count alone, recorded by the HA set", count: kv("8"), shards: 8, want: layoutWrites{format: 4}},
-		{name: "count alone, unsharded", count: kv("1"), shards: 1, want: layoutWrites{format: 3}},
+		{name: "count alone, recorded by the HA set", count: kv("8"), shards: 8, want: layoutWrites{format: 5}},
+		{name: "count alone, unsharded", count: kv("1"), shards: 1, want: layoutWrites{format: 5}},
 		{name: "count alone, another", count: kv("8"), shards: 2, err: ErrShardCount},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			k := newKeys("/p/", 0, tc.shards)
-			want := unshardedFormat
-			if tc.shards > 1 {
-				want = formatVersion
-			}
-			got, err := decideLayout(k, tc.format, tc.count, want, tc.shards)
+			got, err := decideLayout(k, tc.format, tc.count, formatVersion, tc.shards)
 			switch {
 			case tc.err != nil && !errors.Is(err, tc.err), tc.errText != "" && (err == nil || !strings.Contains(err.Error(), tc.errText)):
 				t.Fatalf("error %v, want %v %q", err, tc.err, tc.errText)

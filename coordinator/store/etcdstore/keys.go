@@ -17,7 +17,8 @@ import (
 //	p groups/<g>/group                    GroupRecord (a tombstone if deleted)
 //	p groups/<g>/members/<member>         MemberRecord
 //	p groups/<g>/assignments/<member>     AssignmentRecord
-//	p groups/<g>/offsets/<topic>/<part>   OffsetRecord
+//	p groups/<g>/offsets/<topic>/<part>   OffsetRecord (folded from batches)
+//	p groups/<g>/obatch/<store>-<seq>     a batch of the group's offset writes (batch.go)
 //	p shards/<s>/groups/<g>/...           the same, of shard s (Shard)
 //	p log/<g>/<epoch>                     GenerationRecord (10 digits)
 //	p users/<user>/<mechanism>            a SASL user's SCRAM credential (users.go)
@@ -44,6 +45,7 @@ const (
 	membersDir = "members/"
 	assignDir  = "assignments/"
 	offsetsDir = "offsets/"
+	obatchDir  = "obatch/"
 	logDir     = "log/"
 	usersDir   = "users/"
 	aclsDir    = "acls/"
@@ -136,6 +138,15 @@ func (k keys) offset(g, topic string, partition int32) string {
 	return b.String()
 }
 
+// offsetBatch is the key of the batch id of group g's offset writes.
+func (k keys) offsetBatch(g, id string) string { return k.groupDir(g) + obatchDir + id }
+
+// offsetBatchDir is the directory of group g's offset batches.
+func (k keys) offsetBatchDir(g string) string { return k.groupDir(g) + obatchDir }
+
+// offsetDir is the directory of group g's partition offset keys.
+func (k keys) offsetDir(g string) string { return k.groupDir(g) + offsetsDir }
+
 // logDir is the directory of group g's generation log. It is apart from
 // the group's directory: the log outlives a deletion of the group, and
 // Load skips it.
@@ -192,6 +203,7 @@ const (
 	kindMember
 	kindAssignment
 	kindOffset
+	kindOffsetBatch // name: the batch's ID
 	kindLog
 	kindUser
 	kindACL
@@ -277,6 +289,14 @@ func (k keys) parse(key string) (parsedKey, error) {
 	case strings.HasPrefix(rest, assignDir):
 		p.kind = kindAssignment
 		p.name, err = unescape(rest[len(assignDir):])
+	case strings.HasPrefix(rest, obatchDir):
+		// A batch ID is the writing store's ID and a sequence number,
+		// unreserved characters only (batchID), so it needs no escape.
+		p.kind = kindOffsetBatch
+		p.name = rest[len(obatchDir):]
+		if p.name == "" || escapedLen(p.name) != len(p.name) {
+			return parsedKey{}, errBadKey
+		}
 	case strings.HasPrefix(rest, offsetsDir):
 		p.kind = kindOffset
 		et, part, ok := strings.Cut(rest[len(offsetsDir):], "/")

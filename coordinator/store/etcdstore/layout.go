@@ -16,16 +16,17 @@ import (
 // encoding that this package knows, kept in <prefix>meta/format. Version 2
 // added the generation log (log/) and drained members, version 3 the SASL
 // users' credentials (users/), version 4 the sharded layout (shards/,
-// meta/shards). A prefix of an older version is raised to the version the
-// store writes when it is opened, so that an older tenure refuses it
-// rather than fail on keys it does not know, or read none of the groups.
-const formatVersion = 4
-
-// unshardedFormat is the version an unsharded store writes: the unsharded
-// layout is version 3's, so an older tenure goes on reading it (a
-// meta/shards key is meta, which every version skips), and a rolling
-// upgrade of an HA set works.
-const unshardedFormat = 3
+// meta/shards), version 5 the offset batches (obatch/, and "fr" in
+// partition keys: offset_batch.go). A prefix of an older version is raised
+// to this one when a store opens it, so that an older tenure refuses it
+// rather than fail on keys it does not know, or read none of the groups,
+// or (before 5) read a partition key's offset and miss the newer one in
+// a batch.
+//
+// Every layout is at 5: from 5 on, the nodes of an HA set cannot be
+// upgraded one at a time (an older node refuses the prefix as soon as a
+// newer one opened it; docs/STORE.md).
+const formatVersion = 5
 
 // ErrNewerFormat is returned by New for a prefix that a newer tenure has
 // written in a format this one does not know.
@@ -89,12 +90,7 @@ func (s *Store) checkLayout(ctx context.Context) error {
 }
 
 // storeFormat is the format this store writes.
-func (s *Store) storeFormat() int {
-	if s.keys.sharded {
-		return formatVersion
-	}
-	return unshardedFormat
-}
+func (s *Store) storeFormat() int { return formatVersion }
 
 // layoutWrites is what a store writes to the layout keys before it opens
 // the prefix.

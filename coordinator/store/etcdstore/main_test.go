@@ -24,6 +24,9 @@ func TestMain(m *testing.M) {
 	if dir := os.Getenv(childDirEnv); dir != "" {
 		os.Exit(embeddedChild(dir))
 	}
+	if dir := os.Getenv(commitsChildDirEnv); dir != "" {
+		os.Exit(committingChild(dir))
+	}
 	os.Exit(run(m))
 }
 

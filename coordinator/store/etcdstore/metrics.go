@@ -89,6 +89,7 @@ const (
 	opLoad      = "load"
 	opLoadGroup = "load_group"
 	opFence     = "fence"
+	opFold      = "fold"
 )
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -113,9 +114,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	})
 	m.errs = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "tenure_store_errors_total",
-		Help: "Failed store operations, by op: persist, load, load_group, and fence (one failed attempt to move the fence key after a write of unknown outcome).",
+		Help: "Failed store operations, by op: persist, load, load_group, fence (one failed attempt to move the fence key after a write of unknown outcome), and fold (a fold of a group's offset batches into its partition keys that failed or gave way to a concurrent change of the group).",
 	}, []string{"op"})
-	for _, op := range []string{opPersist, opLoad, opLoadGroup, opFence} {
+	for _, op := range []string{opPersist, opLoad, opLoadGroup, opFence, opFold} {
 		m.errs.WithLabelValues(op)
 	}
 	m.busyRetries = prometheus.NewCounter(prometheus.CounterOpts{

@@ -81,12 +81,21 @@ type mirrorGroup struct {
 	group       *coordinator.GroupRecord
 	members     map[string]*coordinator.MemberRecord
 	assignments map[string]*coordinator.AssignmentRecord
-	offsets     map[string][]byte // offset keys' values, undecoded, by key
-	bad         map[string]error  // the keys, other than offsets, whose values do not decode
+	offsets     map[string]rawKV // partition keys' values, undecoded, by key
+	batches     map[string]rawKV // offset batches' values, undecoded, by key
+	bad         map[string]error // the keys, other than offsets, whose values do not decode
+}
+
+// rawKV is a value as etcd sent it, with its ModRevision: a partition's
+// offset is the write of the highest order (offset_batch.go).
+type rawKV struct {
+	rev int64
+	val []byte
 }
 
 func (g *mirrorGroup) empty() bool {
-	return g.group == nil && len(g.members) == 0 && len(g.assignments) == 0 && len(g.offsets) == 0 && len(g.bad) == 0
+	return g.group == nil && len(g.members) == 0 && len(g.assignments) == 0 && len(g.offsets) == 0 &&
+		len(g.batches) == 0 && len(g.bad) == 0
 }
 
 // ErrMirrorClosed is returned by a Mirror's methods after Close.
@@ -272,7 +281,12 @@ func (st *state) applyKV(k keys, kv *mvccpb.KeyValue, version uint64) {
 	case kindOffset:
 		g := st.groupOf(pk)
 		g.version = version
-		g.offsets[key] = kv.Value
+		g.offsets[key] = rawKV{kv.ModRevision, kv.Value}
+		return
+	case kindOffsetBatch:
+		g := st.groupOf(pk)
+		g.version = version
+		g.batches[key] = rawKV{kv.ModRevision, kv.Value}
 		return
 	case kindGroup, kindMember, kindAssignment:
 	default:
@@ -311,6 +325,8 @@ func (st *state) forget(g *mirrorGroup, pk parsedKey, key string) {
 		delete(g.assignments, pk.name)
 	case kindOffset:
 		delete(g.offsets, key)
+	case kindOffsetBatch:
+		delete(g.batches, key)
 	}
 }
 
@@ -324,7 +340,7 @@ func (st *state) deleteKV(k keys, key string, version uint64) {
 	case kindTopic:
 		delete(st.topics, pk.name)
 		return
-	case kindGroup, kindMember, kindAssignment, kindOffset:
+	case kindGroup, kindMember, kindAssignment, kindOffset, kindOffsetBatch:
 	default:
 		return
 	}
@@ -333,7 +349,7 @@ func (st *state) deleteKV(k keys, key string, version uint64) {
 		return
 	}
 	g.version = version
-	if pk.kind != kindOffset {
+	if pk.kind != kindOffset && pk.kind != kindOffsetBatch {
 		g.state = version
 	}
 	st.forget(g, pk, key)
@@ -351,7 +367,7 @@ func (st *state) groupOf(pk parsedKey) *mirrorGroup {
 			shard = pk.shard
 		}
 		g = &mirrorGroup{shard: shard, members: map[string]*coordinator.MemberRecord{},
-			assignments: map[string]*coordinator.AssignmentRecord{}, offsets: map[string][]byte{}}
+			assignments: map[string]*coordinator.AssignmentRecord{}, offsets: map[string]rawKV{}, batches: map[string]rawKV{}}
 		st.groups[pk.group] = g
 		if st.byShard[shard] == nil {
 			st.byShard[shard] = map[string]*mirrorGroup{}
@@ -488,23 +504,30 @@ func (g *mirrorGroup) records(k keys, out []coordinator.Record) ([]coordinator.R
 	for _, key := range slices.Sorted(maps.Keys(g.bad)) {
 		return out, g.bad[key]
 	}
-	gr := groupRecords{group: g.group, offsets: make([]*coordinator.OffsetRecord, 0, len(g.offsets))}
+	gr := groupRecords{group: g.group, offsets: make(offsetMerge, len(g.offsets))}
 	for _, id := range slices.Sorted(maps.Keys(g.members)) {
 		gr.members = append(gr.members, g.members[id])
 	}
 	for _, id := range slices.Sorted(maps.Keys(g.assignments)) {
 		gr.assignments = append(gr.assignments, g.assignments[id])
 	}
-	for key, val := range g.offsets {
+	for key, kv := range g.offsets {
 		pk, err := k.parse(key)
 		if err == nil {
-			var r coordinator.Record
-			if r, err = decodeValue(pk, val); err == nil {
-				gr.add(r)
-				continue
-			}
+			err = gr.offsets.addKey(pk.group, tp{pk.name, pk.partition}, kv.rev, kv.val)
 		}
-		return out, fmt.Errorf("etcdstore: key %q: %w", key, err)
+		if err != nil {
+			return out, fmt.Errorf("etcdstore: key %q: %w", key, err)
+		}
+	}
+	for key, kv := range g.batches {
+		pk, err := k.parse(key)
+		if err == nil {
+			err = gr.offsets.addBatch(pk.group, kv.rev, kv.val)
+		}
+		if err != nil {
+			return out, fmt.Errorf("etcdstore: key %q: %w", key, err)
+		}
 	}
 	return gr.appendRecords(out), nil
 }

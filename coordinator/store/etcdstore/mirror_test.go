@@ -239,7 +239,28 @@ func TestMirrorBadValue(t *testing.T) {
 	if _, _, err := m.Group("r0-g2"); err != nil {
 		t.Errorf("Group of another group: %v", err)
 	}
+	// Commits go to batches, which do not replace the key: only its
+	// deletion (or a fold) does.
 	persist(t, s, &coordinator.OffsetRecord{Group: "r0-g0", Topic: testgroups.Topic.Name, Partition: 1, Offset: 7})
+	if _, err := cli.Delete(testenv.Context(t), key); err != nil {
+		t.Fatal(err)
+	}
+	sameAsStore(t, m, s, -1)
+
+	// An offset batch's value, decoded when the group is read too.
+	batch := prefix + "groups/r0-g0/obatch/bad-1"
+	if _, err := cli.Put(testenv.Context(t), batch, testgroups.Topic.Name+"/1 {\"o\":\"x\"}\n"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Sync(testenv.Context(t)); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := m.Group("r0-g0"); err == nil || !strings.Contains(err.Error(), batch) {
+		t.Errorf("Group of the group with a bad batch: %v, want an error naming %q", err, batch)
+	}
+	if _, err := cli.Delete(testenv.Context(t), batch); err != nil {
+		t.Fatal(err)
+	}
 	sameAsStore(t, m, s, -1)
 
 	// A member's value, which the mirror decodes as it comes.

@@ -31,6 +31,7 @@ type cfg struct {
 	shard        int
 	shards       int // 1: the unsharded layout
 	combiner     *Combiner
+	foldEvery    int // 0: no folds but those asked for (tests)
 }
 
 // Defaults of the options.
@@ -46,6 +47,12 @@ const (
 	// DefaultFenceTimeout bounds how long Persist keeps trying to fence
 	// a write whose outcome it does not know.
 	DefaultFenceTimeout = 5 * time.Second
+	// DefaultFoldEvery is how many offset batches of a group a store
+	// writes before it folds them into the group's partition keys
+	// (fold.go): a load reads at most about this many batches a group
+	// (more after a crash), and a fold costs a read and a put of every
+	// partition committed meanwhile.
+	DefaultFoldEvery = 64
 	// DefaultBusyTimeout bounds how long one write keeps trying while
 	// etcd refuses it as too many requests (busy.go).
 	DefaultBusyTimeout = 10 * time.Second
@@ -76,6 +83,7 @@ func defaultCfg() cfg {
 		busyTimeout:  DefaultBusyTimeout,
 		pageSize:     defaultPageSize,
 		shards:       1,
+		foldEvery:    DefaultFoldEvery,
 	}
 }
 
@@ -110,6 +118,11 @@ func MaxTxnOps(n int) Opt { return opt(func(c *cfg) { c.maxTxnOps = n }) }
 // it well below the server's --max-request-bytes (1.5 MiB by default). A
 // single record larger than this is written alone.
 func MaxTxnBytes(n int) Opt { return opt(func(c *cfg) { c.maxTxnBytes = n }) }
+
+// FoldEvery sets how many offset batches of a group the store writes
+// before it folds them into the group's partition keys, overriding the
+// default 64; 0 folds only when Fold is called.
+func FoldEvery(n int) Opt { return opt(func(c *cfg) { c.foldEvery = n }) }
 
 // Logger sets the logger, overriding the default of no logging.
 func Logger(l *zap.Logger) Opt { return opt(func(c *cfg) { c.log = l }) }
@@ -175,6 +188,9 @@ func (c *cfg) validate() error {
 	}
 	if c.prefix == "/" || c.prefix == "" {
 		bad("the prefix must not be empty")
+	}
+	if c.foldEvery < 0 {
+		bad("fold every %d batches is negative", c.foldEvery)
 	}
 	if c.maxTxnOps < MinTxnOps {
 		bad("max txn ops %d is below %d", c.maxTxnOps, MinTxnOps)

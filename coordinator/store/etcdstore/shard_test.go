@@ -85,8 +85,10 @@ func TestShardsApart(t *testing.T) {
 	if n := countKeys(t, cli, prefix+"groups/"); n != 0 {
 		t.Fatalf("%d keys in the unsharded groups directory", n)
 	}
-	if n := countKeys(t, cli, prefix+"shards/3/groups/g/"); n != 5 {
-		t.Fatalf("%d keys of g in shard 3, want 5", n)
+	// Its group, member and assignment keys, and one batch of its two
+	// offsets.
+	if n := countKeys(t, cli, prefix+"shards/3/groups/g/"); n != 4 {
+		t.Fatalf("%d keys of g in shard 3, want 4", n)
 	}
 	// The log is every shard's: any store, and a node without one, reads it.
 	for _, ls := range []interface {
@@ -141,9 +143,17 @@ func TestShardsApart(t *testing.T) {
 		} else if ok {
 			decoded++
 		}
+		// An offset batch holds several records.
+		if writes, _, err := etcdstore.OffsetWrites(prefix, kv.Key, kv.Value, kv.ModRevision); err != nil {
+			t.Fatalf("OffsetWrites: %v", err)
+		} else if _, batch, _ := etcdstore.Decode(prefix, kv.Key, kv.Value); !batch {
+			decoded += len(writes)
+		}
 	}
-	if want := 1 + 1 + 5 + 4 + 5 + 1; decoded != want {
-		t.Fatalf("%d keys decoded, want %d (topic, tombstone, shard 3's only-a, shard 5's g and a/b, log)", decoded, want)
+	// a/b: its group, member and assignment keys, its two commits and
+	// the later deletion of one (two batches).
+	if want := 1 + 1 + 5 + 6 + 5 + 1; decoded != want {
+		t.Fatalf("%d records decoded, want %d (topic, tombstone, shard 3's only-a, shard 5's a/b and g, log)", decoded, want)
 	}
 	r, ok, err := etcdstore.DeletedRecord(prefix, []byte(prefix+"shards/5/groups/g/members/mb"))
 	if err != nil || !ok || r.(*coordinator.MemberRecord).Group != "g" {
@@ -224,7 +234,7 @@ func TestShardCount(t *testing.T) {
 	t.Run("unsharded then sharded", func(t *testing.T) {
 		s, _, prefix := open(t)
 		persist(t, s, &coordinator.GroupRecord{Group: "g", Epoch: 1})
-		layout(prefix, "3", "1")
+		layout(prefix, "5", "1")
 		mismatch(prefix, 0, 4, "1 shard (unsharded)")
 		// Shard(0, 1) is the unsharded layout.
 		if err := newStore(prefix, 0, 1); err != nil {
@@ -241,7 +251,7 @@ func TestShardCount(t *testing.T) {
 		}
 		mismatch(prefix, 1, 2, "1 shard (unsharded)")
 		s := openOn(t, cli, etcdstore.Prefix(prefix))
-		layout(prefix, "3", "1")
+		layout(prefix, "5", "1")
 		if got := load(t, s); len(got) != 1 {
 			t.Fatalf("loaded %d records, want the group", len(got))
 		}
@@ -251,7 +261,7 @@ func TestShardCount(t *testing.T) {
 		if err := newStore(prefix, 1, 4); err != nil {
 			t.Fatal(err)
 		}
-		layout(prefix, "4", "4")
+		layout(prefix, "5", "4")
 		mismatch(prefix, 1, 8, "4 shards")
 		mismatch(prefix, 0, 1, "4 shards")
 		mismatch(prefix, 0, 2, "4 shards")
@@ -271,8 +281,8 @@ func TestShardCount(t *testing.T) {
 			t.Fatalf("New on a prefix whose count the HA set recorded: %v", err)
 		}
 		resp, err := cli.Get(ctx, prefix+"meta/format")
-		if err != nil || len(resp.Kvs) != 1 || string(resp.Kvs[0].Value) != "4" {
-			t.Fatalf("format after New: %v %v, want 4", resp, err)
+		if err != nil || len(resp.Kvs) != 1 || string(resp.Kvs[0].Value) != "5" {
+			t.Fatalf("format after New: %v %v, want 5", resp, err)
 		}
 	})
 	t.Run("bad counts", func(t *testing.T) {
@@ -298,7 +308,7 @@ func TestShardCount(t *testing.T) {
 			t.Fatal(err)
 		}
 		openShard(t, cli, prefix, 1, 2)
-		layout(prefix, "4", "2")
+		layout(prefix, "5", "2")
 		// An unsharded store refuses it by its count, an older tenure
 		// by its format.
 		mismatch(prefix, 0, 1, "2 shards")
@@ -342,10 +352,7 @@ func TestShardCountRace(t *testing.T) {
 		if winner < 0 {
 			t.Fatalf("round %d: no count opened: %v", round, errs)
 		}
-		format := "4"
-		if counts[winner] == 1 {
-			format = "3"
-		}
+		format := "5"
 		f, _ := getValue(t, cli, prefix+"meta/format")
 		c, _ := getValue(t, cli, prefix+"meta/shards")
 		if f != format || c != fmt.Sprint(counts[winner]) {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,7 +21,8 @@ import (
 )
 
 // Store is a store.Store in etcd: one key per entity under a prefix, each
-// overwritten in place, so it holds what a coordinator.RecordSet holds.
+// overwritten in place (offsets in batches first, folded into their keys
+// later: offset_batch.go), so it holds what a coordinator.RecordSet holds.
 // It is safe for concurrent use; writes are serialized.
 type Store struct {
 	cli     *clientv3.Client
@@ -38,6 +40,12 @@ type Store struct {
 	// unless it is set.
 	unsettled atomic.Bool
 	busy      busyState // etcd refusing proposals (busy.go)
+
+	batchSeq atomic.Uint64 // of the offset batches' keys (batchKey)
+	folds    foldState     // fold.go
+	// foldHook, set by tests, runs before each of a fold's transactions
+	// (0: the first, after the fold read).
+	foldHook func(txn int)
 
 	lifeMu      sync.RWMutex
 	closed      bool
@@ -127,7 +135,7 @@ func (s *Store) Persist(ctx context.Context, recs []coordinator.Record) (err err
 	if s.cfg.combiner != nil {
 		maxOps = max(MinTxnOps, maxOps-combineRoom(maxOps))
 	}
-	txns := s.keys.plan(recs, maxOps, s.cfg.maxTxnBytes)
+	txns := s.keys.plan(recs, maxOps, s.cfg.maxTxnBytes, s.batchKey)
 	defer func() {
 		if err != nil {
 			s.metrics.failed(opPersist, err)
@@ -139,8 +147,18 @@ func (s *Store) Persist(ctx context.Context, recs []coordinator.Record) (err err
 				zap.Int("records", len(recs)), zap.Error(err))
 			return fmt.Errorf("etcdstore: transaction %d of %d (%d records): %w", i+1, len(txns), t.records, err)
 		}
+		s.wroteBatches(t)
 	}
 	return nil
+}
+
+// batchKey returns the key of a new offset batch of group: the store's
+// ID and a sequence number make it unique among every store's.
+func (s *Store) batchKey(group string) string {
+	var b [40]byte
+	id := append(append(b[:0], s.self.ID...), '-')
+	id = strconv.AppendUint(id, s.batchSeq.Add(1), 10)
+	return s.keys.offsetBatch(group, string(id))
 }
 
 // writable returns the fence revision a write compares, after settling
@@ -193,7 +211,7 @@ func (s *Store) commit(ctx context.Context, t *plannedTxn) error {
 		var resp *clientv3.TxnResponse
 		err = s.whenAccepted(ctx, func() (err error) {
 			start := time.Now()
-			resp, err = s.txn(ctx, s.writeCmpsAt(rev), ops, []clientv3.Op{clientv3.OpGet(s.keys.fence())}, t.bytes)
+			resp, err = s.txn(ctx, append(s.writeCmpsAt(rev), t.cmps...), ops, []clientv3.Op{clientv3.OpGet(s.keys.fence())}, t.bytes)
 			s.metrics.txn(time.Since(start).Seconds(), t.records, t.bytes)
 			return err
 		})
@@ -210,6 +228,8 @@ func (s *Store) commit(ctx context.Context, t *plannedTxn) error {
 		switch {
 		case !ok:
 			return errors.New("etcdstore: unexpected response to a failed comparison")
+		case frev == rev && len(t.cmps) > 0:
+			return ErrFoldRaced // or the guard failed: the next Persist finds out
 		case frev == rev:
 			return ErrGuardFailed
 		}
@@ -321,13 +341,17 @@ func (s *Store) load(ctx context.Context, ranges []keyRange, group string, oneGr
 		if err != nil {
 			return nil, err
 		}
-		if !oneGroup {
-			return c.records(), nil
-		}
-		if len(c.topics) > 0 || len(c.groups) > 1 || (len(c.groups) == 1 && c.groups[group] == nil) {
+		if oneGroup && (len(c.topics) > 0 || len(c.groups) > 1 || (len(c.groups) == 1 && c.groups[group] == nil)) {
 			return nil, fmt.Errorf("etcdstore: a key under %q is not of group %q", ranges[0].start, group)
 		}
-		return c.records(), nil
+		recs, err := c.records()
+		if err != nil {
+			return nil, err
+		}
+		for name, g := range c.groups {
+			s.loadedBatches(name, g.batches)
+		}
+		return recs, nil
 	}
 }
 
@@ -350,7 +374,7 @@ func (s *Store) scan(ctx context.Context, start, end string, rev int64, c *colle
 			rev = resp.Header.Revision
 		}
 		for _, kv := range resp.Kvs {
-			if err := c.add(s.keys, string(kv.Key), kv.Value); err != nil {
+			if err := c.add(s.keys, string(kv.Key), kv.Value, kv.ModRevision); err != nil {
 				return rev, fmt.Errorf("etcdstore: key %q: %w", kv.Key, err)
 			}
 		}
@@ -368,17 +392,19 @@ type collected struct {
 }
 
 type groupRecords struct {
+	name        string
 	group       *coordinator.GroupRecord
 	members     []*coordinator.MemberRecord
 	assignments []*coordinator.AssignmentRecord
-	offsets     []*coordinator.OffsetRecord
+	offsets     offsetMerge
+	batches     int
 }
 
 var errOtherShard = errors.New("a group key of another shard, or of another layout")
 
 func newCollected() *collected { return &collected{groups: make(map[string]*groupRecords)} }
 
-func (c *collected) add(k keys, key string, val []byte) error {
+func (c *collected) add(k keys, key string, val []byte, modRev int64) error {
 	pk, err := k.parse(key)
 	if err != nil {
 		return err
@@ -386,10 +412,18 @@ func (c *collected) add(k keys, key string, val []byte) error {
 	switch pk.kind {
 	case kindMeta, kindLog, kindUser, kindACL:
 		return nil // not group state
-	case kindGroup, kindMember, kindAssignment, kindOffset:
+	case kindGroup, kindMember, kindAssignment, kindOffset, kindOffsetBatch:
 		if !k.ownsGroup(pk) {
 			return errOtherShard
 		}
+	}
+	switch pk.kind {
+	case kindOffset:
+		return c.groupOf(pk.group).offsets.addKey(pk.group, tp{pk.name, pk.partition}, modRev, val)
+	case kindOffsetBatch:
+		g := c.groupOf(pk.group)
+		g.batches++
+		return g.offsets.addBatch(pk.group, modRev, val)
 	}
 	r, err := decodeValue(pk, val)
 	if err != nil {
@@ -399,16 +433,20 @@ func (c *collected) add(k keys, key string, val []byte) error {
 		c.topics = append(c.topics, t)
 		return nil
 	}
-	g := c.groups[pk.group]
-	if g == nil {
-		g = &groupRecords{}
-		c.groups[pk.group] = g
-	}
-	g.add(r)
+	c.groupOf(pk.group).add(r)
 	return nil
 }
 
-// add takes one of the group's records.
+func (c *collected) groupOf(name string) *groupRecords {
+	g := c.groups[name]
+	if g == nil {
+		g = &groupRecords{name: name, offsets: offsetMerge{}}
+		c.groups[name] = g
+	}
+	return g
+}
+
+// add takes one of the group's records other than offsets.
 func (g *groupRecords) add(r coordinator.Record) {
 	switch r := r.(type) {
 	case *coordinator.GroupRecord:
@@ -417,15 +455,13 @@ func (g *groupRecords) add(r coordinator.Record) {
 		g.members = append(g.members, r)
 	case *coordinator.AssignmentRecord:
 		g.assignments = append(g.assignments, r)
-	case *coordinator.OffsetRecord:
-		g.offsets = append(g.offsets, r)
 	}
 }
 
 // records returns the records in RecordSet's load order. Escaped keys do
 // not sort as the names do in general, nor decimal partitions as numbers,
 // so everything is sorted here.
-func (c *collected) records() []coordinator.Record {
+func (c *collected) records() ([]coordinator.Record, error) {
 	var out []coordinator.Record
 	slices.SortFunc(c.topics, func(a, b *coordinator.TopicRecord) int { return cmp.Compare(a.Name, b.Name) })
 	for _, t := range c.topics {
@@ -434,10 +470,12 @@ func (c *collected) records() []coordinator.Record {
 	for _, name := range slices.Sorted(maps.Keys(c.groups)) {
 		out = c.groups[name].appendRecords(out)
 	}
-	return out
+	return out, nil
 }
 
-// appendRecords appends the group's records in RecordSet's load order.
+// appendRecords appends the group's records in RecordSet's load order: a
+// group whose keys hold nothing but offset deletions (batches whose every
+// write was a deletion) has no records.
 func (g *groupRecords) appendRecords(out []coordinator.Record) []coordinator.Record {
 	if g.group != nil {
 		out = append(out, g.group)
@@ -450,10 +488,11 @@ func (g *groupRecords) appendRecords(out []coordinator.Record) []coordinator.Rec
 	for _, a := range g.assignments {
 		out = append(out, a)
 	}
-	slices.SortFunc(g.offsets, func(a, b *coordinator.OffsetRecord) int {
+	offsets := g.offsets.records(make([]*coordinator.OffsetRecord, 0, len(g.offsets)))
+	slices.SortFunc(offsets, func(a, b *coordinator.OffsetRecord) int {
 		return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
 	})
-	for _, o := range g.offsets {
+	for _, o := range offsets {
 		out = append(out, o)
 	}
 	return out

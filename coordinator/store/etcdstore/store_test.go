@@ -267,8 +267,12 @@ func TestTxnSplit(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Logf("20,000 records in %d transactions, %v", txnCount(t, reg), time.Since(start))
-		if got := countKeys(t, cli, prefix+"groups/"); got != 20000 {
-			t.Errorf("%d keys, want 20000", got)
+		// A batch holds MaxTxnOps-1 (127) entries: 8 batches a group.
+		if got := countKeys(t, cli, prefix+"groups/"); got != 20*8 {
+			t.Errorf("%d keys, want 160 batches", got)
+		}
+		if got := len(load(t, s)); got != 20000 {
+			t.Errorf("loaded %d records, want 20000", got)
 		}
 	})
 }
@@ -422,7 +426,7 @@ func TestFormat(t *testing.T) {
 		value string
 		want  error
 	}{
-		{"5", etcdstore.ErrNewerFormat},
+		{"6", etcdstore.ErrNewerFormat},
 		{"x", nil},
 		{"0", nil},
 	} {
@@ -440,16 +444,16 @@ func TestFormat(t *testing.T) {
 		}
 	}
 	s, _, prefix := open(t)
-	// An unsharded prefix stays at format 3, which older tenures read.
+	// Format 5 (offset batches), which tenures before it refuse.
 	resp, err := cli.Get(ctx, prefix+"meta/format")
-	if err != nil || len(resp.Kvs) != 1 || string(resp.Kvs[0].Value) != "3" {
+	if err != nil || len(resp.Kvs) != 1 || string(resp.Kvs[0].Value) != "5" {
 		t.Fatalf("a new prefix's format key: %v %v", resp, err)
 	}
 	s.Close()
 	openOn(t, cli, etcdstore.Prefix(prefix)) // the same format opens
 
 	// A format 1 prefix (before the generation log and the shard count) is
-	// raised to 3, gets its count of 1 recorded, and its state loads as it
+	// raised to 5, gets its count of 1 recorded, and its state loads as it
 	// was.
 	old := uniquePrefix(t)
 	if _, err := cli.Put(ctx, old+"meta/format", "1"); err != nil {
@@ -463,7 +467,7 @@ func TestFormat(t *testing.T) {
 	if err != nil || len(recs) != 1 || recs[0].(*coordinator.GroupRecord).Epoch != 7 {
 		t.Fatalf("format 1 state after the upgrade: %v %v", recs, err)
 	}
-	if resp, err := cli.Get(ctx, old+"meta/format"); err != nil || string(resp.Kvs[0].Value) != "3" {
+	if resp, err := cli.Get(ctx, old+"meta/format"); err != nil || string(resp.Kvs[0].Value) != "5" {
 		t.Fatalf("format key after the upgrade: %v %v", resp, err)
 	}
 	if resp, err := cli.Get(ctx, old+"meta/shards"); err != nil || len(resp.Kvs) != 1 || string(resp.Kvs[0].Value) != "1" {
@@ -602,8 +606,8 @@ func TestTopicsDeleteIfSame(t *testing.T) {
 	}
 }
 
-// TestDecode: what Persist wrote decodes back, key by key, as Load reads
-// it; meta keys hold no record.
+// TestDecode: what Persist wrote decodes back, key by key (an offset
+// batch with OffsetWrites), as Load reads it; meta keys hold no record.
 func TestDecode(t *testing.T) {
 	s, cli := openWithPrefix(t, "/tenure/")
 	recs := stableGroup(t, "decoded")
@@ -618,6 +622,16 @@ func TestDecode(t *testing.T) {
 		r, ok, err := etcdstore.Decode("/tenure/", kv.Key, kv.Value)
 		if err != nil {
 			t.Fatal(err)
+		}
+		writes, isOffsets, err := etcdstore.OffsetWrites("/tenure/", kv.Key, kv.Value, kv.ModRevision)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if isOffsets {
+			for _, w := range writes {
+				set.Apply(w.Rec)
+			}
+			continue
 		}
 		if !ok {
 			meta++

@@ -160,7 +160,8 @@ func (s *Store) LoadTopics(ctx context.Context) ([]*coordinator.TopicRecord, err
 
 // Decode returns the record a key and value of the layout under prefix
 // hold, as Load reads them; ok is false for a key that holds no record
-// (the meta/ keys, the HA set's, the users' credentials, the ACLs). Keys
+// (the meta/ keys, the HA set's, the users' credentials, the ACLs) or
+// many (an offset batch: OffsetWrites reads it). Keys
 // of any shard decode, under their group's name. Tools read the store's
 // history with it: the chaos checker replays the assignment keys'
 // revisions.
@@ -173,7 +174,7 @@ func Decode(prefix string, key, value []byte) (rec coordinator.Record, ok bool, 
 	if err != nil {
 		return nil, false, fmt.Errorf("etcdstore: key %q: %w", key, err)
 	}
-	if pk.kind == kindMeta || pk.kind == kindUser || pk.kind == kindACL {
+	if pk.kind == kindMeta || pk.kind == kindUser || pk.kind == kindACL || pk.kind == kindOffsetBatch {
 		return nil, false, nil
 	}
 	r, err := decodeValue(pk, value)
@@ -181,6 +182,57 @@ func Decode(prefix string, key, value []byte) (rec coordinator.Record, ok bool, 
 		return nil, false, fmt.Errorf("etcdstore: key %q: %w", key, err)
 	}
 	return r, true, nil
+}
+
+// An OffsetWrite is an offset commit (Rec) or deletion (Rec.Deleted) with
+// its order: of two writes of a partition, the one of the higher order is
+// the partition's (docs/STORE.md, "Offset batches").
+type OffsetWrite struct {
+	Rec   *coordinator.OffsetRecord
+	Order int64
+}
+
+// OffsetWrites returns the offset writes a key of the layout under prefix
+// holds at revision modRev: an offset batch's, or a partition key's one
+// (whose order is its "fr", if a fold wrote it, or modRev); ok is false
+// for other keys. Tools replaying the store's history use it: a fold
+// rewrites a partition key with a write that is not new, at an order
+// already seen.
+func OffsetWrites(prefix string, key, value []byte, modRev int64) (writes []OffsetWrite, ok bool, err error) {
+	if !strings.HasSuffix(prefix, "/") {
+		prefix += "/"
+	}
+	pk, err := prefixKeys(prefix).parse(string(key))
+	if err != nil {
+		return nil, false, fmt.Errorf("etcdstore: key %q: %w", key, err)
+	}
+	switch pk.kind {
+	case kindOffset:
+		r, fr, err := decodeOffset(pk.group, pk.name, pk.partition, value)
+		if err != nil {
+			return nil, false, fmt.Errorf("etcdstore: key %q: %w", key, err)
+		}
+		if fr == 0 {
+			fr = modRev
+		}
+		return []OffsetWrite{{r, fr}}, true, nil
+	case kindOffsetBatch:
+		entries, err := decodeBatch(value)
+		if err != nil {
+			return nil, false, fmt.Errorf("etcdstore: key %q: %w", key, err)
+		}
+		for _, e := range entries {
+			r := &coordinator.OffsetRecord{Group: pk.group, Topic: e.topic, Partition: e.partition, Deleted: true}
+			if e.val != nil {
+				if r, _, err = decodeOffset(pk.group, e.topic, e.partition, e.val); err != nil {
+					return nil, false, fmt.Errorf("etcdstore: key %q: %w", key, err)
+				}
+			}
+			writes = append(writes, OffsetWrite{r, modRev})
+		}
+		return writes, true, nil
+	}
+	return nil, false, nil
 }
 
 // DeletedRecord returns the deletion a deleted key stands for: a

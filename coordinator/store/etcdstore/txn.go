@@ -30,14 +30,53 @@ import (
 const opOverhead = 16
 
 type writeOp struct {
-	key  string
-	end  string // a range deletion's end; "" for one key
-	val  string
-	put  bool
-	dead bool // folded away
+	key   string
+	end   string // a range deletion's end; "" for one key
+	val   string
+	put   bool
+	dead  bool        // folded away
+	batch *batchBuild // an offset batch's put: its value is built at the end
 }
 
-func (o *writeOp) size() int { return len(o.key) + len(o.end) + len(o.val) + opOverhead }
+func (o *writeOp) size() int {
+	n := len(o.key) + len(o.end) + len(o.val) + opOverhead
+	if o.batch != nil {
+		n += o.batch.bytes
+	}
+	return n
+}
+
+// batchBuild is the offset batch of one group in a transaction
+// (offset_batch.go): its entries in order, the last write of a partition
+// replacing an earlier one.
+type batchBuild struct {
+	group   string
+	entries []batchEntryBuild
+	index   map[tp]int
+	bytes   int // of the value
+	// foldBytes estimates what the fold writes for it: a batch must fit,
+	// with its partition keys, in one fold transaction (fold.go).
+	foldBytes int
+}
+
+type batchEntryBuild struct {
+	tp
+	val string // "": a deletion
+}
+
+// foldOpBytes is what a partition key's put costs in a fold beyond the
+// entry's line: its directories, "fr" and the framing.
+func (k keys) foldOpBytes(group string) int {
+	return len(k.groups) + escapedLen(group) + 1 + len(offsetsDir) + 24 + opOverhead
+}
+
+func (b *batchBuild) value() string {
+	out := make([]byte, 0, b.bytes)
+	for _, e := range b.entries {
+		out = appendBatchLine(out, e.topic, e.partition, e.val)
+	}
+	return string(out)
+}
 
 // plannedTxn is one transaction's operations.
 type plannedTxn struct {
@@ -47,10 +86,63 @@ type plannedTxn struct {
 	live    int // ops not folded away
 	bytes   int
 	records int
+	batches map[string]*batchBuild // the live offset batch of each group
+	cmps    []clientv3.Cmp         // compared besides the guard and the fence (a fold's)
 }
 
 func newPlannedTxn(hint int) *plannedTxn {
 	return &plannedTxn{ops: make([]writeOp, 0, hint), index: make(map[string]int, hint)}
+}
+
+// addOffset adds r to its group's batch, whose key batchKey makes if the
+// transaction has none for the group yet.
+// val is r's value, "" for a deletion.
+func (t *plannedTxn) addOffset(k keys, r *coordinator.OffsetRecord, val string, batchKey func(group string) string) {
+	b := t.batches[r.Group]
+	if b == nil {
+		b = &batchBuild{group: r.Group, index: map[tp]int{}}
+		if t.batches == nil {
+			t.batches = map[string]*batchBuild{}
+		}
+		t.batches[r.Group] = b
+		t.add(writeOp{key: batchKey(r.Group), put: true, batch: b})
+	}
+	e := batchEntryBuild{tp{r.Topic, r.Partition}, val}
+	size := batchLineLen(e.topic, e.partition, val)
+	fold := size + k.foldOpBytes(r.Group)
+	if i, ok := b.index[e.tp]; ok {
+		old := b.entries[i]
+		oldSize := batchLineLen(old.topic, old.partition, old.val)
+		b.entries[i] = e
+		b.bytes += size - oldSize
+		b.foldBytes += size - oldSize
+		t.bytes += size - oldSize
+		return
+	}
+	b.index[e.tp] = len(b.entries)
+	b.entries = append(b.entries, e)
+	b.bytes += size
+	b.foldBytes += fold
+	t.bytes += size
+}
+
+// offsetFits reports whether r can join the transaction, and how many
+// operations and bytes it adds: a batch holds at most maxOps-1 entries
+// and maxBytes of fold writes, so that a fold writes it and its
+// partition keys in one transaction.
+func (t *plannedTxn) offsetFits(k keys, r *coordinator.OffsetRecord, val string, maxOps, maxBytes int) (fits bool, grow, size int) {
+	size = batchLineLen(r.Topic, r.Partition, val)
+	b := t.batches[r.Group]
+	if b == nil {
+		// A new batch key: a put, which must not fall in a range the
+		// transaction deletes (a deletion of the group).
+		return !t.inDeletedRange(k.offsetBatchDir(r.Group)), 1, size + len(k.offsetBatchDir(r.Group)) + 24 + opOverhead
+	}
+	if _, ok := b.index[tp{r.Topic, r.Partition}]; ok {
+		return true, 0, size
+	}
+	fits = len(b.entries) < max(1, maxOps-1) && b.foldBytes+size+k.foldOpBytes(r.Group) <= maxBytes
+	return fits, 0, size
 }
 
 func (t *plannedTxn) inDeletedRange(key string) bool {
@@ -97,6 +189,9 @@ func (t *plannedTxn) kill(i int) {
 	op := &t.ops[i]
 	op.dead = true
 	delete(t.index, op.key)
+	if op.batch != nil && t.batches[op.batch.group] == op.batch {
+		delete(t.batches, op.batch.group)
+	}
 	t.live--
 	t.bytes -= op.size()
 }
@@ -108,6 +203,8 @@ func (t *plannedTxn) clientOps() []clientv3.Op {
 		o := &t.ops[i]
 		switch {
 		case o.dead:
+		case o.batch != nil:
+			out = append(out, clientv3.OpPut(o.key, o.batch.value()))
 		case o.put:
 			out = append(out, clientv3.OpPut(o.key, o.val))
 		case o.end != "":
@@ -143,11 +240,7 @@ func (k keys) appendRecordOps(ops []writeOp, r coordinator.Record) []writeOp {
 	case *coordinator.AssignmentRecord:
 		return append(ops, putOp(k.assignment(r.Group, r.MemberID), r))
 	case *coordinator.OffsetRecord:
-		key := k.offset(r.Group, r.Topic, r.Partition)
-		if r.Deleted {
-			return append(ops, writeOp{key: key})
-		}
-		return append(ops, writeOp{key: key, val: offsetValueString(r), put: true})
+		panic("etcdstore: an offset goes to its group's batch (plannedTxn.addOffset)")
 	case *coordinator.TopicRecord:
 		if r.Deleted {
 			return append(ops, writeOp{key: k.topic(r.Name)})
@@ -182,13 +275,29 @@ func offsetValueString(r *coordinator.OffsetRecord) string {
 }
 
 // plan turns recs into transactions of at most maxOps operations and,
-// unless one record alone is larger, maxBytes bytes.
-func (k keys) plan(recs []coordinator.Record, maxOps, maxBytes int) []*plannedTxn {
+// unless one record alone is larger, maxBytes bytes. Offset records go
+// to their group's batch in the transaction, a new key from batchKey
+// (offset_batch.go).
+func (k keys) plan(recs []coordinator.Record, maxOps, maxBytes int, batchKey func(group string) string) []*plannedTxn {
 	var out []*plannedTxn
 	hint := min(len(recs), maxOps)
 	cur := newPlannedTxn(hint)
 	var ops []writeOp // reused: a record has a few operations at most
 	for _, r := range recs {
+		if o, ok := r.(*coordinator.OffsetRecord); ok {
+			val := ""
+			if !o.Deleted {
+				val = offsetValueString(o)
+			}
+			fits, grow, size := cur.offsetFits(k, o, val, maxOps, maxBytes)
+			if cur.live > 0 && (!fits || cur.live+grow > maxOps || cur.bytes+size > maxBytes) {
+				out = append(out, cur)
+				cur = newPlannedTxn(hint)
+			}
+			cur.addOffset(k, o, val, batchKey)
+			cur.records++
+			continue
+		}
 		ops = k.appendRecordOps(ops[:0], r)
 		size, grow, conflict := 0, 0, false
 		for i := range ops {

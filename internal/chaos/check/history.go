@@ -95,6 +95,10 @@ type replayer struct {
 	epochs map[string][2]int64
 	// touched are the partitions the current revision changed.
 	touched map[int32]bool
+	// offsetOrder is the order of each partition's last offset write
+	// (etcdstore.OffsetWrite): a fold rewrites a partition key with a
+	// write already replayed, at its order.
+	offsetOrder map[int32]int64
 }
 
 // replay decodes History, which must be in revision order (a stable sort
@@ -112,6 +116,8 @@ func replay(run *Run, kvs []KV) (*history, error) {
 		twoOwners: make(map[int32]bool),
 		epochs:    make(map[string][2]int64),
 		touched:   make(map[int32]bool),
+
+		offsetOrder: make(map[int32]int64),
 	}
 	for i := 0; i < len(kvs); {
 		rev := kvs[i].Rev
@@ -135,6 +141,18 @@ func (r *replayer) apply(kv *KV) error {
 		ok  bool
 		err error
 	)
+	if !kv.Deleted {
+		writes, isOffset, err := etcdstore.OffsetWrites(r.run.Prefix, kv.Key, kv.Value, kv.Rev)
+		if err != nil {
+			return fmt.Errorf("check: history revision %d: %w", kv.Rev, err)
+		}
+		if isOffset {
+			for _, w := range writes {
+				r.offset(kv.Rev, w)
+			}
+			return nil
+		}
+	}
 	if kv.Deleted {
 		rec, ok, err = etcdstore.DeletedRecord(r.run.Prefix, kv.Key)
 	} else {
@@ -165,9 +183,24 @@ func (r *replayer) apply(kv *KV) error {
 	case *coordinator.OffsetRecord:
 		if rec.Group == r.run.Group && rec.Topic == r.run.Topic {
 			r.h.offsets = append(r.h.offsets, offsetAt{kv.Rev, rec})
+			delete(r.offsetOrder, rec.Partition)
 		}
 	}
 	return nil
+}
+
+// offset takes an offset write of a partition key or batch, unless its
+// order is not above the partition's last (a fold's rewrite).
+func (r *replayer) offset(rev int64, w etcdstore.OffsetWrite) {
+	rec := w.Rec
+	if rec.Group != r.run.Group || rec.Topic != r.run.Topic {
+		return
+	}
+	if last, ok := r.offsetOrder[rec.Partition]; ok && w.Order <= last {
+		return
+	}
+	r.offsetOrder[rec.Partition] = w.Order
+	r.h.offsets = append(r.h.offsets, offsetAt{rev, rec})
 }
 
 // group checks that the group's epoch does not go down (check 6), and ends
@@ -193,6 +226,13 @@ func (r *replayer) group(rev int64, rec *coordinator.GroupRecord) {
 		for _, m := range sortedKeys(r.byMember) {
 			r.endMember(rev, m)
 		}
+		// The deletion takes the offsets with it, those in batches
+		// included, whose keys' deletions say nothing of them.
+		for _, p := range sortedKeys(r.offsetOrder) {
+			r.h.offsets = append(r.h.offsets, offsetAt{rev, &coordinator.OffsetRecord{
+				Group: rec.Group, Topic: r.run.Topic, Partition: p, Deleted: true}})
+		}
+		clear(r.offsetOrder)
 	}
 }
 

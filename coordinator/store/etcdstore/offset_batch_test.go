@@ -1,0 +1,211 @@
+package etcdstore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"pgregory.net/rapid"
+
+	"github.com/tenure-dev/tenure/coordinator"
+	"github.com/tenure-dev/tenure/coordinator/store/etcdstore"
+	"github.com/tenure-dev/tenure/internal/testenv"
+)
+
+// offsetKey is what makes two offset records write the same partition.
+type offsetKey struct {
+	group, topic string
+	partition    int32
+}
+
+// TestBatchesMatchRecordSet is the offset batches' property: commits,
+// offset deletions, group deletions and other records, folds, and
+// concurrent Persists of distinct partitions with folds beside them, in
+// any interleaving, leave Load, LoadGroup and a Mirror following the
+// prefix all holding what a RecordSet fed the same records holds. A small
+// MaxTxnOps splits batches and folds into several transactions; a fold
+// racing a group's other writes may stop half-way. Some runs start from a
+// prefix of the layout before batches (format 3, a key per partition,
+// written as that layout wrote it), which the store raises to format 5
+// and then writes batches on.
+func TestBatchesMatchRecordSet(t *testing.T) {
+	cli := etcd.Client(t)
+	n := smallNames()
+	// Few groups, so that a group folded has several batches.
+	groups := []string{"g", "h", "a/b", "\xff"}
+	n.groups = rapid.SampledFrom(groups)
+	offset := rapid.Map(n.offsetRecord(), func(r *coordinator.OffsetRecord) coordinator.Record { return r })
+	anyRecord := rapid.OneOf(offset, offset, offset, n.record())
+	rapid.Check(t, func(rt *rapid.T) {
+		ctx := testenv.Context(t)
+		prefix := uniquePrefix(t)
+		maxOps := rapid.IntRange(3, 8).Draw(rt, "max-txn-ops")
+		set := coordinator.NewRecordSet()
+		if rapid.Bool().Draw(rt, "old-layout") {
+			old := rapid.SliceOfN(n.offsetRecord(), 1, 12).Draw(rt, "old-offsets")
+			var ops []clientv3.Op
+			seen := map[offsetKey]bool{}
+			for _, o := range old {
+				o.Deleted = false
+				if k := (offsetKey{o.Group, o.Topic, o.Partition}); !seen[k] {
+					seen[k] = true
+					set.Apply(o)
+					keys, vals := etcdstore.OffsetKeyValues(prefix, []coordinator.Record{o})
+					ops = append(ops, clientv3.OpPut(keys[0], vals[0]))
+				}
+			}
+			ops = append(ops, clientv3.OpPut(prefix+"meta/format", "3"), clientv3.OpPut(prefix+"meta/shards", "1"))
+			if _, err := cli.Txn(ctx).Then(ops...).Commit(); err != nil {
+				rt.Fatal(err)
+			}
+		}
+		m, err := etcdstore.NewMirror(ctx, cli, etcdstore.Prefix(prefix))
+		if err != nil {
+			rt.Fatalf("NewMirror: %v", err)
+		}
+		defer m.Close()
+		s, err := etcdstore.New(ctx, cli, etcdstore.Prefix(prefix), etcdstore.MaxTxnOps(maxOps), etcdstore.FoldEvery(0))
+		if err != nil {
+			rt.Fatalf("New: %v", err)
+		}
+		defer s.Close()
+		fold := func(g string) {
+			if _, err := s.Fold(ctx, g); err != nil && !errors.Is(err, etcdstore.ErrFoldRaced) {
+				rt.Fatalf("Fold(%q): %v", g, err)
+			}
+		}
+		for step := range rapid.IntRange(1, 10).Draw(rt, "steps") {
+			switch rapid.IntRange(0, 3).Draw(rt, fmt.Sprintf("step-%d", step)) {
+			case 0:
+				recs := rapid.SliceOfN(anyRecord, 0, 12).Draw(rt, fmt.Sprintf("persist-%d", step))
+				if err := s.Persist(ctx, recs); err != nil {
+					rt.Fatalf("Persist: %v", err)
+				}
+				for _, r := range recs {
+					set.Apply(r)
+				}
+			case 1:
+				fold(rapid.SampledFrom(groups).Draw(rt, fmt.Sprintf("fold-%d", step)))
+			case 3:
+				// A fold with writes of any kind (commits, deletions of
+				// offsets or of the group, its group record) between its
+				// read and its transactions: it must neither undo a
+				// newer commit nor bring back what a deletion deleted.
+				g := rapid.SampledFrom(groups).Draw(rt, fmt.Sprintf("fold-%d", step))
+				etcdstore.SetFoldHook(s, func(txn int) {
+					var recs []coordinator.Record
+					switch rapid.IntRange(0, 4).Draw(rt, fmt.Sprintf("during-fold-%d-%d", step, txn)) {
+					case 1:
+						recs = rapid.SliceOfN(anyRecord, 1, 4).Draw(rt, fmt.Sprintf("records-%d-%d", step, txn))
+					case 2:
+						gr := n.groupRecord().Draw(rt, fmt.Sprintf("deletion-%d-%d", step, txn))
+						gr.Group, gr.Deleted = g, true
+						recs = []coordinator.Record{gr}
+					case 4:
+						gr := n.groupRecord().Draw(rt, fmt.Sprintf("group-%d-%d", step, txn))
+						gr.Group, gr.Deleted = g, false
+						recs = []coordinator.Record{gr}
+					case 3:
+						for _, o := range rapid.SliceOfN(n.offsetRecord(), 1, 4).Draw(rt, fmt.Sprintf("commits-%d-%d", step, txn)) {
+							o.Group = g
+							recs = append(recs, o)
+						}
+					}
+					if err := s.Persist(ctx, recs); err != nil {
+						rt.Fatalf("Persist during a fold: %v", err)
+					}
+					for _, r := range recs {
+						set.Apply(r)
+					}
+				})
+				fold(g)
+				etcdstore.SetFoldHook(s, nil)
+			case 2:
+				// Concurrent Persists of distinct keys (the Store's
+				// contract), a fold, and a group record written meanwhile,
+				// which makes the fold give way where it races it.
+				g := rapid.SampledFrom(groups).Draw(rt, fmt.Sprintf("fold-%d", step))
+				var batches [][]coordinator.Record
+				seen := map[offsetKey]bool{}
+				for i := range rapid.IntRange(2, 3).Draw(rt, fmt.Sprintf("writers-%d", step)) {
+					var recs []coordinator.Record
+					for _, o := range rapid.SliceOfN(n.offsetRecord(), 1, 8).Draw(rt, fmt.Sprintf("concurrent-%d-%d", step, i)) {
+						if k := (offsetKey{o.Group, o.Topic, o.Partition}); !seen[k] {
+							seen[k] = true
+							recs = append(recs, o)
+						}
+					}
+					batches = append(batches, recs)
+				}
+				gr := n.groupRecord().Draw(rt, fmt.Sprintf("group-%d", step))
+				gr.Group, gr.Deleted = g, false
+				batches = append(batches, []coordinator.Record{gr})
+				var wg sync.WaitGroup
+				errs := make([]error, len(batches))
+				for i, recs := range batches {
+					wg.Go(func() { errs[i] = s.Persist(ctx, recs) })
+				}
+				wg.Go(func() { fold(g) })
+				wg.Wait()
+				for i, recs := range batches {
+					if errs[i] != nil {
+						rt.Fatalf("concurrent Persist: %v", errs[i])
+					}
+					for _, r := range recs {
+						set.Apply(r)
+					}
+				}
+			}
+		}
+		want := render(set.Records(), true)
+		if got := render(mustLoad(rt, ctx, s), true); got != want {
+			rt.Fatalf("Load:\n%swant:\n%s", got, want)
+		}
+		for _, g := range groups {
+			got, err := s.LoadGroup(ctx, g)
+			if err != nil {
+				rt.Fatalf("LoadGroup(%q): %v", g, err)
+			}
+			if gr, w := render(got, true), render(set.Group(g), true); gr != w {
+				rt.Fatalf("LoadGroup(%q):\n%swant:\n%s", g, gr, w)
+			}
+		}
+		if _, err := m.Sync(ctx); err != nil {
+			rt.Fatalf("Sync: %v", err)
+		}
+		got, err := m.Records(-1)
+		if err != nil {
+			rt.Fatalf("mirror Records: %v", err)
+		}
+		if got := render(got, true); got != want {
+			rt.Fatalf("mirror:\n%swant:\n%s", got, want)
+		}
+		for _, g := range groups {
+			got, _, err := m.Group(g)
+			if err != nil {
+				rt.Fatalf("mirror Group(%q): %v", g, err)
+			}
+			if gr, w := render(got, true), render(set.Group(g), true); gr != w {
+				rt.Fatalf("mirror Group(%q):\n%swant:\n%s", g, gr, w)
+			}
+		}
+		// A last fold of every group changes none of it.
+		for _, g := range groups {
+			fold(g)
+		}
+		if got := render(mustLoad(rt, ctx, s), true); got != want {
+			rt.Fatalf("Load after folding every group:\n%swant:\n%s", got, want)
+		}
+	})
+}
+
+func mustLoad(rt *rapid.T, ctx context.Context, s *etcdstore.Store) []coordinator.Record {
+	recs, err := s.Load(ctx)
+	if err != nil {
+		rt.Fatalf("Load: %v", err)
+	}
+	return recs
+}
