@@ -108,12 +108,21 @@ func (s *Store) countBatches(group string, n int, loaded bool) {
 		switch {
 		case err == nil:
 			s.cfg.log.Debug("etcd store: offsets folded", zap.String("group", group), zap.Int("batches", n))
-		case errors.Is(err, ErrFoldRaced), ctx.Err() != nil, errors.Is(err, ErrFenced), errors.Is(err, ErrGuardFailed):
+		case foldGaveWay(ctx, err):
 			s.cfg.log.Debug("etcd store: offset fold gave way", zap.String("group", group), zap.Error(err))
 		default:
 			s.cfg.log.Warn("etcd store: offset fold failed", zap.String("group", group), zap.Error(err))
 		}
 	}()
+}
+
+// foldGaveWay reports whether err ended a fold that gave way, to a change
+// of its group, to the end of the node's term or to ctx, rather than
+// failed: such a fold is retried by the next, and counting it would make
+// tenure_store_errors_total{op="fold"} (and the alert on it) fire on
+// groups that merely rebalance.
+func foldGaveWay(ctx context.Context, err error) bool {
+	return errors.Is(err, ErrFoldRaced) || ctx.Err() != nil || errors.Is(err, ErrFenced) || errors.Is(err, ErrGuardFailed)
 }
 
 // Fold folds group's offset batches into its partition keys now, and
@@ -126,7 +135,11 @@ func (s *Store) Fold(ctx context.Context, group string) (n int, err error) {
 		return 0, err
 	}
 	defer end()
-	defer func() { s.metrics.failed(opFold, err) }()
+	defer func() {
+		if !foldGaveWay(ctx, err) {
+			s.metrics.failed(opFold, err)
+		}
+	}()
 	gk, bdir, odir := s.keys.group(group), s.keys.offsetBatchDir(group), s.keys.offsetDir(group)
 	resp, err := s.cli.Txn(ctx).Then(
 		clientv3.OpGet(gk),

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"pgregory.net/rapid"
 
@@ -208,4 +209,40 @@ func mustLoad(rt *rapid.T, ctx context.Context, s *etcdstore.Store) []coordinato
 		rt.Fatalf("Load: %v", err)
 	}
 	return recs
+}
+
+// TestFoldErrorsCounted: tenure_store_errors_total{op="fold"} counts a
+// fold that failed (here a batch that does not decode), not one that gave
+// way to a change of its group, which the next fold retries.
+func TestFoldErrorsCounted(t *testing.T) {
+	cli := etcd.Client(t)
+	prefix := uniquePrefix(t)
+	reg := prometheus.NewRegistry()
+	s := openOn(t, cli, etcdstore.Prefix(prefix), etcdstore.Registerer(reg), etcdstore.FoldEvery(0))
+	ctx := testenv.Context(t)
+	persist(t, s, &coordinator.GroupRecord{Group: "g", Epoch: 1})
+	persist(t, s, offsets("g", 2)...)
+
+	etcdstore.SetFoldHook(s, func(txn int) {
+		if txn == 0 {
+			persist(t, s, &coordinator.GroupRecord{Group: "g", Epoch: 2})
+		}
+	})
+	if _, err := s.Fold(ctx, "g"); !errors.Is(err, etcdstore.ErrFoldRaced) {
+		t.Fatalf("Fold with the group changed meanwhile: %v, want ErrFoldRaced", err)
+	}
+	etcdstore.SetFoldHook(s, nil)
+	if got := counterValue(t, reg, "tenure_store_errors_total", "fold"); got != 0 {
+		t.Fatalf("a fold that gave way counted %v errors, want 0", got)
+	}
+
+	if _, err := cli.Put(ctx, prefix+"groups/g/obatch/bad", "not a batch"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Fold(ctx, "g"); err == nil || errors.Is(err, etcdstore.ErrFoldRaced) {
+		t.Fatalf("Fold over a batch that does not decode: %v, want an error", err)
+	}
+	if got := counterValue(t, reg, "tenure_store_errors_total", "fold"); got != 1 {
+		t.Fatalf("a failed fold counted %v errors, want 1", got)
+	}
 }
