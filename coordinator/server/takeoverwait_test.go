@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"fmt"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -105,6 +107,54 @@ func TestTakeoverRequestWaitsForInstall(t *testing.T) {
 	}
 	if n := a.metric(t, "tenure_takeover_waits_total", "outcome", "served"); n != 1 {
 		t.Fatalf("%v waits ended with an install, want 1", n)
+	}
+}
+
+// TestTakeoverWaitersQueuePerConnection: the requests of one connection
+// that wait for a takeover queue for one goroutine of the connection,
+// not one each (a takeover's surge is thousands of them), and are
+// stepped in the order they arrived: each join of a new member to the
+// group being installed bumps its epoch, so the members' epochs rise
+// in the order of their requests.
+func TestTakeoverWaitersQueuePerConnection(t *testing.T) {
+	const n = 64
+	a, ca, open := gatedTakeover(t, time.Minute)
+	before := runtime.NumGoroutine()
+	var corrs []int32
+	for i := range n {
+		corrs = append(corrs, ca.send(cgHeartbeat("z-slow", fmt.Sprintf("member-z-slow-%015d", i), 0)))
+	}
+	fresh := ca.send(cgHeartbeat("fresh", "member-fresh-0000000000000000", 0))
+	cb := dial(t, a.addr)
+	eventually(t, 10*time.Second, "the request after the waiting ones to join its member", func() bool {
+		d := kmsg.NewPtrConsumerGroupDescribeRequest()
+		d.Groups = []string{"fresh"}
+		g := cb.roundTrip(d).(*kmsg.ConsumerGroupDescribeResponse).Groups[0]
+		return g.ErrorCode == 0 && len(g.Members) == 1
+	})
+	// cb's connection adds its reader and writer.
+	if grew := runtime.NumGoroutine() - before; grew > 8 {
+		t.Fatalf("%d requests waiting on one connection added %d goroutines", n, grew)
+	}
+	open()
+	last := int32(gatedEpoch)
+	for i, want := range corrs {
+		corr, resp := ca.recv()
+		if corr != want {
+			t.Fatalf("response %d for correlation ID %d, want %d", i, corr, want)
+		}
+		r := resp.(*kmsg.ConsumerGroupHeartbeatResponse)
+		if r.ErrorCode != 0 || r.MemberEpoch <= last {
+			t.Fatalf("join %d to the group being installed: error %v epoch %d, want served above %d (the join before it)",
+				i, kerr.ErrorForCode(r.ErrorCode), r.MemberEpoch, last)
+		}
+		last = r.MemberEpoch
+	}
+	if corr, _ := ca.recv(); corr != fresh {
+		t.Fatalf("last response for correlation ID %d, want %d", corr, fresh)
+	}
+	if got := a.metric(t, "tenure_takeover_waits_total", "outcome", "served"); got != n {
+		t.Fatalf("%v waits served, want %d", got, n)
 	}
 }
 
