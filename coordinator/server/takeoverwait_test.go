@@ -158,6 +158,42 @@ func TestTakeoverWaitersQueuePerConnection(t *testing.T) {
 	}
 }
 
+// TestTakeoverReadInstallsGroup: a read of a group that the takeover has
+// still to install (a describe) installs it, ahead of its turn, and is
+// answered with its stored state rather than COORDINATOR_LOAD_IN_PROGRESS;
+// a read of a group that another is installing (an offset fetch of the
+// group whose records the takeover's loop is slow to read) waits for
+// the install and is then answered.
+func TestTakeoverReadInstallsGroup(t *testing.T) {
+	a, ca, open := gatedTakeover(t, time.Minute)
+	dg := kmsg.NewPtrConsumerGroupDescribeRequest()
+	dg.Groups = []string{"zz-asked"}
+	if g := ca.roundTrip(dg).(*kmsg.ConsumerGroupDescribeResponse).Groups[0]; g.ErrorCode != 0 || g.Epoch != gatedEpoch {
+		t.Fatalf("describe of a group whose turn has not come: error %v epoch %d, want its stored epoch %d",
+			kerr.ErrorForCode(g.ErrorCode), g.Epoch, gatedEpoch)
+	}
+	if n := a.lead.Load().groups.pendingCount(); n != 1 {
+		t.Fatalf("%d groups pending after the describe, want 1 (the slow one)", n)
+	}
+	of := kmsg.NewPtrOffsetFetchRequest()
+	of.Version = 8
+	og := kmsg.NewOffsetFetchRequestGroup()
+	og.Group = "z-slow"
+	of.Groups = append(of.Groups, og)
+	ca.send(of)
+	if _, _, err := ca.tryRecv(100 * time.Millisecond); err == nil {
+		t.Fatal("the offset fetch was answered before the slow group's install ended")
+	}
+	open()
+	_, resp := ca.recv()
+	if g := resp.(*kmsg.OffsetFetchResponse).Groups[0]; g.ErrorCode != 0 {
+		t.Fatalf("offset fetch of the group being installed: error %v, want answered once installed", kerr.ErrorForCode(g.ErrorCode))
+	}
+	if n := a.metric(t, "tenure_takeover_waits_total", "outcome", "served"); n != 1 {
+		t.Fatalf("%v waits served, want 1", n)
+	}
+}
+
 // TestTakeoverWaitIsBounded: a request that waits for its group's install
 // longer than Config.TakeoverWait is answered COORDINATOR_LOAD_IN_PROGRESS,
 // as without the wait, and the connection goes on serving; with a wait
@@ -214,7 +250,8 @@ func (g *syncGatedSource) Sync(ctx context.Context) (int64, error) {
 // TestLoadingRequestWaitsForTerm: a request that arrives while the node
 // loads the term that will serve its group (the standby's revision
 // check) waits for the load and is then served, above the group's stored
-// epoch, rather than answered COORDINATOR_LOAD_IN_PROGRESS.
+// epoch, rather than answered COORDINATOR_LOAD_IN_PROGRESS; so does a
+// read of the group (a describe).
 func TestLoadingRequestWaitsForTerm(t *testing.T) {
 	src := &syncGatedSource{
 		recordsSource: recordsSource{recs: map[string][]coordinator.Record{
@@ -246,8 +283,16 @@ func TestLoadingRequestWaitsForTerm(t *testing.T) {
 		t.Fatal("the term never checked the standby's revision")
 	}
 	ca.send(cgHeartbeat("g", "member-g-00000000000000000000", 0))
+	// A read waits likewise, on its connection's reader.
+	cb := dial(t, a.addr)
+	dg := kmsg.NewPtrConsumerGroupDescribeRequest()
+	dg.Groups = []string{"g"}
+	cb.send(dg)
 	if _, _, err := ca.tryRecv(100 * time.Millisecond); err == nil {
 		t.Fatal("a response came while the term loaded")
+	}
+	if _, _, err := cb.tryRecv(10 * time.Millisecond); err == nil {
+		t.Fatal("the describe was answered while the term loaded")
 	}
 	open()
 	_, resp := ca.recv()
@@ -255,7 +300,12 @@ func TestLoadingRequestWaitsForTerm(t *testing.T) {
 		t.Fatalf("heartbeat sent while the term loaded: error %v epoch %d, want served above the stored epoch %d",
 			kerr.ErrorForCode(r.ErrorCode), r.MemberEpoch, gatedEpoch)
 	}
-	if n := a.metric(t, "tenure_takeover_waits_total", "outcome", "served"); n != 1 {
-		t.Fatalf("%v waits served, want 1", n)
+	_, resp = cb.recv()
+	if g := resp.(*kmsg.ConsumerGroupDescribeResponse).Groups[0]; g.ErrorCode != 0 || g.Epoch < gatedEpoch {
+		t.Fatalf("describe sent while the term loaded: error %v epoch %d, want the group at its stored epoch %d or above",
+			kerr.ErrorForCode(g.ErrorCode), g.Epoch, gatedEpoch)
+	}
+	if n := a.metric(t, "tenure_takeover_waits_total", "outcome", "served"); n != 2 {
+		t.Fatalf("%v waits served, want 2 (the heartbeat and the describe)", n)
 	}
 }
