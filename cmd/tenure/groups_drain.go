@@ -137,26 +137,37 @@ func drainMember(ctx context.Context, adm *kadm.Client, api *adminapi.Client, gr
 
 // waitDrained polls the log until the drain's entry (the first "drain"
 // entry above epoch after) is done and, with removed, the member is gone.
+// A deadline that ends during a read is the hand-off's timeout, said with
+// what the last read saw: each poll is a read in flight most of the time
+// under load, and "reading the log: context deadline exceeded" hid that
+// the hand-off was the slow part.
 func waitDrained(ctx context.Context, adm *kadm.Client, api *adminapi.Client, group, id string, after int32, removed bool) (adminapi.LogEntry, error) {
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
+	seen := fmt.Sprintf("no drain entry above epoch %d in the log yet", after)
 	for {
 		log, err := api.Log(ctx, group, 0, 50)
-		if err != nil {
+		if err != nil && ctx.Err() == nil {
 			return adminapi.LogEntry{}, fmt.Errorf("drain: reading the log: %w", err)
 		}
-		for i := len(log) - 1; i >= 0; i-- {
+		for i := len(log) - 1; err == nil && i >= 0; i-- {
 			e := log[i]
-			if e.Epoch <= after || e.Reason != "drain" || !e.Handoff.Done {
+			if e.Epoch <= after || e.Reason != "drain" {
+				continue
+			}
+			if !e.Handoff.Done {
+				seen = fmt.Sprintf("the drain's entry (epoch %d) has %d of %d moves granted and %d superseded",
+					e.Epoch, e.Handoff.Granted, len(e.Moves), e.Handoff.Superseded)
 				continue
 			}
 			if !removed || !isMember(ctx, adm, group, id) {
 				return e, nil
 			}
+			seen = fmt.Sprintf("the drain's hand-off (epoch %d) is done, but the member is still in the group", e.Epoch)
 		}
 		select {
 		case <-ctx.Done():
-			return adminapi.LogEntry{}, fmt.Errorf("drain of %s requested, but its hand-off was not over within --timeout: its members heartbeat slowly, or one does not release (tenure groups explain %s shows the moves): %w", id, group, ctx.Err())
+			return adminapi.LogEntry{}, fmt.Errorf("drain of %s requested, but its hand-off was not over within --timeout (%s): its members heartbeat slowly, or one does not release (tenure groups explain %s shows the moves): %w", id, seen, group, ctx.Err())
 		case <-tick.C:
 		}
 	}

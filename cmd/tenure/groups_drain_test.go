@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,6 +18,7 @@ import (
 	"go.uber.org/goleak"
 	"go.uber.org/zap"
 
+	"github.com/tenure-dev/tenure/coordinator/adminapi"
 	"github.com/tenure-dev/tenure/coordinator/web"
 	"github.com/tenure-dev/tenure/internal/testenv"
 )
@@ -207,4 +210,39 @@ func TestGroupsLeaveNoConnection(t *testing.T) {
 		t.Fatalf("describe: %v\n%s", err, out)
 	}
 	goleak.VerifyNone(t, leaks)
+}
+
+// TestDrainTimeoutSaysWhy: when --timeout ends while the log is being read
+// (under load, a read is in flight most of the time), the drain reports the
+// hand-off's timeout with what the last read saw, not a failed read.
+func TestDrainTimeoutSaysWhy(t *testing.T) {
+	var calls atomic.Int32
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if calls.Add(1) > 1 {
+			<-r.Context().Done() // the next read outlives the deadline
+			return
+		}
+		_ = json.NewEncoder(w).Encode([]adminapi.LogEntry{
+			{Group: "g", Epoch: 6, Reason: "drain", Assigned: true, Moves: make([]adminapi.Move, 2),
+				Handoff: adminapi.Handoff{Granted: 1}},
+			{Group: "g", Epoch: 5, Reason: "join"},
+		})
+	}))
+	defer hs.Close()
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections() // no connection outlives the test (goleak in others)
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	_, err := waitDrained(ctx, nil, &adminapi.Client{Base: hs.URL, HTTP: &http.Client{Transport: tr}}, "g", "m", 5, false)
+	if err == nil {
+		t.Fatal("the drain returned without its hand-off")
+	}
+	for _, want := range []string{"hand-off was not over within --timeout", "epoch 6", "1 of 2 moves granted"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q lacks %q", err, want)
+		}
+	}
+	if strings.Contains(err.Error(), "reading the log") {
+		t.Errorf("error %q blames the read", err)
+	}
 }
