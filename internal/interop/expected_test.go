@@ -8,8 +8,13 @@ import "fmt"
 // the run is listed in expectedFailures, when it must fail some of the
 // checks listed and no other, and must fail at all unless it may pass.
 func judge(name string, r row) error {
+	return judgeBy(expectedFailures, name, r)
+}
+
+// judgeBy is judge against the list given.
+func judgeBy(expected map[string]expectation, name string, r row) error {
 	failed := r.failed()
-	exp, listed := expectedFailures[name]
+	exp, listed := expected[name]
 	switch {
 	case !listed && len(failed) == 0:
 		return nil
@@ -65,11 +70,6 @@ var expectedFailures = func() map[string]expectation {
 			"RequestTimeoutOverhead, which kgo does not retry (isRetryableBrokerErr): the session ends with OnPartitionsLost " +
 			"unless a metadata reload closed the connection first, and kgo may send that very reload to the frozen node " +
 			"(seen in the debug log: Metadata written to the frozen broker, retried only once the heartbeat timed out)",
-	})
-	add("librdkafka", []fault{faultStop, faultIsolate}, expectation{
-		checks: []string{"lost", "unowned"},
-		why: "librdkafka 2.0.2 times its heartbeat out after session.timeout.ms and keeps a client-side session timer: " +
-			"a coordinator that never answers costs the assignment (lost) whatever the survivors answer",
 	})
 	add("kafkajs", []fault{faultKill, faultTerm}, expectation{
 		checks: []string{"revoked", "unowned", "served"},

@@ -32,6 +32,14 @@ consumer = Consumer({
     "session.timeout.ms": 10000,
     "heartbeat.interval.ms": 1000,
     "fetch.wait.max.ms": 1000,
+    # librdkafka asks FindCoordinator again only every
+    # coordinator.query.interval.ms (10 min) while its coordinator's
+    # connection is up, and a frozen coordinator's stays up: the answer
+    # naming the new coordinator is what closes that connection and fails
+    # the hung heartbeat, and it must come within session.timeout.ms of
+    # the last good heartbeat, or the client's own session timer revokes
+    # everything (docs/FAILOVER.md, librdkafka).
+    "coordinator.query.interval.ms": 1000,
     "log_level": 4,
 })
 consumer.subscribe([topic],
