@@ -64,7 +64,9 @@ type Config struct {
 	// listener of every other registered node (view.go): a refused
 	// connection, or one closed within probeClosedWithin, marks the node
 	// down at once, without waiting up to an election TTL for its
-	// registration to expire. Default 250 ms; 0 turns probing off.
+	// registration to expire; a connection that stays open is held for
+	// probeHold intervals (its closing ends the hold) before the next
+	// dial. Default 250 ms; 0 turns probing off.
 	PeerProbe time.Duration
 
 	// CoordinatorWait is how long a node of an HA set holds a

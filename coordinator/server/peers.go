@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"errors"
-	"io"
 	"net"
 	"sync/atomic"
 	"syscall"
@@ -17,6 +16,18 @@ import (
 // of one cut off), and a node shutting down, accept and close at once; a
 // live tenure node waits for a request.
 const probeClosedWithin = 50 * time.Millisecond
+
+// probeHold is how many probe intervals a probe holds a connection that
+// stayed open before it dials again. A dial every interval was a
+// listener's accept, a connection's goroutines and three wake-ups on
+// both nodes, eight times a second per pair of nodes at the default: 8%
+// of a three-node set's CPU at 3,000 operations per second in
+// BenchmarkCapacity (docs/CAPACITY.md). A peer that dies, or shuts down,
+// closes the held connection (its kernel does, on a kill -9), which the
+// probe sees at once and dials again; a listener that starts refusing
+// new connections while the held one stays open (a firewall's reject) is
+// found at the next dial, within probeHold intervals.
+const probeHold = 8
 
 // peerProbe probes one registered peer's Kafka listener every
 // Config.PeerProbe, until stopped.
@@ -75,10 +86,10 @@ func (v *clusterView) runProbe(ctx context.Context, p *peerProbe, every time.Dur
 	// A dial that hangs (packets dropped) says nothing either way; it
 	// must not hold the next probe for long.
 	timeout := max(4*every, time.Second)
-	t := time.NewTicker(every)
-	defer t.Stop()
 	for {
-		if down, sure := probe(ctx, p.node.Addr, timeout); sure && down != p.down.Load() {
+		dialed := time.Now()
+		c, down, sure := probeConn(ctx, p.node.Addr, timeout)
+		if sure && down != p.down.Load() {
 			p.down.Store(down)
 			if down {
 				v.s.log.Warn("peer probed down: its listener refuses or drops connections",
@@ -91,12 +102,28 @@ func (v *clusterView) runProbe(ctx context.Context, p *peerProbe, every time.Dur
 			default:
 			}
 		}
+		if c != nil {
+			holdOpen(ctx, c, probeHold*every)
+			c.Close()
+		}
+		// At most one dial an interval, however soon a held connection
+		// closed.
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-time.After(time.Until(dialed.Add(every))):
 		}
 	}
+}
+
+// holdOpen returns when c closes (the peer closed it, or reset it), when
+// the peer sends something, after hold, or when ctx ends.
+func holdOpen(ctx context.Context, c net.Conn, hold time.Duration) {
+	stop := context.AfterFunc(ctx, func() { c.SetReadDeadline(time.Now()) })
+	defer stop()
+	c.SetReadDeadline(time.Now().Add(hold))
+	var b [1]byte
+	c.Read(b[:])
 }
 
 // probe connects to addr: down if the connection is refused (or reset),
@@ -104,29 +131,38 @@ func (v *clusterView) runProbe(ctx context.Context, p *peerProbe, every time.Dur
 // sure is false when the dial failed otherwise (timed out, a name that
 // does not resolve, ctx ended).
 func probe(ctx context.Context, addr string, timeout time.Duration) (down, sure bool) {
+	c, down, sure := probeConn(ctx, addr, timeout)
+	if c != nil {
+		c.Close()
+	}
+	return down, sure
+}
+
+// probeConn is probe, returning also the connection while it stays open
+// (up, and the peer sent nothing), for the caller to close.
+func probeConn(ctx context.Context, addr string, timeout time.Duration) (_ net.Conn, down, sure bool) {
 	d := net.Dialer{Timeout: timeout}
 	c, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		if errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
 			errors.Is(err, syscall.EHOSTUNREACH) || errors.Is(err, syscall.ENETUNREACH) {
-			return true, true
+			return nil, true, true
 		}
 		// A timeout (packets dropped), a name that does not resolve:
 		// nothing certain.
-		return false, false
+		return nil, false, false
 	}
-	defer c.Close()
 	c.SetReadDeadline(time.Now().Add(probeClosedWithin))
 	var b [1]byte
 	_, err = c.Read(b[:])
 	var ne net.Error
 	switch {
 	case err == nil:
-		return false, true // it spoke first; not a tenure node, but alive
+		c.Close()
+		return nil, false, true // it spoke first; not a tenure node, but alive
 	case errors.As(err, &ne) && ne.Timeout():
-		return false, true
-	case errors.Is(err, io.EOF), errors.Is(err, syscall.ECONNRESET):
-		return true, true
+		return c, false, true
 	}
-	return true, true
+	c.Close()
+	return nil, true, true // closed (EOF, reset) at once
 }

@@ -42,19 +42,22 @@ type Standby interface {
 // takeover meanwhile restores the groups not rebuilt yet from the
 // mirror's records.
 //
-// standbyOffsetsEvery is how often, at most, a group is rebuilt again
-// when only offsets were committed since its rebuild: the groups of a
-// busy set get commits every few seconds, in bursts as their members
-// commit together, and rebuilding each one after every burst took 15%
-// of a node's CPU in a profile of BenchmarkCapacity's three nodes at
-// 3,000 operations per second, for a copy whose offsets were stale again
-// at the next burst. A takeover restores such a group from the mirror's
-// records, as it does any group that changed since its rebuild.
+// standbyOffsetsQuiet is how long a group whose offsets alone changed
+// since its rebuild must go without a change before it is rebuilt again.
+// The groups of a busy set get commits every few seconds, in bursts as
+// their members commit together: rebuilding each one after every burst
+// took 15% of a node's CPU in a profile of BenchmarkCapacity's three
+// nodes at 3,000 operations per second, and rebuilding it every 30 s
+// still 6%, for a copy whose offsets were stale again at the next burst,
+// so that a takeover restored the group from the mirror's records anyway.
+// A group that keeps committing is restored so (as any group that changed
+// since its rebuild); one whose commits stopped is rebuilt once they have,
+// and stays warm.
 const (
 	standbyInterval     = time.Second
 	standbyBudget       = 2000
 	standbyPassTime     = 100 * time.Millisecond
-	standbyOffsetsEvery = 30 * time.Second
+	standbyOffsetsQuiet = 30 * time.Second
 )
 
 // standby keeps, on a node of an HA set, every group this node may take
@@ -80,7 +83,8 @@ type standby struct {
 
 	mu    sync.Mutex
 	built map[string]*builtGroup
-	seen  map[string]uint64 // the version each group had at the last pass
+	seen  map[string]uint64    // the version each group had at the last pass
+	moved map[string]time.Time // when a pass last saw each group's version change
 }
 
 // builtGroup is one group rebuilt ahead of a takeover.
@@ -98,7 +102,7 @@ type builtGroup struct {
 }
 
 func newStandby(s *Server, src Standby) *standby {
-	return &standby{s: s, src: src, built: map[string]*builtGroup{}, seen: map[string]uint64{}}
+	return &standby{s: s, src: src, built: map[string]*builtGroup{}, seen: map[string]uint64{}, moved: map[string]time.Time{}}
 }
 
 // run rebuilds the changed groups every standbyInterval until ctx ends.
@@ -165,9 +169,13 @@ func (sb *standby) pass(now, stop time.Time) {
 		var due []string
 		for name, v := range versions {
 			b := sb.built[name]
-			quiet := sb.seen[name] == v
+			seen, known := sb.seen[name]
+			quiet := known && seen == v
 			sb.seen[name] = v
-			offsetsOnly := b != nil && b.topics == gen && b.state == states[name] && now.Sub(b.at) < standbyOffsetsEvery
+			if !quiet {
+				sb.moved[name] = now
+			}
+			offsetsOnly := b != nil && b.topics == gen && b.state == states[name] && now.Sub(sb.moved[name]) < standbyOffsetsQuiet
 			if quiet && (b == nil || b.version != v || b.topics != gen) && !offsetsOnly {
 				due = append(due, name)
 			}
@@ -176,6 +184,7 @@ func (sb *standby) pass(now, stop time.Time) {
 			if _, ok := versions[name]; !ok && b.shard == shard {
 				delete(sb.built, name)
 				delete(sb.seen, name)
+				delete(sb.moved, name)
 			}
 		}
 		sb.mu.Unlock()

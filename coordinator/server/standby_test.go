@@ -232,8 +232,10 @@ func (v *versionedSource) set(version, state uint64, recs ...coordinator.Record)
 }
 
 // TestStandbyOffsetsOnly: a group whose offsets alone changed since its
-// rebuild is rebuilt again only standbyOffsetsEvery after, while a change
-// of anything else is rebuilt at the next quiet pass, as before.
+// rebuild is rebuilt again only once they have not changed for
+// standbyOffsetsQuiet (a group that keeps committing never is, however
+// long ago its rebuild), while a change of anything else is rebuilt at the
+// next quiet pass, as before.
 func TestStandbyOffsetsOnly(t *testing.T) {
 	set := &fakeSet{leader: -1, nodes: []Node{{ID: 0}}}
 	ts := startServer(t, func(c *Config) {
@@ -257,6 +259,7 @@ func TestStandbyOffsetsOnly(t *testing.T) {
 		return 0
 	}
 	now := time.Now()
+	// Two passes at one time: the second sees the group quiet.
 	passes := func(at time.Time) {
 		sb.pass(at, at.Add(time.Hour))
 		sb.pass(at, at.Add(time.Hour))
@@ -265,20 +268,35 @@ func TestStandbyOffsetsOnly(t *testing.T) {
 	if v := builtAt(); v != 1 {
 		t.Fatalf("built at version %d, want 1", v)
 	}
-	src.set(2, 1, group, offset(2))
-	passes(now.Add(time.Second))
-	if v := builtAt(); v != 1 {
-		t.Fatalf("offsets alone changed: rebuilt at version %d within %v", v, standbyOffsetsEvery)
+	// Commits every 10 s, for three times standbyOffsetsQuiet: each
+	// followed by a quiet pass, but never standbyOffsetsQuiet of quiet.
+	at := now
+	version := uint64(1)
+	for at.Sub(now) < 3*standbyOffsetsQuiet {
+		at = at.Add(10 * time.Second)
+		version++
+		src.set(version, 1, group, offset(int64(version)))
+		passes(at)
+		if v := builtAt(); v != 1 {
+			t.Fatalf("offsets committed every 10 s for %v: rebuilt at version %d, want 1 (the build of before the commits)",
+				at.Sub(now), v)
+		}
 	}
-	passes(now.Add(standbyOffsetsEvery + time.Second))
-	if v := builtAt(); v != 2 {
-		t.Fatalf("offsets alone changed %v ago: built at version %d, want 2", standbyOffsetsEvery, v)
+	passes(at.Add(standbyOffsetsQuiet - time.Second))
+	if v := builtAt(); v != 1 {
+		t.Fatalf("offsets alone changed %v ago: rebuilt at version %d, want 1", standbyOffsetsQuiet-time.Second, v)
+	}
+	at = at.Add(standbyOffsetsQuiet)
+	passes(at)
+	if v := builtAt(); v != version {
+		t.Fatalf("offsets alone changed %v ago: built at version %d, want %d", standbyOffsetsQuiet, v, version)
 	}
 	bumped := *group
 	bumped.Epoch++
-	src.set(3, 3, &bumped, offset(2))
-	passes(now.Add(standbyOffsetsEvery + 2*time.Second))
-	if v := builtAt(); v != 3 {
-		t.Fatalf("the group's epoch changed: built at version %d, want 3", v)
+	version++
+	src.set(version, version, &bumped, offset(2))
+	passes(at.Add(time.Second))
+	if v := builtAt(); v != version {
+		t.Fatalf("the group's epoch changed: built at version %d, want %d", v, version)
 	}
 }

@@ -7,8 +7,10 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -27,6 +29,8 @@ var (
 	capCases   = flag.String("e2e.capacity-cases", "embedded/nodes=1,etcd/nodes=1,etcd/nodes=3", "BenchmarkCapacity: the cases to run, comma-separated")
 	capSearch  = flag.Bool("e2e.capacity-search", true, "BenchmarkCapacity: search for the maximum (false: measure the fixed load only)")
 	capPerLane = flag.Int("e2e.capacity-perconn", 1000, "BenchmarkCapacity: members sharing one connection to each node")
+	capProfile = flag.String("e2e.capacity-profile", "", "BenchmarkCapacity: a `dir` to write a CPU profile of each node over the fixed load's window to (the nodes get --enable-pprof): <case>-node<i>.pprof")
+	capRounds  = flag.Int("e2e.capacity-rounds", 1, "BenchmarkCapacity: with -e2e.baseline, how many times to run every case on both builds, the order of the builds alternating from round to round")
 )
 
 // BenchmarkCapacity finds what one node sustains and what sharding costs:
@@ -69,30 +73,108 @@ var (
 // (goal: 1.2 or less). The load generator shares the machine's cores with
 // the nodes: its CPU is logged too.
 //
+// -e2e.baseline=<tenure binary> runs each case on that build too
+// (<case>/baseline), -e2e.capacity-rounds times, this tree's build first
+// in odd rounds and the baseline's first in even ones, and logs each
+// round's and the median ratios: on a shared machine only builds measured
+// side by side compare. -e2e.capacity-profile=DIR writes each node's CPU
+// profile over the fixed load's window.
+//
 //	go test -run '^$' -bench BenchmarkCapacity -benchtime 1x ./internal/e2e/
 func BenchmarkCapacity(b *testing.B) {
 	if testing.Short() {
 		b.Skip("runs real processes under heavy load")
 	}
 	defer debug.SetGCPercent(debug.SetGCPercent(400))
-	cpu := map[string]float64{}
-	for _, name := range strings.Split(*capCases, ",") {
-		b.Run(name, func(b *testing.B) {
-			for range b.N {
-				cpu[name] = benchCapacity(b, name)
+	bins := []string{""}
+	rounds := 1
+	if *joinBaseline != "" {
+		bins = append(bins, *joinBaseline)
+		rounds = max(*capRounds, 1)
+	}
+	// cpus[build][round] are the node and etcd CPU-s per 1,000 operations
+	// of each case.
+	type perK struct{ nodes, etcd float64 }
+	cpus := make([][]map[string]perK, len(bins))
+	for i := range cpus {
+		cpus[i] = make([]map[string]perK, rounds)
+		for r := range rounds {
+			cpus[i][r] = map[string]perK{}
+		}
+	}
+	label := func(i int) string {
+		if i == 0 {
+			return "tenure"
+		}
+		return "baseline"
+	}
+	for r := range rounds {
+		for _, name := range strings.Split(*capCases, ",") {
+			for k := range bins {
+				i := k
+				if r%2 == 1 {
+					i = len(bins) - 1 - k
+				}
+				sub := name
+				if i > 0 {
+					sub += "/baseline"
+				}
+				b.Run(sub, func(b *testing.B) {
+					for range b.N {
+						n, e := benchCapacity(b, name, bins[i], fmt.Sprintf("%s-%s-%d", strings.ReplaceAll(name, "/", "-"), label(i), r+1))
+						cpus[i][r][name] = perK{n, e}
+					}
+				})
 			}
-		})
+		}
 	}
-	if one, three := cpu["etcd/nodes=1"], cpu["etcd/nodes=3"]; one > 0 && three > 0 {
-		b.Logf("at %.0f ops/s: three sharded nodes spend %.2fx the CPU of one (%.3f against %.3f CPU-s per 1,000 operations)",
-			*capFixed, three/one, three, one)
+	for i := range bins {
+		var ratios, withEtcd []float64
+		for r := range rounds {
+			one, three := cpus[i][r]["etcd/nodes=1"], cpus[i][r]["etcd/nodes=3"]
+			if one.nodes == 0 || three.nodes == 0 {
+				continue
+			}
+			ratios = append(ratios, three.nodes/one.nodes)
+			withEtcd = append(withEtcd, (three.nodes+three.etcd)/(one.nodes+one.etcd))
+			b.Logf("%s, round %d, at %.0f ops/s: three sharded nodes spend %.2fx the CPU of one (%.3f against %.3f CPU-s per 1,000 operations); with etcd's, %.2fx",
+				label(i), r+1, *capFixed, three.nodes/one.nodes, three.nodes, one.nodes, withEtcd[len(withEtcd)-1])
+		}
+		if len(ratios) > 1 {
+			b.Logf("%s: median of %d rounds, %.2fx (with etcd's, %.2fx)", label(i), len(ratios), median(ratios), median(withEtcd))
+		}
 	}
+	if len(bins) > 1 {
+		for _, name := range strings.Split(*capCases, ",") {
+			var pairs []float64
+			for r := range rounds {
+				if a, c := cpus[0][r][name].nodes, cpus[1][r][name].nodes; a > 0 && c > 0 {
+					pairs = append(pairs, a/c)
+				}
+			}
+			if len(pairs) > 0 {
+				b.Logf("%s: node CPU per operation, tenure over baseline, by round %.2f, median %.2fx", name, pairs, median(pairs))
+			}
+		}
+	}
+}
+
+// median returns the median of xs (the mean of the middle two if even).
+func median(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
 }
 
 // capTarget is what a case runs on: the nodes and, for an external etcd,
 // its process.
 type capTarget struct {
 	nodes []*proctest.Process
+	http  []string // the nodes' --http addresses (etcd cases)
 	etcd  *proctest.Process
 }
 
@@ -123,10 +205,14 @@ func (t capTarget) cpu(tb testing.TB) (nodes, etcd time.Duration) {
 	return nodes, etcd
 }
 
-// startCapacity starts the case's processes.
-func startCapacity(b *testing.B, name string) capTarget {
+// startCapacity starts the case's processes, running the tenure binary
+// bin (this tree's if empty).
+func startCapacity(b *testing.B, name, bin string) capTarget {
 	args := []string{"--consumer-heartbeat-interval", benchHeartbeat.String(), "--consumer-session-timeout", benchSession.String(),
 		"--log-level", "warn"}
+	if *capProfile != "" {
+		args = append(args, "--enable-pprof")
+	}
 	args = append(args, strings.Fields(*benchArgs)...)
 	store, nodesArg, ok := strings.Cut(name, "/nodes=")
 	nodes, err := strconv.Atoi(nodesArg)
@@ -138,13 +224,18 @@ func startCapacity(b *testing.B, name string) capTarget {
 		if nodes != 1 {
 			b.Fatalf("case %q: the embedded store serves one node", name)
 		}
-		bin := proctest.Build(b, "github.com/tenure-dev/tenure/cmd/tenure")[0]
+		if bin == "" {
+			bin = proctest.Build(b, "github.com/tenure-dev/tenure/cmd/tenure")[0]
+		}
+		if *capProfile != "" {
+			b.Fatalf("case %q: -e2e.capacity-profile profiles the etcd cases (the nodes' --http)", name)
+		}
 		p := proctest.Start(b, "tenure", bin, append([]string{"serve", "--listen", "{addr}", "--http", "",
 			"--data-dir", filepath.Join(b.TempDir(), "data")}, args...)...)
 		return capTarget{nodes: []*proctest.Process{p}}
 	case "etcd":
 		args = append(args, "--election-ttl", benchTTL.String(), "--shards", strconv.Itoa(*benchShards))
-		h := startHASetWith(b, haOpts{etcdMembers: 1, http: true, args: args, nodes: nodes})
+		h := startHASetWith(b, haOpts{etcdMembers: 1, http: true, args: args, nodes: nodes, tenure: bin})
 		sc := &shardCheck{h: h, cli: h.etcdClient(), shards: *benchShards}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
@@ -152,7 +243,7 @@ func startCapacity(b *testing.B, name string) capTarget {
 			_, err := sc.coordination(ctx)
 			return err == nil
 		})
-		return capTarget{nodes: h.nodes, etcd: h.etcd[0]}
+		return capTarget{nodes: h.nodes, http: h.http, etcd: h.etcd[0]}
 	}
 	b.Fatalf("case %q: the store is embedded or etcd", name)
 	return capTarget{}
@@ -177,10 +268,11 @@ func (r capWindowResult) String() string {
 		r.etcdCPU.Seconds()/r.elapsed.Seconds(), r.self.Seconds()/r.elapsed.Seconds())
 }
 
-// benchCapacity runs one case and returns its CPU-s per 1,000 operations
-// at the fixed load.
-func benchCapacity(b *testing.B, name string) float64 {
-	t := startCapacity(b, name)
+// benchCapacity runs one case on the tenure binary bin (this tree's if
+// empty) and returns the nodes' and etcd's CPU-s per 1,000 operations at
+// the fixed load; tag names its profiles.
+func benchCapacity(b *testing.B, name, bin, tag string) (nodes, etcd float64) {
+	t := startCapacity(b, name, bin)
 	topicID := createTopicOn(b, t.nodes[0].Addr, "bench", partitions)
 	members := *capGroups * 16
 	f := newFleet(b, fleetConfig{addrs: t.addrs(), topic: "bench", topicID: topicID, partitions: partitions,
@@ -205,18 +297,23 @@ func benchCapacity(b *testing.B, name string) float64 {
 	// per member per period) and measures a window once every member
 	// runs on the new period.
 	last := benchHeartbeat
-	run := func(rate float64) capWindowResult {
+	run := func(rate float64, profile bool) capWindowResult {
 		period := time.Duration(float64(2*members) / rate * float64(time.Second))
 		f.load.period.Store(int64(period))
 		time.Sleep(last + time.Second)
 		last = period
 		h0, c0, x0 := f.served(), f.load.commitsOK.Load(), f.load.commitsFail.Load()
 		hl0, cl0 := f.load.hbLatency.snapshot(), f.load.commitLatency.snapshot()
-		n0, e0 := t.cpu(b)
-		s0, at := selfCPU(), time.Now()
 		// At least three periods, so that the members beating once or
 		// twice in a window do not make its rate.
-		time.Sleep(max(*capWindow, 3*period))
+		window := max(*capWindow, 3*period)
+		var profiles sync.WaitGroup
+		if profile && *capProfile != "" {
+			profileNodes(b, &profiles, t, window, tag)
+		}
+		n0, e0 := t.cpu(b)
+		s0, at := selfCPU(), time.Now()
+		time.Sleep(window)
 		h1, c1, x1 := f.served(), f.load.commitsOK.Load(), f.load.commitsFail.Load()
 		hl1, cl1 := f.load.hbLatency.snapshot(), f.load.commitLatency.snapshot()
 		n1, e1 := t.cpu(b)
@@ -226,6 +323,7 @@ func benchCapacity(b *testing.B, name string) float64 {
 		r.hbP99, _ = latencyQuantile(hl0, hl1, 0.99)
 		r.commitP99, _ = latencyQuantile(cl0, cl1, 0.99)
 		r.p99 = max(r.hbP99, r.commitP99)
+		profiles.Wait()
 		if testing.Verbose() {
 			fmt.Fprintf(os.Stderr, "BenchmarkCapacity %s: %v\n", name, r)
 		}
@@ -241,14 +339,14 @@ func benchCapacity(b *testing.B, name string) float64 {
 	best := capWindowResult{elapsed: time.Second}
 	if !*capSearch {
 		// The fixed load only.
-	} else if r := run(*capStart); sustained(r) {
+	} else if r := run(*capStart, false); sustained(r) {
 		best = r
 		for rate := *capStart * *capStep; ; rate *= *capStep {
 			if time.Duration(float64(2*members)/rate*float64(time.Second)) < 2*fleetTick {
 				b.Logf("%s: the load generator's members cannot offer more than %.0f/s", name, rate / *capStep)
 				break
 			}
-			r := run(rate)
+			r := run(rate, false)
 			if !sustained(r) {
 				b.Logf("%s: beyond the maximum at %v", name, r)
 				break
@@ -258,7 +356,7 @@ func benchCapacity(b *testing.B, name string) float64 {
 	} else {
 		b.Logf("%s: beyond the maximum at %v", name, r)
 		for rate := *capStart / *capStep; rate >= *capStart/16; rate /= *capStep {
-			if r := run(rate); sustained(r) {
+			if r := run(rate, false); sustained(r) {
 				best = r
 				break
 			}
@@ -267,19 +365,39 @@ func benchCapacity(b *testing.B, name string) float64 {
 	if *capSearch && best.offered == 0 {
 		b.Logf("%s: no window sustained a p99 of %v or less", name, *capP99)
 	}
-	fixed := run(*capFixed)
+	fixed := run(*capFixed, true)
 	f.check(b)
-	perK := fixed.nodeCPU.Seconds() / (fixed.ops() * fixed.elapsed.Seconds() / 1000)
+	kops := fixed.ops() * fixed.elapsed.Seconds() / 1000
+	perK := fixed.nodeCPU.Seconds() / kops
 	b.Logf("%s: maximum %v", name, best)
 	b.Logf("%s: fixed load %v: %.3f node CPU-s per 1,000 operations, etcd %.3f", name, fixed, perK,
-		fixed.etcdCPU.Seconds()/(fixed.ops()*fixed.elapsed.Seconds()/1000))
+		fixed.etcdCPU.Seconds()/kops)
 	b.ReportMetric(best.hb, "hb-per-s")
 	b.ReportMetric(best.commits, "commits-per-s")
 	b.ReportMetric(float64(best.p99.Microseconds())/1000, "p99-ms")
 	b.ReportMetric(float64(fixed.hbP99.Microseconds())/1000, "fixed-hb-p99-ms")
 	b.ReportMetric(float64(fixed.commitP99.Microseconds())/1000, "fixed-commit-p99-ms")
 	b.ReportMetric(perK, "cpu-s-per-1k-ops")
-	return perK
+	return perK, fixed.etcdCPU.Seconds() / kops
+}
+
+// profileNodes starts fetching a CPU profile of each node of t over the
+// next window into -e2e.capacity-profile, <tag>-node<i>.pprof; wg is done
+// when they are written.
+func profileNodes(b *testing.B, wg *sync.WaitGroup, t capTarget, window time.Duration, tag string) {
+	if err := os.MkdirAll(*capProfile, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	for i, addr := range t.http {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			url := fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, int(window.Round(time.Second)/time.Second))
+			if err := fetchProfile(url, filepath.Join(*capProfile, fmt.Sprintf("%s-node%d.pprof", tag, i)), window); err != nil {
+				b.Logf("profile of node %d: %v", i, err)
+			}
+		}()
+	}
 }
 
 // selfCPU is this process's CPU so far.

@@ -18,7 +18,7 @@ import (
 var (
 	joinMembers  = flag.Int("e2e.join-members", 160000, "BenchmarkJoin: members in all, in groups of -e2e.members")
 	joinCoalesce = flag.String("e2e.coalesce", "", "BenchmarkJoin: comma-separated --consumer-join-coalesce windows to compare, one sub-benchmark each (empty: the nodes' default)")
-	joinBaseline = flag.String("e2e.baseline", "", "BenchmarkJoin, BenchmarkTakeover: a `tenure` binary (another build) to run each case on as well, in the same run, for a before/after ratio")
+	joinBaseline = flag.String("e2e.baseline", "", "BenchmarkJoin, BenchmarkTakeover, BenchmarkCapacity: a `tenure` binary (another build) to run each case on as well, in the same run, for a before/after ratio")
 	joinProfiles = flag.String("e2e.profiledir", "", "BenchmarkJoin: write each node's CPU profile here (<case>-tenure-<i>.pprof)")
 )
 
