@@ -64,13 +64,6 @@ var expectedFailures = func() map[string]expectation {
 			}
 		}
 	}
-	add("kgo-classic", []fault{faultStop, faultIsolate}, expectation{
-		checks: []string{"lost", "unowned"}, mayPass: true,
-		why: "a classic heartbeat written into a connection that never answers fails with a read timeout after " +
-			"RequestTimeoutOverhead, which kgo does not retry (isRetryableBrokerErr): the session ends with OnPartitionsLost " +
-			"unless a metadata reload closed the connection first, and kgo may send that very reload to the frozen node " +
-			"(seen in the debug log: Metadata written to the frozen broker, retried only once the heartbeat timed out)",
-	})
 	add("kafkajs", []fault{faultKill, faultTerm}, expectation{
 		checks: []string{"revoked", "unowned", "served"},
 		why: "kafkajs looks its coordinator up only when it joins (consumerGroup.js [PRIVATE.JOIN]), and a join is an " +

@@ -32,8 +32,10 @@ import (
 //     the 64 batch keys deleted, so that the log stays bounded: what
 //     such a layout would cost in the steady state;
 //   - store: the same records through a Store's Persist, which writes
-//     them as one offset batch and folds every 64 (the layout built on
-//     this measurement: offset_batch.go, fold.go).
+//     them as one offset batch and folds every DefaultFoldEvery batches
+//     (the layout built on this measurement: offset_batch.go, fold.go);
+//   - store-fold64, store-fold256, store-nofold: the same folding every
+//     64 or 256 batches, or never (what the folds cost).
 //
 // Reported: the process's CPU per commit (client and server alike, the
 // embedded etcd being in the process) and the time of a transaction.
@@ -47,7 +49,7 @@ func BenchmarkTxnShape(b *testing.B) {
 	defer emb.Close()
 	cli := emb.Client()
 	const perTxn, partitions, foldEvery = 137, 1000, 64
-	for _, shape := range []string{"keys", "batch-key", "batch-key+fold", "store"} {
+	for _, shape := range []string{"keys", "batch-key", "batch-key+fold", "store", "store-fold64", "store-fold256", "store-nofold"} {
 		b.Run(shape, func(b *testing.B) {
 			prefix := fmt.Sprintf("/shape/%s/", shape)
 			md := ""
@@ -61,8 +63,17 @@ func BenchmarkTxnShape(b *testing.B) {
 			next := 0
 			ctx := context.Background()
 			var st *etcdstore.Store
-			if shape == "store" {
-				if st, err = etcdstore.New(ctx, cli, etcdstore.Prefix(prefix), etcdstore.MaxTxnOps(10000)); err != nil {
+			if strings.HasPrefix(shape, "store") {
+				opts := []etcdstore.Opt{etcdstore.Prefix(prefix), etcdstore.MaxTxnOps(10000)}
+				switch shape {
+				case "store-fold64":
+					opts = append(opts, etcdstore.FoldEvery(64))
+				case "store-fold256":
+					opts = append(opts, etcdstore.FoldEvery(256))
+				case "store-nofold":
+					opts = append(opts, etcdstore.FoldEvery(0))
+				}
+				if st, err = etcdstore.New(ctx, cli, opts...); err != nil {
 					b.Fatal(err)
 				}
 				defer st.Close()

@@ -4,7 +4,8 @@
 // it holds exactly what a coordinator.RecordSet holds. Offset writes are
 // the exception: a transaction's offset writes of a group are one key, an
 // offset batch (etcd's cost is per key), which a fold moves back into the
-// partitions' keys every FoldEvery batches; a partition's offset is the
+// partitions' keys every FoldEvery batches (up to 4 times as many for a
+// group of many partitions a batch); a partition's offset is the
 // write of the highest order (offset_batch.go, fold.go).
 //
 // New opens a store on any etcd cluster, through a client: the package

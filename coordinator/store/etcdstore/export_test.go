@@ -61,6 +61,14 @@ func PendingBatches(s *Store, group string) int {
 	return s.folds.pending[group]
 }
 
+// FoldWait returns how many batches group's next fold waits for, and
+// whether a fold of the group is running.
+func FoldWait(s *Store, group string) (every int, running bool) {
+	s.folds.mu.Lock()
+	defer s.folds.mu.Unlock()
+	return max(s.cfg.foldEvery, s.folds.every[group]), s.folds.running[group]
+}
+
 // SetFoldHook makes s call hook before each of a fold's transactions,
 // with its index (0: right after the fold read the group).
 func SetFoldHook(s *Store, hook func(txn int)) { s.foldHook = hook }

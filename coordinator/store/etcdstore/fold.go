@@ -54,6 +54,28 @@ type foldState struct {
 	mu      sync.Mutex
 	pending map[string]int
 	running map[string]bool
+	// every holds, for a group whose last fold wrote many partition
+	// keys, how many batches its next fold waits for (foldInterval).
+	every map[string]int
+}
+
+// A fold costs etcd a put of every partition its batches won, so a group
+// committing many partitions a batch would pay for each batch folded
+// far more than its own put: at FoldEvery 64, a group of 1,000
+// partitions committed 137 a batch wrote 16 partition keys a batch. So a
+// group's folds wait until the last one's partition writes come to at
+// most foldWritesPerBatch a batch folded, up to maxFoldStretch times
+// FoldEvery batches; a group of a few partitions a batch (most) still
+// folds every FoldEvery, and keeps the few batches that a load reads.
+const (
+	foldWritesPerBatch = 4
+	maxFoldStretch     = 4
+)
+
+// foldInterval is how many batches a group's next fold waits for, after
+// a fold that wrote writes partition keys.
+func foldInterval(foldEvery, writes int) int {
+	return min(max(foldEvery, writes/foldWritesPerBatch), maxFoldStretch*foldEvery)
 }
 
 // wroteBatches counts the batches of a transaction written, and starts
@@ -76,14 +98,14 @@ func (s *Store) countBatches(group string, n int, loaded bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.pending == nil {
-		f.pending, f.running = map[string]int{}, map[string]bool{}
+		f.pending, f.running, f.every = map[string]int{}, map[string]bool{}, map[string]int{}
 	}
 	if loaded {
 		f.pending[group] = max(f.pending[group], n)
 	} else {
 		f.pending[group] += n
 	}
-	if f.pending[group] < s.cfg.foldEvery || f.running[group] {
+	if f.pending[group] < max(s.cfg.foldEvery, f.every[group]) || f.running[group] {
 		return
 	}
 	f.running[group] = true
@@ -95,7 +117,7 @@ func (s *Store) countBatches(group string, n int, loaded bool) {
 	}
 	go func() {
 		defer end()
-		n, err := s.Fold(ctx, group)
+		n, writes, err := s.fold(ctx, group)
 		f.mu.Lock()
 		// Counted batches are folded, or left for the next fold after
 		// FoldEvery more (a failed fold is not retried at once).
@@ -104,6 +126,11 @@ func (s *Store) countBatches(group string, n int, loaded bool) {
 			delete(f.pending, group)
 		}
 		delete(f.running, group)
+		if every := foldInterval(s.cfg.foldEvery, writes); err == nil && every > s.cfg.foldEvery {
+			f.every[group] = every
+		} else {
+			delete(f.every, group)
+		}
 		f.mu.Unlock()
 		switch {
 		case err == nil:
@@ -114,6 +141,17 @@ func (s *Store) countBatches(group string, n int, loaded bool) {
 			s.cfg.log.Warn("etcd store: offset fold failed", zap.String("group", group), zap.Error(err))
 		}
 	}()
+}
+
+// forgetFolds drops what the store keeps for folding group, deleted.
+func (s *Store) forgetFolds(group string) {
+	f := &s.folds
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.running[group] {
+		delete(f.pending, group)
+	}
+	delete(f.every, group)
 }
 
 // foldGaveWay reports whether err ended a fold that gave way, to a change
@@ -130,9 +168,15 @@ func foldGaveWay(ctx context.Context, err error) bool {
 // after, whatever else is written meanwhile; a fold that finds the group
 // changed (ErrFoldRaced) leaves the rest for the next.
 func (s *Store) Fold(ctx context.Context, group string) (n int, err error) {
+	n, _, err = s.fold(ctx, group)
+	return n, err
+}
+
+// fold is Fold, and also returns how many partition keys it wrote.
+func (s *Store) fold(ctx context.Context, group string) (n, writes int, err error) {
 	ctx, end, err := s.begin(ctx)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	defer end()
 	defer func() {
@@ -147,22 +191,23 @@ func (s *Store) Fold(ctx context.Context, group string) (n int, err error) {
 		clientv3.OpGet(odir, clientv3.WithRange(prefixEnd(odir))),
 	).Commit()
 	if err != nil {
-		return 0, fmt.Errorf("etcdstore: reading the offsets of group %q: %w", group, err)
+		return 0, 0, fmt.Errorf("etcdstore: reading the offsets of group %q: %w", group, err)
 	}
 	plan, err := s.planFold(group, rangeKV(resp, 0), resp.Responses[1].GetResponseRange().Kvs, resp.Responses[2].GetResponseRange().Kvs)
 	if err != nil || len(plan) == 0 {
-		return 0, err
+		return 0, 0, err
 	}
 	for i, t := range plan {
 		if s.foldHook != nil {
 			s.foldHook(i)
 		}
 		if err := s.commit(ctx, t); err != nil {
-			return n, fmt.Errorf("etcdstore: folding the offsets of group %q: %w", group, err)
+			return n, writes, fmt.Errorf("etcdstore: folding the offsets of group %q: %w", group, err)
 		}
 		n += t.records
+		writes += t.live - t.records
 	}
-	return n, nil
+	return n, writes, nil
 }
 
 // planFold returns the fold's transactions, in order, from the group key,
@@ -195,26 +240,41 @@ func (s *Store) planFold(group string, gkv *mvccpb.KeyValue, batchKVs, offsetKVs
 	slices.SortFunc(batches, func(a, b *mvccpb.KeyValue) int {
 		return cmp.Or(cmp.Compare(a.ModRevision, b.ModRevision), slices.Compare(a.Key, b.Key))
 	})
+	// Each entry of every batch is read, but only a winner's value is
+	// decoded (below, as it is folded): a loser's value is never
+	// written again, and a load checks it (decodeBatch) as long as its
+	// batch exists.
 	type winner struct {
-		batch int
+		seen  int    // 1 + the last batch that named the partition
+		batch int    // -1: the partition key's write wins
 		val   []byte // nil: deleted
 	}
-	won := map[tp]winner{}
+	won := make(map[tp]winner, len(keyOf))
+	var sc batchScanner
 	for i, kv := range batches {
-		entries, err := decodeBatch(kv.Value)
+		err := sc.scan(kv.Value, func(p tp, val []byte) error {
+			w, ok := won[p]
+			if ok && w.seen == i+1 {
+				return fmt.Errorf("%w: %s/%d twice", errBadBatch, p.topic, p.partition)
+			}
+			w.seen = i + 1
+			if k, ok := keyOf[p]; ok && k.order > kv.ModRevision {
+				w.batch, w.val = -1, nil
+			} else {
+				w.batch, w.val = i, val
+			}
+			won[p] = w
+			return nil
+		})
 		if err != nil {
 			return nil, fmt.Errorf("etcdstore: key %q: %w", kv.Key, err)
-		}
-		for _, e := range entries {
-			if k, ok := keyOf[e.tp]; ok && k.order > kv.ModRevision {
-				continue
-			}
-			won[e.tp] = winner{i, e.val}
 		}
 	}
 	byBatch := make([][]tp, len(batches))
 	for p, w := range won {
-		byBatch[w.batch] = append(byBatch[w.batch], p)
+		if w.batch >= 0 {
+			byBatch[w.batch] = append(byBatch[w.batch], p)
+		}
 	}
 	for _, ps := range byBatch {
 		// In a fixed order, so that a fold's transactions are too.
@@ -248,9 +308,12 @@ func (s *Store) planFold(group string, gkv *mvccpb.KeyValue, batchKVs, offsetKVs
 				}
 				continue
 			}
-			r, _, err := decodeOffset(group, p.topic, p.partition, w.val)
-			if err != nil {
-				return nil, err // decodeBatch checked it
+			r, fr, err := decodeOffset(group, p.topic, p.partition, w.val)
+			switch {
+			case err != nil:
+				return nil, fmt.Errorf("etcdstore: key %q: %w: %s/%d: %w", kv.Key, errBadBatch, p.topic, p.partition, err)
+			case fr != 0:
+				return nil, fmt.Errorf("etcdstore: key %q: %w: %s/%d: a fold order in a batch", kv.Key, errBadBatch, p.topic, p.partition)
 			}
 			add(writeOp{key: s.keys.offset(group, p.topic, p.partition), val: foldedValue(r, kv.ModRevision), put: true}, 0)
 		}

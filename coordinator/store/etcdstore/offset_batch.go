@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
-	"strings"
 
 	"github.com/tenure-dev/tenure/coordinator"
 )
@@ -90,52 +90,148 @@ func decimalLen(n int32) int {
 // decodeBatch reads a batch value. The entries' values are slices of
 // data, checked to decode as offset values without "fr".
 func decodeBatch(data []byte) ([]batchEntry, error) {
-	if len(data) == 0 {
-		return nil, fmt.Errorf("%w: empty", errBadBatch)
-	}
 	var out []batchEntry
+	err := readBatch("", data, func(p tp, val []byte, _ *coordinator.OffsetRecord) {
+		out = append(out, batchEntry{p, val})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// readBatch reads a batch value, checked as decodeBatch says, and calls
+// fn with each entry's value and its record of group (nil: a deletion),
+// in order. It calls fn only once the whole value is checked.
+func readBatch(group string, data []byte, fn func(p tp, val []byte, r *coordinator.OffsetRecord)) error {
+	type entry struct {
+		p   tp
+		val []byte
+		r   *coordinator.OffsetRecord
+	}
+	var entries []entry
 	seen := map[tp]struct{}{}
+	var sc batchScanner
+	err := sc.scan(data, func(p tp, val []byte) error {
+		if _, dup := seen[p]; dup {
+			return fmt.Errorf("%w: %s/%d twice", errBadBatch, p.topic, p.partition)
+		}
+		seen[p] = struct{}{}
+		e := entry{p: p, val: val}
+		if val != nil {
+			r, fr, err := decodeOffset(group, p.topic, p.partition, val)
+			switch {
+			case err != nil:
+				return fmt.Errorf("%w: %s/%d: %w", errBadBatch, p.topic, p.partition, err)
+			case fr != 0:
+				return fmt.Errorf("%w: %s/%d: a fold order in a batch", errBadBatch, p.topic, p.partition)
+			}
+			e.r = r
+		}
+		entries = append(entries, e)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		fn(e.p, e.val, e.r)
+	}
+	return nil
+}
+
+// batchScanner reads the lines of batch values without decoding their
+// offset values: a fold reads every entry of its batches but needs the
+// values of the winners only, one a partition. It keeps the topics it
+// unescaped, so that a group's batches, naming the same few topics on
+// every line, cost no allocation a line.
+type batchScanner struct {
+	topics map[string]string // unescaped, by escaped
+}
+
+// scan calls fn with each line's partition and value (nil: a deletion),
+// in order, and stops at fn's first error. It checks the lines' form:
+// each ends in '\n', names its topic escaped and its partition in
+// canonical decimal, and has a value ("-" or anything else); a value is
+// left to the caller to check, and so is a partition named twice.
+func (sc *batchScanner) scan(data []byte, fn func(p tp, val []byte) error) error {
+	if len(data) == 0 {
+		return fmt.Errorf("%w: empty", errBadBatch)
+	}
 	for len(data) > 0 {
 		nl := bytes.IndexByte(data, '\n')
 		if nl < 0 {
-			return nil, fmt.Errorf("%w: a line without its end", errBadBatch)
+			return fmt.Errorf("%w: a line without its end", errBadBatch)
 		}
 		line := data[:nl]
 		data = data[nl+1:]
-		name, val, ok := bytes.Cut(line, []byte{' '})
-		if !ok {
-			return nil, fmt.Errorf("%w: line %q has no value", errBadBatch, line)
+		sp := bytes.IndexByte(line, ' ')
+		if sp < 0 {
+			return fmt.Errorf("%w: line %q has no value", errBadBatch, line)
 		}
-		et, part, ok := strings.Cut(string(name), "/")
-		if !ok {
-			return nil, fmt.Errorf("%w: %q is not topic/partition", errBadBatch, name)
+		name, val := line[:sp], line[sp+1:]
+		slash := bytes.IndexByte(name, '/')
+		if slash < 0 {
+			return fmt.Errorf("%w: %q is not topic/partition", errBadBatch, name)
 		}
-		topic, err := unescape(et)
+		topic, err := sc.topic(name[:slash])
 		if err != nil {
-			return nil, fmt.Errorf("%w: topic %q: %w", errBadBatch, et, err)
+			return err
 		}
-		n, err := strconv.ParseInt(part, 10, 32)
-		if err != nil || strconv.FormatInt(n, 10) != part {
-			return nil, fmt.Errorf("%w: partition %q", errBadBatch, part)
+		n, ok := parseCanonicalInt32(name[slash+1:])
+		if !ok {
+			return fmt.Errorf("%w: partition %q", errBadBatch, name[slash+1:])
 		}
-		e := batchEntry{tp: tp{topic, int32(n)}}
-		if _, dup := seen[e.tp]; dup {
-			return nil, fmt.Errorf("%w: %s/%d twice", errBadBatch, topic, n)
+		if len(val) == 1 && val[0] == '-' {
+			val = nil
 		}
-		seen[e.tp] = struct{}{}
-		if string(val) != "-" {
-			_, fr, err := decodeOffset("", topic, e.partition, val)
-			switch {
-			case err != nil:
-				return nil, fmt.Errorf("%w: %s/%d: %w", errBadBatch, topic, n, err)
-			case fr != 0:
-				return nil, fmt.Errorf("%w: %s/%d: a fold order in a batch", errBadBatch, topic, n)
-			}
-			e.val = val
+		if err := fn(tp{topic, n}, val); err != nil {
+			return err
 		}
-		out = append(out, e)
 	}
-	return out, nil
+	return nil
+}
+
+func (sc *batchScanner) topic(escaped []byte) (string, error) {
+	if t, ok := sc.topics[string(escaped)]; ok {
+		return t, nil
+	}
+	t, err := unescape(string(escaped))
+	if err != nil {
+		return "", fmt.Errorf("%w: topic %q: %w", errBadBatch, escaped, err)
+	}
+	if sc.topics == nil {
+		sc.topics = map[string]string{}
+	}
+	sc.topics[string(escaped)] = t
+	return t, nil
+}
+
+// parseCanonicalInt32 reads b as strconv.FormatInt writes an int32: an
+// optional '-', then digits without a leading zero (but "0").
+func parseCanonicalInt32(b []byte) (int32, bool) {
+	neg := len(b) > 0 && b[0] == '-'
+	digits := b
+	if neg {
+		digits = b[1:]
+	}
+	if len(digits) == 0 || len(digits) > 10 || digits[0] == '0' && (len(digits) > 1 || neg) {
+		return 0, false
+	}
+	var n int64
+	for _, c := range digits {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int64(c-'0')
+	}
+	if neg {
+		n = -n
+	}
+	if n < math.MinInt32 || n > math.MaxInt32 {
+		return 0, false
+	}
+	return int32(n), true
 }
 
 // encodeBatch is the value of entries (tests, and the fuzz target's
@@ -180,20 +276,7 @@ func (m offsetMerge) addKey(group string, k tp, modRev int64, val []byte) error 
 
 // addBatch takes a batch's value, written at revision modRev.
 func (m offsetMerge) addBatch(group string, modRev int64, val []byte) error {
-	entries, err := decodeBatch(val)
-	if err != nil {
-		return err
-	}
-	for _, e := range entries {
-		var r *coordinator.OffsetRecord
-		if e.val != nil {
-			if r, _, err = decodeOffset(group, e.topic, e.partition, e.val); err != nil {
-				return err
-			}
-		}
-		m.put(e.tp, modRev, r)
-	}
-	return nil
+	return readBatch(group, val, func(p tp, _ []byte, r *coordinator.OffsetRecord) { m.put(p, modRev, r) })
 }
 
 // records returns the partitions that hold an offset.

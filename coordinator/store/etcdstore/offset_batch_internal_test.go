@@ -1,10 +1,12 @@
 package etcdstore
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"reflect"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/tenure-dev/tenure/coordinator"
@@ -140,5 +142,89 @@ func TestBatchPlan(t *testing.T) {
 				t.Fatalf("transactions:\n%q\nwant:\n%q", got, tc.want)
 			}
 		})
+	}
+}
+
+// FuzzScanBatch: the scanner a fold reads batches with accepts the lines
+// that a plain reading of the format (a reference, below) accepts, and
+// reads the same partitions and values, whatever the values hold.
+func FuzzScanBatch(f *testing.F) {
+	for _, s := range []string{
+		"", "\n", "t/0 -\n", "t/0 -\nt/0 -\n", "t/00 -\n", "t/-0 -\n", "t/+1 -\n", "t/-1 x\n", "t -\n", "t/0\n",
+		"t/0 {}\n", "t/0 {} \n", "t/0  \n", "t/0 \n", "%2f/0 -\n", "%2F/0 -\n", "a%/0 -\n", "%41/0 -\n",
+		"t/2147483647 -\n", "t/2147483648 -\n", "t/-2147483648 -\n", "t/-2147483649 -\n", "t/99999999999 -\n",
+		"t/1/2 -\n", " /0 -\n", "/0 -\n", "t/0 -\nu/1 {\"o\":1}\n", "t/0 -",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		want, wantErr := referenceBatchLines(data)
+		var got []batchEntry
+		var sc batchScanner
+		err := sc.scan(data, func(p tp, val []byte) error {
+			got = append(got, batchEntry{p, val})
+			return nil
+		})
+		switch {
+		case (err != nil) != (wantErr != nil):
+			t.Fatalf("%q: scan says %v, the reference %v", data, err, wantErr)
+		case err != nil:
+			if !errors.Is(err, errBadBatch) {
+				t.Fatalf("%q: %v is not errBadBatch", data, err)
+			}
+		case !reflect.DeepEqual(got, want):
+			t.Fatalf("%q: scan reads %v, the reference %v", data, got, want)
+		}
+	})
+}
+
+// referenceBatchLines reads a batch value's lines as the format says,
+// with the standard library, checking no value.
+func referenceBatchLines(data []byte) ([]batchEntry, error) {
+	if len(data) == 0 || data[len(data)-1] != '\n' {
+		return nil, errors.New("empty, or the last line has no end")
+	}
+	var out []batchEntry
+	for _, line := range strings.SplitAfter(string(data[:len(data)-1]), "\n") {
+		line = strings.TrimSuffix(line, "\n")
+		name, val, ok := strings.Cut(line, " ")
+		if !ok {
+			return nil, errors.New("no value")
+		}
+		et, part, ok := strings.Cut(name, "/")
+		if !ok {
+			return nil, errors.New("no partition")
+		}
+		topic, err := unescape(et)
+		if err != nil {
+			return nil, err
+		}
+		n, err := strconv.ParseInt(part, 10, 32)
+		if err != nil || strconv.FormatInt(n, 10) != part {
+			return nil, errors.New("partition")
+		}
+		e := batchEntry{tp: tp{topic, int32(n)}}
+		if val != "-" {
+			e.val = []byte(val)
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+func TestFoldInterval(t *testing.T) {
+	for _, tc := range []struct{ every, writes, want int }{
+		{64, 0, 64},
+		{64, 1, 64},
+		{64, 256, 64},
+		{64, 1000, 250},
+		{64, 1024, 256},
+		{64, 100000, 256},
+		{2, 40, 8},
+		{1, 3, 1},
+	} {
+		if got := foldInterval(tc.every, tc.writes); got != tc.want {
+			t.Errorf("foldInterval(%d, %d) = %d, want %d", tc.every, tc.writes, got, tc.want)
+		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -244,5 +245,151 @@ func TestFoldErrorsCounted(t *testing.T) {
 	}
 	if got := counterValue(t, reg, "tenure_store_errors_total", "fold"); got != 1 {
 		t.Fatalf("a failed fold counted %v errors, want 1", got)
+	}
+}
+
+// TestFoldDecodesWinnersOnly: a fold reads every line of its batches but
+// decodes only the values it writes back. A value no load could decode
+// (a batch a load refuses) is dropped by the fold when a later write of
+// its partition wins, and then loads read the winner; a winner that does
+// not decode, or a batch naming a partition twice, fails the fold, which
+// writes nothing.
+func TestFoldDecodesWinnersOnly(t *testing.T) {
+	ctx := testenv.Context(t)
+	t.Run("loser", func(t *testing.T) {
+		s, cli, prefix := open(t, etcdstore.FoldEvery(0))
+		persist(t, s, &coordinator.GroupRecord{Group: "g", Epoch: 1})
+		if _, err := cli.Put(ctx, prefix+"groups/g/obatch/x-1", "t/0 {\"o\":\"not a number\"}\nt/1 -\n"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Load(ctx); err == nil {
+			t.Fatal("Load of a batch whose value does not decode: no error")
+		}
+		persist(t, s, offsets("g", 2)...)
+		if _, err := s.Fold(ctx, "g"); err != nil {
+			t.Fatalf("Fold: %v", err)
+		}
+		want := render(append([]coordinator.Record{&coordinator.GroupRecord{Group: "g", Epoch: 1}}, offsets("g", 2)...), true)
+		if got := render(load(t, s), true); got != want {
+			t.Fatalf("Load after the fold:\n%swant:\n%s", got, want)
+		}
+		if n := countKeys(t, cli, prefix+"groups/g/obatch/"); n != 0 {
+			t.Fatalf("%d batches left after the fold, want 0", n)
+		}
+	})
+	for name, bad := range map[string]string{
+		"winner":    "t/0 {\"o\":\"not a number\"}\n",
+		"fr":        "t/0 {\"o\":1,\"fr\":3}\n",
+		"twice":     "t/1 -\nt/1 -\n",
+		"partition": "t/01 -\n",
+		"topic":     "a%/0 -\n",
+	} {
+		t.Run(name, func(t *testing.T) {
+			s, cli, prefix := open(t, etcdstore.FoldEvery(0))
+			persist(t, s, &coordinator.GroupRecord{Group: "g", Epoch: 1})
+			persist(t, s, offsets("g", 2)...)
+			if _, err := s.Fold(ctx, "g"); err != nil {
+				t.Fatalf("Fold: %v", err)
+			}
+			before, err := cli.Get(ctx, prefix, clientv3.WithPrefix())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := cli.Put(ctx, prefix+"groups/g/obatch/x-1", bad); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.Fold(ctx, "g"); err == nil || errors.Is(err, etcdstore.ErrFoldRaced) {
+				t.Fatalf("Fold over %q: %v, want an error", bad, err)
+			}
+			after, err := cli.Get(ctx, prefix, clientv3.WithPrefix())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(after.Kvs) != len(before.Kvs)+1 || after.Header.Revision != before.Header.Revision+1 {
+				t.Fatalf("the failed fold wrote: %d keys at revision %d, then %d at %d (the batch's put only)",
+					len(before.Kvs), before.Header.Revision, len(after.Kvs), after.Header.Revision)
+			}
+		})
+	}
+}
+
+// TestFoldWaitsLonger: a group whose fold wrote many partition keys a
+// batch waits for more batches before the next (up to four times
+// FoldEvery); one whose fold wrote few, and one deleted, go back to
+// FoldEvery. Loads read the same throughout.
+func TestFoldWaitsLonger(t *testing.T) {
+	s, cli, prefix := open(t, etcdstore.FoldEvery(2))
+	batches := func() int64 { return countKeys(t, cli, prefix+"groups/g/obatch/") }
+	settle := func(wantEvery int) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			every, running := etcdstore.FoldWait(s, "g")
+			if !running && every == wantEvery {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the next fold waits for %d batches (running %v), want %d", every, running, wantEvery)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	group := &coordinator.GroupRecord{Group: "g", Epoch: 1}
+	persist(t, s, group)
+	wide := offsets("g", 40) // 40 partitions a batch: a fold writes 20 a batch
+	commit := func(recs []coordinator.Record, offset int64) {
+		t.Helper()
+		for _, r := range recs {
+			r.(*coordinator.OffsetRecord).Offset = offset
+		}
+		persist(t, s, recs...)
+	}
+	commit(wide, 1)
+	settle(2)
+	commit(wide, 2) // the second batch: a fold of 40 partition keys
+	settle(8)
+	if n := batches(); n != 0 {
+		t.Fatalf("%d batches after the first fold, want 0", n)
+	}
+	for i := range 7 {
+		commit(wide, int64(3+i))
+	}
+	settle(8)
+	if n := batches(); n != 7 {
+		t.Fatalf("%d batches after 7 more, want 7 (no fold yet)", n)
+	}
+	narrow := wide[:1]
+	commit(narrow, 10) // the eighth: a fold of 40 keys again
+	settle(8)
+	if n := batches(); n != 0 {
+		t.Fatalf("%d batches after the eighth, want 0", n)
+	}
+	for i := range 8 {
+		commit(narrow, int64(11+i)) // a fold of one key
+	}
+	settle(2)
+	if n := batches(); n != 0 {
+		t.Fatalf("%d batches after 8 of one partition, want 0", n)
+	}
+	want := []coordinator.Record{group}
+	for i, r := range wide {
+		o := *r.(*coordinator.OffsetRecord)
+		o.Offset = 9
+		if i == 0 {
+			o.Offset = 18
+		}
+		want = append(want, &o)
+	}
+	if got, w := render(load(t, s), true), render(want, true); got != w {
+		t.Fatalf("Load:\n%swant:\n%s", got, w)
+	}
+
+	for i := range 2 {
+		commit(wide, int64(20+i))
+	}
+	settle(8)
+	persist(t, s, &coordinator.GroupRecord{Group: "g", Epoch: 2, Deleted: true})
+	if every, _ := etcdstore.FoldWait(s, "g"); every != 2 {
+		t.Fatalf("after the group's deletion its next fold waits for %d batches, want 2", every)
 	}
 }

@@ -50,8 +50,9 @@ const (
 	// DefaultFoldEvery is how many offset batches of a group a store
 	// writes before it folds them into the group's partition keys
 	// (fold.go): a load reads at most about this many batches a group
-	// (more after a crash), and a fold costs a read and a put of every
-	// partition committed meanwhile.
+	// (up to 4 times as many for a group whose folds write many
+	// partition keys, foldInterval; more after a crash), and a fold
+	// costs a read and a put of every partition committed meanwhile.
 	DefaultFoldEvery = 64
 	// DefaultBusyTimeout bounds how long one write keeps trying while
 	// etcd refuses it as too many requests (busy.go).
@@ -121,7 +122,9 @@ func MaxTxnBytes(n int) Opt { return opt(func(c *cfg) { c.maxTxnBytes = n }) }
 
 // FoldEvery sets how many offset batches of a group the store writes
 // before it folds them into the group's partition keys, overriding the
-// default 64; 0 folds only when Fold is called.
+// default 64 (a group whose last fold wrote more than 4 partition keys a
+// batch waits for more, up to 4 times n); 0 folds only when Fold is
+// called.
 func FoldEvery(n int) Opt { return opt(func(c *cfg) { c.foldEvery = n }) }
 
 // Logger sets the logger, overriding the default of no logging.

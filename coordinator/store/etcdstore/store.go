@@ -147,6 +147,9 @@ func (s *Store) Persist(ctx context.Context, recs []coordinator.Record) (err err
 				zap.Int("records", len(recs)), zap.Error(err))
 			return fmt.Errorf("etcdstore: transaction %d of %d (%d records): %w", i+1, len(txns), t.records, err)
 		}
+		for _, g := range t.deleted {
+			s.forgetFolds(g) // its batches are gone
+		}
 		s.wroteBatches(t)
 	}
 	return nil

@@ -217,18 +217,14 @@ func OffsetWrites(prefix string, key, value []byte, modRev int64) (writes []Offs
 		}
 		return []OffsetWrite{{r, fr}}, true, nil
 	case kindOffsetBatch:
-		entries, err := decodeBatch(value)
-		if err != nil {
-			return nil, false, fmt.Errorf("etcdstore: key %q: %w", key, err)
-		}
-		for _, e := range entries {
-			r := &coordinator.OffsetRecord{Group: pk.group, Topic: e.topic, Partition: e.partition, Deleted: true}
-			if e.val != nil {
-				if r, _, err = decodeOffset(pk.group, e.topic, e.partition, e.val); err != nil {
-					return nil, false, fmt.Errorf("etcdstore: key %q: %w", key, err)
-				}
+		err := readBatch(pk.group, value, func(p tp, _ []byte, r *coordinator.OffsetRecord) {
+			if r == nil {
+				r = &coordinator.OffsetRecord{Group: pk.group, Topic: p.topic, Partition: p.partition, Deleted: true}
 			}
 			writes = append(writes, OffsetWrite{r, modRev})
+		})
+		if err != nil {
+			return nil, false, fmt.Errorf("etcdstore: key %q: %w", key, err)
 		}
 		return writes, true, nil
 	}

@@ -52,11 +52,59 @@ func (o *writeOp) size() int {
 type batchBuild struct {
 	group   string
 	entries []batchEntryBuild
-	index   map[tp]int
-	bytes   int // of the value
+	// The entry of each partition: a group's commits name one topic or a
+	// few, so the first topic's partitions are found by number, the
+	// others' by topic and number.
+	topic  string
+	parts  map[int32]int
+	others map[tp]int
+	bytes  int // of the value
 	// foldBytes estimates what the fold writes for it: a batch must fit,
 	// with its partition keys, in one fold transaction (fold.go).
 	foldBytes int
+	foldOp    int // keys.foldOpBytes(group)
+	hint      int
+}
+
+// newBatchBuild makes group's batch, for about hint entries at most.
+func newBatchBuild(k keys, group string, hint int) *batchBuild {
+	return &batchBuild{group: group, foldOp: k.foldOpBytes(group), hint: hint}
+}
+
+// find returns the entry of p, or -1.
+func (b *batchBuild) find(p tp) int {
+	if len(b.entries) == 0 {
+		return -1
+	}
+	i, ok := 0, false
+	if p.topic == b.topic {
+		i, ok = b.parts[p.partition]
+	} else {
+		i, ok = b.others[p]
+	}
+	if !ok {
+		return -1
+	}
+	return i
+}
+
+// push appends e, which names a partition the batch has not.
+func (b *batchBuild) push(e batchEntryBuild) {
+	switch {
+	case len(b.entries) == 0:
+		b.topic = e.topic
+		b.parts = make(map[int32]int, b.hint)
+		b.entries = make([]batchEntryBuild, 0, b.hint)
+		fallthrough
+	case e.topic == b.topic:
+		b.parts[e.partition] = len(b.entries)
+	default:
+		if b.others == nil {
+			b.others = map[tp]int{}
+		}
+		b.others[e.tp] = len(b.entries)
+	}
+	b.entries = append(b.entries, e)
 }
 
 type batchEntryBuild struct {
@@ -87,30 +135,45 @@ type plannedTxn struct {
 	bytes   int
 	records int
 	batches map[string]*batchBuild // the live offset batch of each group
+	last    *batchBuild            // the batch batch() found last
+	hint    int                    // records the transaction may take
+	deleted []string               // the groups it deletes
 	cmps    []clientv3.Cmp         // compared besides the guard and the fence (a fold's)
 }
 
 func newPlannedTxn(hint int) *plannedTxn {
-	return &plannedTxn{ops: make([]writeOp, 0, hint), index: make(map[string]int, hint)}
+	return &plannedTxn{ops: make([]writeOp, 0, hint), index: make(map[string]int, hint), hint: hint}
+}
+
+// batch returns the transaction's batch of group, or nil.
+func (t *plannedTxn) batch(group string) *batchBuild {
+	if t.last != nil && t.last.group == group {
+		return t.last // a group's records mostly come together
+	}
+	b := t.batches[group]
+	if b != nil {
+		t.last = b
+	}
+	return b
 }
 
 // addOffset adds r to its group's batch, whose key batchKey makes if the
 // transaction has none for the group yet.
 // val is r's value, "" for a deletion.
 func (t *plannedTxn) addOffset(k keys, r *coordinator.OffsetRecord, val string, batchKey func(group string) string) {
-	b := t.batches[r.Group]
+	b := t.batch(r.Group)
 	if b == nil {
-		b = &batchBuild{group: r.Group, index: map[tp]int{}}
+		b = newBatchBuild(k, r.Group, min(t.hint, 256))
 		if t.batches == nil {
 			t.batches = map[string]*batchBuild{}
 		}
 		t.batches[r.Group] = b
+		t.last = b
 		t.add(writeOp{key: batchKey(r.Group), put: true, batch: b})
 	}
 	e := batchEntryBuild{tp{r.Topic, r.Partition}, val}
 	size := batchLineLen(e.topic, e.partition, val)
-	fold := size + k.foldOpBytes(r.Group)
-	if i, ok := b.index[e.tp]; ok {
+	if i := b.find(e.tp); i >= 0 {
 		old := b.entries[i]
 		oldSize := batchLineLen(old.topic, old.partition, old.val)
 		b.entries[i] = e
@@ -119,10 +182,9 @@ func (t *plannedTxn) addOffset(k keys, r *coordinator.OffsetRecord, val string, 
 		t.bytes += size - oldSize
 		return
 	}
-	b.index[e.tp] = len(b.entries)
-	b.entries = append(b.entries, e)
+	b.push(e)
 	b.bytes += size
-	b.foldBytes += fold
+	b.foldBytes += size + b.foldOp
 	t.bytes += size
 }
 
@@ -132,16 +194,16 @@ func (t *plannedTxn) addOffset(k keys, r *coordinator.OffsetRecord, val string, 
 // partition keys in one transaction.
 func (t *plannedTxn) offsetFits(k keys, r *coordinator.OffsetRecord, val string, maxOps, maxBytes int) (fits bool, grow, size int) {
 	size = batchLineLen(r.Topic, r.Partition, val)
-	b := t.batches[r.Group]
+	b := t.batch(r.Group)
 	if b == nil {
 		// A new batch key: a put, which must not fall in a range the
 		// transaction deletes (a deletion of the group).
 		return !t.inDeletedRange(k.offsetBatchDir(r.Group)), 1, size + len(k.offsetBatchDir(r.Group)) + 24 + opOverhead
 	}
-	if _, ok := b.index[tp{r.Topic, r.Partition}]; ok {
+	if b.find(tp{r.Topic, r.Partition}) >= 0 {
 		return true, 0, size
 	}
-	fits = len(b.entries) < max(1, maxOps-1) && b.foldBytes+size+k.foldOpBytes(r.Group) <= maxBytes
+	fits = len(b.entries) < max(1, maxOps-1) && b.foldBytes+size+b.foldOp <= maxBytes
 	return fits, 0, size
 }
 
@@ -191,6 +253,9 @@ func (t *plannedTxn) kill(i int) {
 	delete(t.index, op.key)
 	if op.batch != nil && t.batches[op.batch.group] == op.batch {
 		delete(t.batches, op.batch.group)
+		if t.last == op.batch {
+			t.last = nil
+		}
 	}
 	t.live--
 	t.bytes -= op.size()
@@ -320,6 +385,9 @@ func (k keys) plan(recs []coordinator.Record, maxOps, maxBytes int, batchKey fun
 		}
 		for _, o := range ops {
 			cur.add(o)
+		}
+		if g, ok := r.(*coordinator.GroupRecord); ok && g.Deleted {
+			cur.deleted = append(cur.deleted, g.Group)
 		}
 		cur.records++
 	}

@@ -28,6 +28,7 @@ var (
 	protocol = flag.String("protocol", "consumer", "group protocol: consumer (KIP-848) or classic")
 	session  = flag.Duration("session-timeout", 10*time.Second, "classic session timeout")
 	logLevel = flag.String("log-level", "warn", "kgo log level on stderr: debug, info, warn, error")
+	overhead = flag.Duration("request-timeout-overhead", 3*time.Second, "classic: kgo's RequestTimeoutOverhead, below the session timeout")
 )
 
 // out serializes the event lines.
@@ -80,7 +81,14 @@ func main() {
 	case "consumer":
 		opts = append(opts, kgo.ServerSideBalancer())
 	case "classic":
-		opts = append(opts, kgo.Balancers(kgo.CooperativeStickyBalancer()), kgo.SessionTimeout(*session))
+		// A classic heartbeat is retried (a read timeout is a retryable
+		// broker error) only while its RetryTimeout, the session timeout,
+		// lasts; with the default RequestTimeoutOverhead (10 s) one
+		// heartbeat into a frozen coordinator's open socket spends all of
+		// it, and the session ends (OnPartitionsLost). 3 s leaves room for
+		// retries, which reach the new coordinator (docs/FAILOVER.md).
+		opts = append(opts, kgo.Balancers(kgo.CooperativeStickyBalancer()), kgo.SessionTimeout(*session),
+			kgo.RequestTimeoutOverhead(*overhead))
 	default:
 		fmt.Fprintf(os.Stderr, "unknown -protocol %q\n", *protocol)
 		os.Exit(2)
