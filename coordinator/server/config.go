@@ -56,8 +56,9 @@ type Config struct {
 	// node loads its group's term, or while another installs its group
 	// at a takeover from the standby, waits for that to end before it is
 	// answered COORDINATOR_LOAD_IN_PROGRESS (takeoverwait.go). The wait
-	// holds the request, not its connection. Default 250 ms; 0 answers
-	// at once.
+	// holds the request, not its connection's reader, except for reads
+	// (withgroup.go), which hold the reader until their answer is
+	// durable anyway. Default 250 ms; 0 answers at once.
 	TakeoverWait time.Duration
 
 	// PeerProbe is how often a node of an HA set probes the Kafka

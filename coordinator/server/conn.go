@@ -73,6 +73,11 @@ type conn struct {
 	// were told the connection closed.
 	members     map[memberConn]struct{}
 	membersLost bool
+	// waiters are the requests waiting for a takeover, in arrival
+	// order, and waitLooping says a goroutine steps them
+	// (takeoverwait.go).
+	waiters     []takeoverWaiter
+	waitLooping bool
 
 	q         []*slot // response queue; q[head:] are pending
 	head      int

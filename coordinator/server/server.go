@@ -33,6 +33,9 @@ type Server struct {
 	quotas     *quotas
 	perIP      connsPerIP
 	standby    *standby // nil without Config.Standby
+	// collecting is set while a collection ahead of a takeover runs
+	// (standby_gc.go).
+	collecting atomic.Bool
 
 	// lead is the term during which this node coordinates groups: for a
 	// single node, from the load at start-up to shutdown; in an HA set,

@@ -35,9 +35,9 @@ func (g *gatedSource) Group(name string) ([]coordinator.Record, uint64, error) {
 // group as soon as it is installed, not once every group is. While the
 // takeover still reads one group's records, a group installed before it
 // is served and goes on above its stored epoch; the group being
-// installed is answered COORDINATOR_LOAD_IN_PROGRESS by every path (a
-// heartbeat that would create it, once it has waited Config.TakeoverWait
-// for the install; a describe, an offset fetch), never served as a new
+// installed is answered COORDINATOR_LOAD_IN_PROGRESS by every path once
+// it has waited Config.TakeoverWait for the install (a heartbeat that
+// would create it; a describe, an offset fetch), never served as a new
 // group; a group whose turn has not come is installed by
 // its first request, above its stored epoch; a group the store does not
 // hold is created at once. Once its records are read, the slow group goes

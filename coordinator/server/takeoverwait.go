@@ -18,6 +18,31 @@ import (
 // request's slot, not the connection's reader: the reader goes on with
 // the requests after it, whose responses follow it in order, as behind a
 // parked JoinGroup.
+//
+// A connection's waiting requests queue, in arrival order, for one
+// goroutine of the connection (waitLoop), which steps each once what it
+// waits for has ended. A takeover's surge is thousands of such requests
+// at once: a request of every member that asked while the term loaded,
+// released together when the load ends. A goroutine and a timer each
+// cost their stacks and timers in allocations and GC, and let the
+// members of one group, stepped in parallel, claim each other's
+// install and wait again; in a profile of BenchmarkTakeover/one-leader
+// (10,000 groups of 16) the 55,000 waits' goroutines starved the term's
+// install loop, and the GC took a third of the winner's CPU. Their
+// responses leave in order anyway, so stepping them in order costs no
+// response its place.
+
+// takeoverWaiter is a request of a connection waiting for its group's
+// term to load or its group's install to end.
+type takeoverWaiter struct {
+	sl       *slot
+	seq      uint64
+	clientID string
+	name     string
+	create   bool
+	ended    <-chan struct{}
+	deadline time.Time
+}
 
 // waitTakeover holds sl, a group request of c that found its group's
 // term loading or its group being installed by another, until ended is
@@ -32,30 +57,80 @@ func (s *Server) waitTakeover(c *conn, sl *slot, name string, create bool, ended
 		return
 	}
 	c.mu.Lock()
-	seq := sl.seq
-	c.mu.Unlock()
-	clientID := c.clientID
-	go func() {
-		t := time.NewTimer(wait)
-		defer t.Stop()
-		for ended != nil {
+	defer c.mu.Unlock()
+	c.waiters = append(c.waiters, takeoverWaiter{sl: sl, seq: sl.seq, clientID: c.clientID, name: name,
+		create: create, ended: ended, deadline: time.Now().Add(wait)})
+	if !c.waitLooping {
+		c.waitLooping = true
+		go s.waitLoop(c)
+	}
+}
+
+// waitLoop steps c's waiting requests in order, each once what it waits
+// for ends (or answers it at its deadline), until none is left or c
+// ends.
+func (s *Server) waitLoop(c *conn) {
+	var t *time.Timer
+	defer func() {
+		if t != nil {
+			t.Stop()
+		}
+	}()
+	for {
+		c.mu.Lock()
+		if len(c.waiters) == 0 || c.closed {
+			c.waiters, c.waitLooping = nil, false
+			c.mu.Unlock()
+			return
+		}
+		w := c.waiters[0]
+		c.waiters[0] = takeoverWaiter{}
+		c.waiters = c.waiters[1:]
+		c.mu.Unlock()
+		if !s.awaitTakeover(c, w, &t) {
+			return // the connection ended: nobody to answer
+		}
+	}
+}
+
+// awaitTakeover waits for what w waits for to end and steps w, waiting
+// again if need be, or answers it at its deadline. A request whose wait
+// has ended is stepped even if its deadline passed behind another's
+// wait. It reports false if c ended. t is the loop's timer, made on
+// first use.
+func (s *Server) awaitTakeover(c *conn, w takeoverWaiter, t **time.Timer) bool {
+	for ended := w.ended; ended != nil; {
+		select {
+		case <-ended:
+		default:
+			d := time.Until(w.deadline)
+			if d <= 0 {
+				s.m.takeoverWaits.WithLabelValues("timeout").Inc()
+				c.deliver(w.sl, errorResponse(w.sl.req, kerr.CoordinatorLoadInProgress.Code), w.seq, true)
+				return true
+			}
+			if *t == nil {
+				*t = time.NewTimer(d)
+			} else {
+				(*t).Reset(d)
+			}
 			select {
 			case <-ended:
-			case <-t.C:
-				s.m.takeoverWaits.WithLabelValues("timeout").Inc()
-				c.deliver(sl, errorResponse(sl.req, kerr.CoordinatorLoadInProgress.Code), seq, true)
-				return
+				(*t).Stop() // no stale tick after Stop (Go 1.23)
+			case <-(*t).C:
+				continue // the deadline: answered above unless ended meanwhile
 			case <-c.done:
-				return // the connection ended: nobody to answer
+				return false
 			}
-			if !c.holds(sl, seq) {
-				return // answered at shutdown
-			}
-			var last *groupEntry
-			ended = s.stepOn(c, sl, clientID, name, create, time.Now(), &last, nil)
 		}
-		s.m.takeoverWaits.WithLabelValues("served").Inc()
-	}()
+		if !c.holds(w.sl, w.seq) {
+			return true // answered at shutdown
+		}
+		var last *groupEntry
+		ended = s.stepOn(c, w.sl, w.clientID, w.name, w.create, time.Now(), &last, nil)
+	}
+	s.m.takeoverWaits.WithLabelValues("served").Inc()
+	return true
 }
 
 // holds reports whether sl still waits for the response of the request

@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"fmt"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -110,6 +112,92 @@ func TestTakeoverRequestWaitsForInstall(t *testing.T) {
 	})
 }
 
+// TestTakeoverWaitersQueuePerConnection: the requests of one connection
+// that wait for a takeover queue for one goroutine of the connection,
+// not one each (a takeover's surge is thousands of them), and are
+// stepped in the order they arrived: each join of a new member to the
+// group being installed bumps its epoch, so the members' epochs rise
+// in the order of their requests.
+func TestTakeoverWaitersQueuePerConnection(t *testing.T) {
+	const n = 64
+	a, ca, open := gatedTakeover(t, time.Minute)
+	before := runtime.NumGoroutine()
+	var corrs []int32
+	for i := range n {
+		corrs = append(corrs, ca.send(cgHeartbeat("z-slow", fmt.Sprintf("member-z-slow-%015d", i), 0)))
+	}
+	fresh := ca.send(cgHeartbeat("fresh", "member-fresh-0000000000000000", 0))
+	cb := dial(t, a.addr)
+	eventually(t, 10*time.Second, "the request after the waiting ones to join its member", func() bool {
+		d := kmsg.NewPtrConsumerGroupDescribeRequest()
+		d.Groups = []string{"fresh"}
+		g := cb.roundTrip(d).(*kmsg.ConsumerGroupDescribeResponse).Groups[0]
+		return g.ErrorCode == 0 && len(g.Members) == 1
+	})
+	// cb's connection adds its reader and writer.
+	if grew := runtime.NumGoroutine() - before; grew > 8 {
+		t.Fatalf("%d requests waiting on one connection added %d goroutines", n, grew)
+	}
+	open()
+	last := int32(gatedEpoch)
+	for i, want := range corrs {
+		corr, resp := ca.recv()
+		if corr != want {
+			t.Fatalf("response %d for correlation ID %d, want %d", i, corr, want)
+		}
+		r := resp.(*kmsg.ConsumerGroupHeartbeatResponse)
+		if r.ErrorCode != 0 || r.MemberEpoch <= last {
+			t.Fatalf("join %d to the group being installed: error %v epoch %d, want served above %d (the join before it)",
+				i, kerr.ErrorForCode(r.ErrorCode), r.MemberEpoch, last)
+		}
+		last = r.MemberEpoch
+	}
+	if corr, _ := ca.recv(); corr != fresh {
+		t.Fatalf("last response for correlation ID %d, want %d", corr, fresh)
+	}
+	// Each wait counts itself served once its request's step returns,
+	// just after the response went out.
+	eventually(t, 5*time.Second, "every wait to count as served", func() bool {
+		return a.metric(t, "tenure_takeover_waits_total", "outcome", "served") == n
+	})
+}
+
+// TestTakeoverReadInstallsGroup: a read of a group that the takeover has
+// still to install (a describe) installs it, ahead of its turn, and is
+// answered with its stored state rather than COORDINATOR_LOAD_IN_PROGRESS;
+// a read of a group that another is installing (an offset fetch of the
+// group whose records the takeover's loop is slow to read) waits for
+// the install and is then answered.
+func TestTakeoverReadInstallsGroup(t *testing.T) {
+	a, ca, open := gatedTakeover(t, time.Minute)
+	dg := kmsg.NewPtrConsumerGroupDescribeRequest()
+	dg.Groups = []string{"zz-asked"}
+	if g := ca.roundTrip(dg).(*kmsg.ConsumerGroupDescribeResponse).Groups[0]; g.ErrorCode != 0 || g.Epoch != gatedEpoch {
+		t.Fatalf("describe of a group whose turn has not come: error %v epoch %d, want its stored epoch %d",
+			kerr.ErrorForCode(g.ErrorCode), g.Epoch, gatedEpoch)
+	}
+	if n := a.lead.Load().groups.pendingCount(); n != 1 {
+		t.Fatalf("%d groups pending after the describe, want 1 (the slow one)", n)
+	}
+	of := kmsg.NewPtrOffsetFetchRequest()
+	of.Version = 8
+	og := kmsg.NewOffsetFetchRequestGroup()
+	og.Group = "z-slow"
+	of.Groups = append(of.Groups, og)
+	ca.send(of)
+	if _, _, err := ca.tryRecv(100 * time.Millisecond); err == nil {
+		t.Fatal("the offset fetch was answered before the slow group's install ended")
+	}
+	open()
+	_, resp := ca.recv()
+	if g := resp.(*kmsg.OffsetFetchResponse).Groups[0]; g.ErrorCode != 0 {
+		t.Fatalf("offset fetch of the group being installed: error %v, want answered once installed", kerr.ErrorForCode(g.ErrorCode))
+	}
+	if n := a.metric(t, "tenure_takeover_waits_total", "outcome", "served"); n != 1 {
+		t.Fatalf("%v waits served, want 1", n)
+	}
+}
+
 // TestTakeoverWaitIsBounded: a request that waits for its group's install
 // longer than Config.TakeoverWait is answered COORDINATOR_LOAD_IN_PROGRESS,
 // as without the wait, and the connection goes on serving; with a wait
@@ -166,7 +254,8 @@ func (g *syncGatedSource) Sync(ctx context.Context) (int64, error) {
 // TestLoadingRequestWaitsForTerm: a request that arrives while the node
 // loads the term that will serve its group (the standby's revision
 // check) waits for the load and is then served, above the group's stored
-// epoch, rather than answered COORDINATOR_LOAD_IN_PROGRESS.
+// epoch, rather than answered COORDINATOR_LOAD_IN_PROGRESS; so does a
+// read of the group (a describe).
 func TestLoadingRequestWaitsForTerm(t *testing.T) {
 	src := &syncGatedSource{
 		recordsSource: recordsSource{recs: map[string][]coordinator.Record{
@@ -198,8 +287,16 @@ func TestLoadingRequestWaitsForTerm(t *testing.T) {
 		t.Fatal("the term never checked the standby's revision")
 	}
 	ca.send(cgHeartbeat("g", "member-g-00000000000000000000", 0))
+	// A read waits likewise, on its connection's reader.
+	cb := dial(t, a.addr)
+	dg := kmsg.NewPtrConsumerGroupDescribeRequest()
+	dg.Groups = []string{"g"}
+	cb.send(dg)
 	if _, _, err := ca.tryRecv(100 * time.Millisecond); err == nil {
 		t.Fatal("a response came while the term loaded")
+	}
+	if _, _, err := cb.tryRecv(10 * time.Millisecond); err == nil {
+		t.Fatal("the describe was answered while the term loaded")
 	}
 	open()
 	_, resp := ca.recv()
@@ -207,7 +304,14 @@ func TestLoadingRequestWaitsForTerm(t *testing.T) {
 		t.Fatalf("heartbeat sent while the term loaded: error %v epoch %d, want served above the stored epoch %d",
 			kerr.ErrorForCode(r.ErrorCode), r.MemberEpoch, gatedEpoch)
 	}
-	if n := a.metric(t, "tenure_takeover_waits_total", "outcome", "served"); n != 1 {
-		t.Fatalf("%v waits served, want 1", n)
+	_, resp = cb.recv()
+	if g := resp.(*kmsg.ConsumerGroupDescribeResponse).Groups[0]; g.ErrorCode != 0 || g.Epoch < gatedEpoch {
+		t.Fatalf("describe sent while the term loaded: error %v epoch %d, want the group at its stored epoch %d or above",
+			kerr.ErrorForCode(g.ErrorCode), g.Epoch, gatedEpoch)
 	}
+	// The heartbeat's wait counts itself served once its step returns,
+	// just after the response went out.
+	eventually(t, 5*time.Second, "the heartbeat's and the describe's waits to count as served", func() bool {
+		return a.metric(t, "tenure_takeover_waits_total", "outcome", "served") == 2
+	})
 }

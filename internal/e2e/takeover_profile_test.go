@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/pprof"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -30,16 +31,32 @@ func profileArgs() []string {
 // profileTakeover writes, from now until the returned function is called
 // (which waits for the slices under way), back-to-back CPU profiles of
 // -e2e.profile-slice each of the nodes of h but the victim and of this
-// process into -e2e.profile, named by the slice's start after killed. A
-// takeover's cost is in a window of seconds that a whole run's profile
-// drowns; slices show which second costs what.
+// process into tb's directory under -e2e.profile, named by the slice's
+// start after killed. A takeover's cost is in a window of seconds that a
+// whole run's profile drowns; slices show which second costs what. The
+// survivors' allocation profiles at the start and at the end, and how
+// many GC cycles they ran in between, show what the window allocated:
+// GC took a third of the winner's CPU in one profile.
 func profileTakeover(tb testing.TB, h *haSet, victim int, killed time.Time) (stop func()) {
 	if *benchProfile == "" {
 		return func() {}
 	}
-	dir := *benchProfile
+	dir := filepath.Join(*benchProfile, strings.ReplaceAll(tb.Name(), "/", "_"))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		tb.Fatal(err)
+	}
+	ctx := context.Background()
+	gcs := map[int]float64{}
+	for i := range h.nodes {
+		if i == victim || h.http == nil {
+			continue
+		}
+		if err := fetchProfile(fmt.Sprintf("http://%s/debug/pprof/allocs", h.http[i]), filepath.Join(dir, fmt.Sprintf("node%d-allocs-kill.pprof", i)), 0); err != nil {
+			tb.Logf("allocations of node %d: %v", i, err)
+		}
+		if v, err := h.metric(ctx, i, "go_gc_duration_seconds_count"); err == nil {
+			gcs[i] = v
+		}
 	}
 	done := make(chan struct{})
 	var wg sync.WaitGroup
@@ -99,6 +116,15 @@ func profileTakeover(tb testing.TB, h *haSet, victim int, killed time.Time) (sto
 	return func() {
 		close(done)
 		wg.Wait()
+		for i, before := range gcs {
+			if err := fetchProfile(fmt.Sprintf("http://%s/debug/pprof/allocs", h.http[i]), filepath.Join(dir, fmt.Sprintf("node%d-allocs-end.pprof", i)), 0); err != nil {
+				tb.Logf("allocations of node %d: %v", i, err)
+			}
+			heap, _ := h.metric(ctx, i, "go_memstats_heap_inuse_bytes")
+			if v, err := h.metric(ctx, i, "go_gc_duration_seconds_count"); err == nil {
+				tb.Logf("node %d ran %v GC cycles from the kill until every group was served again; heap in use at the end %.0f MB", i, v-before, heap/(1<<20))
+			}
+		}
 		// The survivors' logs too: with -e2e.args=--log-level=info they
 		// say when the term began serving and how long its takeover took.
 		for i, p := range h.nodes {
