@@ -106,6 +106,9 @@ type node struct {
 	http   string
 	client *toxiproxy.Proxy
 	etcd   *toxiproxy.Proxy
+	// relay is the client proxy's upstream, pointed at the node once it
+	// has bound its port (proctest.Relay says why not Proxy.Update).
+	relay *proctest.Relay
 }
 
 // set is a tenure HA set of three nodes on the shared etcd.
@@ -138,12 +141,6 @@ func newProxy(srv *toxiproxy.ApiServer, name, upstream string) (*toxiproxy.Proxy
 	return p, nil
 }
 
-// unboundUpstream is a client proxy's upstream until its node has bound
-// its port: port 1 (tcpmux, a privileged port nothing serves), so a
-// client that dials the proxy early is refused, as by a node that has
-// not started.
-const unboundUpstream = "127.0.0.1:1"
-
 // What `tenure serve` logs once its listeners are bound: the Kafka
 // listener's address and the HTTP status page's.
 var (
@@ -157,20 +154,28 @@ func startSet(t *testing.T, cfg setConfig) *set {
 		for _, n := range s.nodes {
 			n.client.Stop()
 			n.etcd.Stop()
+			if n.relay != nil {
+				n.relay.Close()
+			}
 		}
 	})
 	var wg sync.WaitGroup
 	errs := make([]error, 3)
 	for i := range 3 {
-		// The proxies bind port 0 and hold their ports; the node binds
-		// port 0 too and logs what it bound, and only then does its
-		// client proxy learn its upstream. Ports picked ahead
-		// (FreeAddr) and bound later by the child were free only when
-		// picked: a set once failed with "bind: address already in
-		// use", and parallel sessions churn loopback ports all along.
+		// The proxies and the relay bind port 0 and hold their ports;
+		// the node binds port 0 too and logs what it bound, and only
+		// then is the relay behind its client proxy pointed at it.
+		// Ports picked ahead (FreeAddr) and bound later by the child
+		// were free only when picked: a set once failed with "bind:
+		// address already in use", and parallel sessions churn loopback
+		// ports all along. The proxy is never rebound: Proxy.Update
+		// closes and binds its port again, and lost it so once.
 		n := &node{name: fmt.Sprintf("n%d", i)}
 		var err error
-		if n.client, err = newProxy(s.proxy, n.name+"-client", unboundUpstream); err != nil {
+		if n.relay, err = proctest.NewRelay(); err != nil {
+			t.Fatal(err)
+		}
+		if n.client, err = newProxy(s.proxy, n.name+"-client", n.relay.Addr()); err != nil {
 			t.Fatal(err)
 		}
 		if n.etcd, err = newProxy(s.proxy, n.name+"-etcd", cfg.etcd.endpoint); err != nil {
@@ -196,12 +201,7 @@ func startSet(t *testing.T, cfg setConfig) *set {
 			out := p.Output()
 			listen := servingRE.FindStringSubmatch(out)[1]
 			n.http = httpRE.FindStringSubmatch(out)[1]
-			// Update rebinds the proxy's own port at once: a window
-			// of microseconds, against the child's start (seconds
-			// under load) that FreeAddr left open.
-			if err := n.client.Update(&toxiproxy.Proxy{Listen: n.adv, Upstream: listen, Enabled: true}); err != nil {
-				errs[i] = fmt.Errorf("%s: pointing its proxy %s at %s: %w", n.name, n.adv, listen, err)
-			}
+			n.relay.Point(listen)
 		})
 	}
 	wg.Wait()
