@@ -33,9 +33,10 @@ type Server struct {
 	quotas     *quotas
 	perIP      connsPerIP
 	standby    *standby // nil without Config.Standby
-	// collecting is set while a collection ahead of a takeover runs
-	// (standby_gc.go).
-	collecting atomic.Bool
+	// collectedAt is when the last collection ahead of a takeover
+	// began (standby_gc.go).
+	collectMu   sync.Mutex
+	collectedAt time.Time
 
 	// lead is the term during which this node coordinates groups: for a
 	// single node, from the load at start-up to shutdown; in an HA set,

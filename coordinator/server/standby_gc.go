@@ -20,17 +20,31 @@ import (
 // election, leaves the surge a whole cycle's worth of allocation before
 // the next collection.
 
+// collectEvery is the least time between two collections ahead of a
+// takeover: a peer whose probes flap between down and up must not keep
+// the node collecting back to back (a collection of a large standby's
+// heap costs a core-second or two).
+const collectEvery = time.Minute
+
 // collectBeforeTakeover runs a garbage collection in the background
-// if this node keeps a standby and none it started is under way: a peer
-// was probed down.
+// if this node keeps a standby and did not start one within
+// collectEvery: a peer was probed down.
 func (s *Server) collectBeforeTakeover() {
-	if s.standby == nil || !s.collecting.CompareAndSwap(false, true) {
+	if s.standby == nil {
+		return
+	}
+	now := time.Now()
+	s.collectMu.Lock()
+	due := s.collectedAt.IsZero() || now.Sub(s.collectedAt) >= collectEvery
+	if due {
+		s.collectedAt = now
+	}
+	s.collectMu.Unlock()
+	if !due {
 		return
 	}
 	go func() {
-		defer s.collecting.Store(false)
-		start := time.Now()
 		runtime.GC()
-		s.log.Debug("collected garbage ahead of a takeover", zap.Duration("took", time.Since(start)))
+		s.log.Debug("collected garbage ahead of a takeover", zap.Duration("took", time.Since(now)))
 	}()
 }

@@ -15,7 +15,8 @@ import (
 // TestCollectBeforeTakeover: when a node that keeps a standby probes a
 // peer down (the leader, killed: its registration stays until its lease
 // expires), it collects garbage then, ahead of the takeover's surge; a
-// node without a standby has no heap of groups to collect and does not.
+// node without a standby has no heap of groups to collect and does not;
+// nor does b collect again within collectEvery.
 func TestCollectBeforeTakeover(t *testing.T) {
 	set := &fakeSet{leader: -1, shared: store.NewMemory(), nodes: []Node{{ID: 0}, {ID: 1}, {ID: 2}}}
 	na, nb, nc := set.node(0), set.node(1), set.node(2)
@@ -58,5 +59,12 @@ func TestCollectBeforeTakeover(t *testing.T) {
 	})
 	if n := cLogs.FilterMessage(collected).Len(); n != 0 {
 		t.Fatalf("c, without a standby, collected %d times", n)
+	}
+	// A peer probed down again soon after (its probes flap) does not
+	// make b collect again within collectEvery.
+	b.collectBeforeTakeover()
+	time.Sleep(100 * time.Millisecond)
+	if n := bLogs.FilterMessage(collected).Len(); n != 1 {
+		t.Fatalf("b collected %d times, want 1: twice within %v", n, collectEvery)
 	}
 }
