@@ -113,45 +113,37 @@ func (n *lossNode) addr() string { return n.kafka.Listen }
 
 func startLossNode(t *testing.T, tenure, etcdAddr string, proxies *toxiproxy.ApiServer, name, prefix string, shards int) *lossNode {
 	t.Helper()
-	n := &lossNode{}
-	var err error
-	for range 3 {
-		var listen string
-		if listen, err = proctest.FreeAddr(); err != nil {
-			t.Fatal(err)
-		}
-		n.kafka = toxiproxy.NewProxy(proxies, name+"-kafka", "127.0.0.1:0", listen)
-		n.etcd = toxiproxy.NewProxy(proxies, name+"-etcd", "127.0.0.1:0", etcdAddr)
-		if err := n.kafka.Start(); err != nil {
-			t.Fatal(err)
-		}
-		if err := n.etcd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		if n.http, err = proctest.FreeAddr(); err != nil {
-			t.Fatal(err)
-		}
-		n.p, err = proctest.StartOn(name, listen, tenure, "serve", "--listen", "{addr}", "--advertise", n.kafka.Listen,
-			"--etcd-endpoints", "http://"+n.etcd.Listen, "--etcd-prefix", prefix, "--election-ttl", lossTTL.String(),
-			"--shards", strconv.Itoa(shards), "--http", n.http, "--partitions", strconv.Itoa(lossPartitions),
-			"--consumer-session-timeout", "10s", "--consumer-heartbeat-interval", "500ms", "--log-level", "info")
-		if err == nil {
-			break
-		}
-		n.kafka.Stop()
-		n.etcd.Stop()
-	}
+	// The node binds port 0 and logs what it bound (StartServe): a port
+	// picked ahead is free only until another listener or an outgoing
+	// connection takes it. Its Kafka proxy, whose address it advertises,
+	// binds port 0 before it starts and is never rebound: the proxy's
+	// upstream is a relay, pointed at the node once it serves
+	// (proctest.Relay says why not toxiproxy's Proxy.Update).
+	relay, err := proctest.NewRelay()
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(relay.Close)
+	n := &lossNode{
+		kafka: toxiproxy.NewProxy(proxies, name+"-kafka", "127.0.0.1:0", relay.Addr()),
+		etcd:  toxiproxy.NewProxy(proxies, name+"-etcd", "127.0.0.1:0", etcdAddr),
+	}
+	if err := n.kafka.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.etcd.Start(); err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() {
-		n.p.Stop()
 		n.kafka.Stop()
 		n.etcd.Stop()
-		if t.Failed() {
-			t.Logf("output of %s:\n%s", name, n.p.Output())
-		}
 	})
+	n.p = proctest.StartServe(t, name, tenure, "serve", "--listen", "{addr}", "--advertise", n.kafka.Listen,
+		"--etcd-endpoints", "http://"+n.etcd.Listen, "--etcd-prefix", prefix, "--election-ttl", lossTTL.String(),
+		"--shards", strconv.Itoa(shards), "--http", "{http}", "--partitions", strconv.Itoa(lossPartitions),
+		"--consumer-session-timeout", "10s", "--consumer-heartbeat-interval", "500ms", "--log-level", "info")
+	n.http = n.p.HTTP
+	relay.Point(n.p.Addr)
 	return n
 }
 

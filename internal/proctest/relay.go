@@ -17,11 +17,17 @@ import (
 // connection anywhere on the machine may take the port ("bind: address
 // already in use"), after which the advertised address is lost.
 //
-// Until Point is called, and whenever the target refuses, an accepted
-// connection is closed at once, as a node that is not serving closes it.
+// A connection accepted before the first Point waits for it, as one that
+// a listener's backlog holds until the server accepts: a peer that dials a
+// node which registered but has not logged its port yet must not find it
+// down (the set's peer probe would count a departure). A target that
+// refuses closes the accepted connection at once.
 type Relay struct {
-	ln     net.Listener
-	target atomic.Pointer[string]
+	ln      net.Listener
+	target  atomic.Pointer[string]
+	pointed chan struct{}
+	once    sync.Once
+	done    chan struct{}
 
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
@@ -35,7 +41,7 @@ func NewRelay() (*Relay, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Relay{ln: ln, conns: map[net.Conn]struct{}{}}
+	r := &Relay{ln: ln, conns: map[net.Conn]struct{}{}, pointed: make(chan struct{}), done: make(chan struct{})}
 	r.wg.Add(1)
 	go r.serve()
 	return r, nil
@@ -45,11 +51,17 @@ func NewRelay() (*Relay, error) {
 func (r *Relay) Addr() string { return r.ln.Addr().String() }
 
 // Point sends the connections accepted from now on to target.
-func (r *Relay) Point(target string) { r.target.Store(&target) }
+func (r *Relay) Point(target string) {
+	r.target.Store(&target)
+	r.once.Do(func() { close(r.pointed) })
+}
 
 // Close stops accepting and closes every relayed connection.
 func (r *Relay) Close() {
 	r.mu.Lock()
+	if !r.closed {
+		close(r.done)
+	}
 	r.closed = true
 	for c := range r.conns {
 		c.Close()
@@ -96,10 +108,12 @@ func (r *Relay) relay(c net.Conn) {
 		return
 	}
 	defer r.untrack(c)
-	t := r.target.Load()
-	if t == nil {
+	select {
+	case <-r.pointed:
+	case <-r.done:
 		return
 	}
+	t := r.target.Load()
 	up, err := net.Dial("tcp", *t)
 	if err != nil {
 		return

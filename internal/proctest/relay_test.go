@@ -62,13 +62,21 @@ func TestRelay(t *testing.T) {
 	defer r.Close()
 	addr := r.Addr()
 
-	// Not pointed yet: accepted and closed, as by a node not serving.
-	if got, err := ask(t, addr, "x"); err == nil {
-		t.Fatalf("unpointed relay answered %q", got)
-	}
-
 	a, b := echoServer(t, "a"), echoServer(t, "b")
+	// Not pointed yet: the connection waits, as in a listener's backlog,
+	// and is served once the relay is pointed.
+	early, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer early.Close()
+	early.SetDeadline(time.Now().Add(5 * time.Second))
+	io.WriteString(early, "x\n")
+	time.Sleep(50 * time.Millisecond)
 	r.Point(a)
+	if got, err := bufio.NewReader(early).ReadString('\n'); err != nil || got != "a:x\n" {
+		t.Fatalf("a connection accepted before Point: %q, %v", got, err)
+	}
 	if got, err := ask(t, addr, "1"); err != nil || got != "a:1" {
 		t.Fatalf("pointed at a: %q, %v", got, err)
 	}
