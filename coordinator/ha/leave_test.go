@@ -2,6 +2,7 @@ package ha_test
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -42,9 +43,12 @@ func TestLeaderLeave(t *testing.T) {
 	other.Close()
 	other = join(t, etcd.Client(t), prefix, addr(2))
 	rec.follow(2, other)
-	testenv.Eventually(t, 5*ttl, "the new follower to see the leader", func() bool {
+	// The leader must see the new follower too: a leader that sees nobody
+	// else has nobody to hand over to, and its Leave holds nothing.
+	testenv.Eventually(t, 5*ttl, "the new follower and the leader to see each other", func() bool {
 		l, ok := other.Leader()
-		return ok && l.ID == leader.Self().ID
+		return ok && l.ID == leader.Self().ID &&
+			slices.ContainsFunc(leader.Nodes(), func(n ha.NodeInfo) bool { return n.ID == other.Self().ID })
 	})
 	changed := other.Changed()
 	start := time.Now()
