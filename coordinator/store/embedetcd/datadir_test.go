@@ -1,11 +1,9 @@
 package embedetcd_test
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -52,19 +50,9 @@ func TestDataDirInUse(t *testing.T) {
 	}
 
 	other := t.TempDir()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childDirEnv+"="+other)
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	cmd, lines := testenv.StartChild(t, childDirEnv, other)
 	defer cmd.Wait()
 	defer cmd.Process.Kill()
-	lines := bufio.NewScanner(out)
 	for lines.Scan() && lines.Text() != "started" {
 	}
 	_, err = startWithin(t, other)

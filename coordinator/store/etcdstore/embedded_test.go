@@ -1,11 +1,9 @@
 package etcdstore_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -124,7 +122,7 @@ func TestEmbeddedSideBySide(t *testing.T) {
 // is on, and the restart on the same directory (with other ports) works.
 func TestEmbeddedKill9(t *testing.T) {
 	dir := t.TempDir()
-	cmd, lines := startChild(t, childDirEnv, dir)
+	cmd, lines := testenv.StartChild(t, childDirEnv, dir)
 	persisted := false
 	for !persisted && lines.Scan() {
 		persisted = lines.Text() == "persisted"
@@ -201,7 +199,7 @@ func committingChild(dir string) int {
 // have landed).
 func TestEmbeddedKill9Commits(t *testing.T) {
 	dir := t.TempDir()
-	cmd, lines := startChild(t, commitsChildDirEnv, dir)
+	cmd, lines := testenv.StartChild(t, commitsChildDirEnv, dir)
 	acked := 0
 	for acked < 60 && lines.Scan() {
 		fmt.Sscanf(lines.Text(), "acked %d", &acked)
@@ -251,21 +249,4 @@ func TestEmbeddedKill9Commits(t *testing.T) {
 		}
 	}
 	t.Logf("%d rounds acknowledged; partitions read back: %d", acked, len(got))
-}
-
-// startChild runs this test binary as a child that finds dir in its
-// environment variable env, and returns it with its standard output.
-func startChild(t *testing.T, env, dir string) (*exec.Cmd, *bufio.Scanner) {
-	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), env+"="+dir)
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	return cmd, bufio.NewScanner(out)
 }
