@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/tenure-dev/tenure/internal/proctest"
 	"github.com/tenure-dev/tenure/internal/testenv"
 )
@@ -73,6 +75,7 @@ var (
 // (goal: 1.2 or less). The load generator shares the machine's cores with
 // the nodes: its CPU is logged too.
 //
+// -e2e.tenure=<tenure binary> runs that build instead of this tree's;
 // -e2e.baseline=<tenure binary> runs each case on that build too
 // (<case>/baseline), -e2e.capacity-rounds times, this tree's build first
 // in odd rounds and the baseline's first in even ones, and logs each
@@ -86,7 +89,7 @@ func BenchmarkCapacity(b *testing.B) {
 		b.Skip("runs real processes under heavy load")
 	}
 	defer debug.SetGCPercent(debug.SetGCPercent(400))
-	bins := []string{""}
+	bins := []string{*lossTenure} // this tree's build unless -e2e.tenure names one
 	rounds := 1
 	if *joinBaseline != "" {
 		bins = append(bins, *joinBaseline)
@@ -176,6 +179,32 @@ type capTarget struct {
 	nodes []*proctest.Process
 	http  []string // the nodes' --http addresses (etcd cases)
 	etcd  *proctest.Process
+	set   *haSet           // the etcd cases' set, for its writes
+	cli   *clientv3.Client // on the set's etcd
+}
+
+// capWrites is what the nodes had written so far: etcd's revision (one a
+// request: a node's combined shards share one), the writers' batches and
+// the group writes they held, summed over the nodes.
+type capWrites struct{ rev, batches, readies float64 }
+
+// writes reads t's capWrites (zero for the embedded store).
+func (t capTarget) writes(tb testing.TB) capWrites {
+	if t.set == nil {
+		return capWrites{}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := t.cli.Get(ctx, "/e2e/ready")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	w := capWrites{rev: float64(resp.Header.Revision)}
+	for _, m := range storeMetrics(ctx, tb, t.set) {
+		w.batches += m[0]
+		w.readies += m[2]
+	}
+	return w
 }
 
 func (t capTarget) addrs() []string {
@@ -243,7 +272,7 @@ func startCapacity(b *testing.B, name, bin string) capTarget {
 			_, err := sc.coordination(ctx)
 			return err == nil
 		})
-		return capTarget{nodes: h.nodes, http: h.http, etcd: h.etcd[0]}
+		return capTarget{nodes: h.nodes, http: h.http, etcd: h.etcd[0], set: h, cli: sc.cli}
 	}
 	b.Fatalf("case %q: the store is embedded or etcd", name)
 	return capTarget{}
@@ -258,14 +287,20 @@ type capWindowResult struct {
 	nodeCPU, etcdCPU     time.Duration
 	self                 time.Duration
 	elapsed              time.Duration
+	writes               capWrites // over the window
 }
 
 func (r capWindowResult) ops() float64 { return r.hb + r.commits }
 
 func (r capWindowResult) String() string {
-	return fmt.Sprintf("offered %.0f/s: %.0f hb/s + %.0f commits/s (%d failed), p99 %v (heartbeats %v, commits %v); nodes %.2f cores, etcd %.2f, load generator %.2f",
+	s := fmt.Sprintf("offered %.0f/s: %.0f hb/s + %.0f commits/s (%d failed), p99 %v (heartbeats %v, commits %v); nodes %.2f cores, etcd %.2f, load generator %.2f",
 		r.offered, r.hb, r.commits, r.fails, r.p99, r.hbP99, r.commitP99, r.nodeCPU.Seconds()/r.elapsed.Seconds(),
 		r.etcdCPU.Seconds()/r.elapsed.Seconds(), r.self.Seconds()/r.elapsed.Seconds())
+	if w := r.writes; w.batches > 0 {
+		s += fmt.Sprintf("; etcd requests %.0f/s, store batches %.0f/s of %.1f group writes", w.rev/r.elapsed.Seconds(),
+			w.batches/r.elapsed.Seconds(), w.readies/w.batches)
+	}
+	return s
 }
 
 // benchCapacity runs one case on the tenure binary bin (this tree's if
@@ -311,13 +346,16 @@ func benchCapacity(b *testing.B, name, bin, tag string) (nodes, etcd float64) {
 		if profile && *capProfile != "" {
 			profileNodes(b, &profiles, t, window, tag)
 		}
+		w0 := t.writes(b)
 		n0, e0 := t.cpu(b)
 		s0, at := selfCPU(), time.Now()
 		time.Sleep(window)
 		h1, c1, x1 := f.served(), f.load.commitsOK.Load(), f.load.commitsFail.Load()
 		hl1, cl1 := f.load.hbLatency.snapshot(), f.load.commitLatency.snapshot()
 		n1, e1 := t.cpu(b)
-		r := capWindowResult{offered: rate, elapsed: time.Since(at), fails: x1 - x0, nodeCPU: n1 - n0, etcdCPU: e1 - e0, self: selfCPU() - s0}
+		w1 := t.writes(b)
+		r := capWindowResult{offered: rate, elapsed: time.Since(at), fails: x1 - x0, nodeCPU: n1 - n0, etcdCPU: e1 - e0, self: selfCPU() - s0,
+			writes: capWrites{rev: w1.rev - w0.rev, batches: w1.batches - w0.batches, readies: w1.readies - w0.readies}}
 		r.hb = float64(h1-h0) / r.elapsed.Seconds()
 		r.commits = float64(c1-c0) / r.elapsed.Seconds()
 		r.hbP99, _ = latencyQuantile(hl0, hl1, 0.99)
