@@ -21,10 +21,15 @@ import (
 // (etcd checks the nested comparisons one by one, as the outer Then
 // runs them).
 //
-// It works as group commit does: a transaction sent while fewer than
-// maxInFlight requests are unanswered goes at once (alone, if nothing else
-// waits), and those that come meanwhile wait and go together in the next
-// request. Nothing is delayed for company.
+// It works as group commit does: a transaction sent while no request is
+// unanswered goes at once (alone, if nothing else waits), and those that
+// come meanwhile wait and go together in the next request. Nothing is
+// delayed for company. A second request starts beside the first (up to
+// maxCombinedInFlight) only once more waits than one request holds:
+// etcd, and every node that follows the prefix through a watch, pays per
+// request about as much as for hundreds of operations, so a trickle is
+// better served one request at a time, each growing while the one before
+// is answered (the server's writer does the same with its batches).
 //
 // etcd bounds the nesting: a nested transaction may hold at most
 // --max-txn-ops minus the outer one's operations. A store with a Combiner
@@ -46,7 +51,7 @@ type Combiner struct {
 }
 
 // maxCombinedInFlight is how many combined requests may be unanswered at
-// once.
+// once; a second starts only once more waits than one request holds.
 const maxCombinedInFlight = 2
 
 // combineRoom is the share of MaxTxnOps a store with a Combiner leaves out
@@ -128,10 +133,11 @@ func (c *Combiner) txn(ctx context.Context, cmps []clientv3.Cmp, then, els []cli
 	}
 }
 
-// sendLocked starts requests while there is room in flight and
-// transactions wait. c.mu must be held.
+// sendLocked starts requests while transactions wait and there is room in
+// flight: one request at a time, and a second beside it only while more
+// waits than one request holds. c.mu must be held.
 func (c *Combiner) sendLocked() {
-	for c.inFlight < maxCombinedInFlight && len(c.queue) > 0 {
+	for len(c.queue) > 0 && (c.inFlight == 0 || c.inFlight < maxCombinedInFlight && c.overflowsLocked()) {
 		req := c.takeLocked()
 		if len(req) == 0 {
 			continue
@@ -139,6 +145,19 @@ func (c *Combiner) sendLocked() {
 		c.inFlight++
 		go c.send(req)
 	}
+}
+
+// overflowsLocked reports whether the waiting transactions would not all
+// fit in one request. c.mu must be held.
+func (c *Combiner) overflowsLocked() bool {
+	most, bytes := 0, 0
+	for i, t := range c.queue {
+		most, bytes = max(most, t.opc), bytes+t.bytes
+		if i+1+most > c.maxOps || i > 0 && bytes > c.maxBytes {
+			return true
+		}
+	}
+	return false
 }
 
 // takeLocked takes from the queue the transactions of the next request:

@@ -178,3 +178,79 @@ func TestCombinedDuplicateKey(t *testing.T) {
 		}
 	}
 }
+
+// TestCombinerTrickle: a transaction sent while a request is in flight
+// waits for it, however little is in flight, and goes in the next request
+// with whatever came meanwhile; a second request starts beside the first
+// only once more waits than one request holds, and takes what fits.
+func TestCombinerTrickle(t *testing.T) {
+	shapes := &txnShapes{}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: etcd.Endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
+		DialOptions: []grpc.DialOption{grpc.WithUnaryInterceptor(shapes.intercept)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	ctx := testenv.Context(t)
+	const maxOps, shards = 16, 16
+	comb := etcdstore.NewCombiner(cli, etcdstore.MaxTxnOps(maxOps))
+	t.Cleanup(comb.Close)
+	prefix := uniquePrefix(t)
+	var stores []*etcdstore.Store
+	for s := range shards {
+		stores = append(stores, openShard(t, cli, prefix, s, shards, etcdstore.MaxTxnOps(maxOps), etcdstore.Combine(comb)))
+	}
+	group := func(s, epoch int) []coordinator.Record {
+		return []coordinator.Record{&coordinator.GroupRecord{Group: fmt.Sprintf("g%d", s), Type: coordinator.Consumer, Epoch: int32(epoch)}}
+	}
+
+	// A trickle: one small transaction while a request flies.
+	queued, release := etcdstore.HoldRequest(comb)
+	first := len(shapes.since(0))
+	done := make(chan error, 1)
+	go func() { done <- stores[0].Persist(ctx, group(0, 1)) }()
+	testenv.Eventually(t, 10*time.Second, "the write waiting for the request in flight", func() bool { return queued() == 1 })
+	if got := shapes.since(first); len(got) != 0 {
+		t.Fatalf("requests sent beside the one in flight: %v, want none", got)
+	}
+	release()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+
+	// More than one request holds: a second starts beside the one in
+	// flight with what fits; the rest waits.
+	queued, release = etcdstore.HoldRequest(comb)
+	first = len(shapes.since(0))
+	errs := make(chan error, shards)
+	for s, st := range stores {
+		go func() { errs <- st.Persist(ctx, group(s, 2)) }()
+	}
+	var written int
+	testenv.Eventually(t, 10*time.Second, "every write written beside the request in flight, or waiting for it", func() bool {
+		for {
+			select {
+			case err := <-errs:
+				if err != nil {
+					t.Error(err)
+				}
+				written++
+				continue
+			default:
+			}
+			return written+queued() == shards
+		}
+	})
+	if got := shapes.since(first); len(got) != 1 || got[0] != written || written+1 > maxOps {
+		t.Errorf("requests sent beside the one in flight (transactions nested in each): %v, %d written; want one, of those written", got, written)
+	}
+	if written == 0 || written == shards {
+		t.Errorf("%d of %d writes went beside the request in flight; want those that fit one request, the rest waiting", written, shards)
+	}
+	release()
+	for ; written < shards; written++ {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -24,8 +24,16 @@ func PauseMirror(m *Mirror) (resume func()) {
 // all unanswered, so that the transactions sent meanwhile wait together;
 // queued counts them, and release lets them go.
 func HoldCombiner(c *Combiner) (queued func() int, release func()) {
+	return holdRequests(c, maxCombinedInFlight)
+}
+
+// HoldRequest counts one request of c in flight, as if sent and
+// unanswered, until release; queued counts the transactions waiting.
+func HoldRequest(c *Combiner) (queued func() int, release func()) { return holdRequests(c, 1) }
+
+func holdRequests(c *Combiner, n int) (queued func() int, release func()) {
 	c.mu.Lock()
-	c.inFlight += maxCombinedInFlight
+	c.inFlight += n
 	c.mu.Unlock()
 	queued = func() int {
 		c.mu.Lock()
@@ -34,7 +42,7 @@ func HoldCombiner(c *Combiner) (queued func() int, release func()) {
 	}
 	release = func() {
 		c.mu.Lock()
-		c.inFlight -= maxCombinedInFlight
+		c.inFlight -= n
 		c.sendLocked()
 		c.mu.Unlock()
 	}
