@@ -389,6 +389,11 @@ func (g *Group) updateMember(now time.Time, req Request, m *kmsg.ConsumerGroupHe
 		assignorChanged = c.preferredAssignor(g.cfg) != before
 		changed = true
 	}
+	if sub.topics != nil && sub.regex == nil && slices.Equal(sub.topics, mem.topics) {
+		// A full heartbeat repeats the subscription: every member's
+		// first one at a new coordinator does.
+		sub.topics = nil
+	}
 	if sub.topics != nil || sub.regex != nil {
 		c.unsubscribe(mem)
 		subChanged = applySubscription(mem, sub)
@@ -592,26 +597,46 @@ func (g *Group) answerMember(resp *kmsg.ConsumerGroupHeartbeatResponse, mem *con
 		return
 	}
 	mem.assignmentChanged = false
-	a := &kmsg.ConsumerGroupHeartbeatResponseAssignment{
-		Topics: []kmsg.ConsumerGroupHeartbeatResponseAssignmentTopic{},
+	resp.Assignment = g.assignment(mem.assigned)
+}
+
+// assignment is the Assignment of a response that gives assigned, which
+// is sorted. Every member's first heartbeat at a new coordinator gets
+// one, so it takes few allocations: the assignment with room for one
+// topic (the common case), and one array for all the partitions.
+func (g *Group) assignment(assigned []OwnedPartition) *kmsg.ConsumerGroupHeartbeatResponseAssignment {
+	topics := 0
+	for i := range assigned {
+		if i == 0 || assigned[i].Topic != assigned[i-1].Topic {
+			topics++
+		}
 	}
-	for i := 0; i < len(mem.assigned); {
+	var a *kmsg.ConsumerGroupHeartbeatResponseAssignment
+	if topics <= 1 {
+		one := new(struct {
+			a kmsg.ConsumerGroupHeartbeatResponseAssignment
+			t [1]kmsg.ConsumerGroupHeartbeatResponseAssignmentTopic
+		})
+		a = &one.a
+		a.Topics = one.t[:0]
+	} else {
+		a = &kmsg.ConsumerGroupHeartbeatResponseAssignment{
+			Topics: make([]kmsg.ConsumerGroupHeartbeatResponseAssignmentTopic, 0, topics),
+		}
+	}
+	parts := make([]int32, len(assigned))
+	for i := 0; i < len(assigned); {
 		j := i
-		for j < len(mem.assigned) && mem.assigned[j].Topic == mem.assigned[i].Topic {
+		for j < len(assigned) && assigned[j].Topic == assigned[i].Topic {
+			parts[j] = assigned[j].Partition
 			j++
 		}
-		name := mem.assigned[i].Topic
-		id, ok := g.topicID(name)
-		if ok {
-			parts := make([]int32, j-i)
-			for k := i; k < j; k++ {
-				parts[k-i] = mem.assigned[k].Partition
-			}
-			a.Topics = append(a.Topics, kmsg.ConsumerGroupHeartbeatResponseAssignmentTopic{TopicID: id, Partitions: parts})
+		if id, ok := g.topicID(assigned[i].Topic); ok {
+			a.Topics = append(a.Topics, kmsg.ConsumerGroupHeartbeatResponseAssignmentTopic{TopicID: id, Partitions: parts[i:j:j]})
 		}
 		i = j
 	}
-	resp.Assignment = a
+	return a
 }
 
 // topicID returns the ID of a topic the group assigns.

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kmsg"
+
 	"github.com/tenure-dev/tenure/coordinator"
 	"github.com/tenure-dev/tenure/internal/testgroups"
 )
@@ -68,4 +70,77 @@ func heapInUse() int64 {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	return int64(ms.HeapAlloc)
+}
+
+// BenchmarkTakeoverHeartbeats measures what a new coordinator spends on a
+// group it took over from a warm standby until every member was heard:
+// the install's Resume, then each of the 16 members' first heartbeat, a
+// full one (subscription, owned partitions and rebalance timeout), as a
+// client sends after its coordinator changed; each is answered with the
+// member's whole assignment. The groups are rebuilt ahead in batches of
+// 1,000 (not timed), so that each one is as cold in the caches as at a
+// takeover of 10,000 groups.
+func BenchmarkTakeoverHeartbeats(b *testing.B) {
+	recs, members := testgroups.Stable(b, "template")
+	cfg := coordinator.DefaultConfig()
+	topics := coordinator.NewStaticTopics()
+	topics.Add(testgroups.Topic.Name, testgroups.Topic.ID, testgroups.Topic.Partitions)
+	cfg.Topics = topics
+	cfg.TakeoverGrace = 30 * time.Second
+	const batch = 1000
+	names := make([]string, batch)
+	named := make([][]coordinator.Record, batch)
+	for i := range named {
+		names[i] = fmt.Sprintf("g-%04d", i)
+		named[i] = testgroups.Renamed(recs, names[i])
+	}
+	reqs := make([][]*kmsg.ConsumerGroupHeartbeatRequest, batch)
+	for i := range reqs {
+		for _, m := range members {
+			req := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+			req.Version = 1
+			req.Group = names[i]
+			req.MemberID = m.ID
+			req.MemberEpoch = m.Epoch
+			req.RebalanceTimeoutMillis = 60000
+			req.SubscribedTopicNames = []string{testgroups.Topic.Name}
+			req.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{{TopicID: testgroups.Topic.ID, Partitions: m.Partitions}}
+			reqs[i] = append(reqs[i], req)
+		}
+	}
+	built := make([]*coordinator.Group, batch)
+	rebuild := func() {
+		for i := range built {
+			g, err := coordinator.Rebuild(names[i], &cfg, rand.New(rand.NewPCG(1, 2)), named[i])
+			if err != nil {
+				b.Fatal(err)
+			}
+			built[i] = g
+		}
+		runtime.GC()
+	}
+	resp := kmsg.NewPtrConsumerGroupHeartbeatResponse()
+	var ref any = "ref"
+	now := time.Date(2026, 1, 2, 0, 0, 0, 0, time.UTC)
+	b.ReportAllocs()
+	i := batch
+	for b.Loop() {
+		if i == batch {
+			b.StopTimer()
+			rebuild()
+			i = 0
+			b.StartTimer()
+		}
+		g := built[i]
+		g.Step(now, coordinator.Resume{})
+		for _, req := range reqs[i] {
+			g.Step(now, coordinator.Request{Ref: ref, Msg: req, Resp: resp, ClientID: "orders-worker", ClientHost: "/10.1.2.3"})
+			if resp.ErrorCode != 0 || resp.Assignment == nil {
+				b.Fatalf("heartbeat of %s: error %d, assignment %v", req.MemberID, resp.ErrorCode, resp.Assignment)
+			}
+		}
+		g.Advance(g.Ready())
+		built[i] = nil
+		i++
+	}
 }

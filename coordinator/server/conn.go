@@ -71,7 +71,7 @@ type conn struct {
 	// members are the group members whose latest requests this
 	// connection carried (connloss.go); membersLost, once their groups
 	// were told the connection closed.
-	members     map[memberConn]struct{}
+	members     map[*groupEntry]trackedIDs
 	membersLost bool
 	// waiters are the requests waiting for a takeover, in arrival
 	// order, and waitLooping says a goroutine steps them

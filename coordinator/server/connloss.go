@@ -29,24 +29,35 @@ import (
 // flipped, and a member whose next heartbeat first met a node that was
 // not the coordinator was expelled before it was heard again.
 
-// memberConn names a member of a group, as a connection remembers it.
-type memberConn struct {
-	e  *groupEntry
-	id string
-}
-
 // trackMember notes that c carries the latest request of the member req
 // names in group e. e.mu must be held. It runs on c's reader, or for a
 // request that waited for its group's install (takeoverwait.go) on
 // another goroutine: c.members is c.mu's, and once connMembersLost has
 // told c's members, c carries none more.
+//
+// It runs for each member's first request on c, so a new term runs it for
+// every member of every group it takes over within a heartbeat interval:
+// with 4,000 members on one connection, a set keyed by (group, member)
+// per connection cost a hash of the member ID and a growing table per
+// member (9-22% of a new leader's CPU in BenchmarkTakeover's profiles).
+// c keeps the IDs by group instead, appended; an ID whose member moved to
+// another connection since stays until the list would grow, and is
+// dropped then (trackedIDs.add), so that a list holds at most about twice
+// the members c carries.
 func (s *Server) trackMember(e *groupEntry, c *conn, req kmsg.Request) {
 	if s.cfg.Core.ConnLossGrace <= 0 {
 		return
 	}
 	id := memberOf(req)
-	if id == "" || e.conns[id] == c {
+	if id == "" {
 		return
+	}
+	prev := e.conns[id]
+	if prev == c {
+		return
+	}
+	if prev != nil {
+		e.connsLeft++ // prev's list holds id still
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -54,19 +65,49 @@ func (s *Server) trackMember(e *groupEntry, c *conn, req kmsg.Request) {
 		return
 	}
 	if e.conns == nil {
-		e.conns = make(map[string]*conn)
+		n := 0
+		if e.g != nil {
+			n = e.g.MemberCount() // a group taken over: its members come back at once
+		}
+		e.conns = make(map[string]*conn, n)
 	}
 	e.conns[id] = c
 	if c.members == nil {
-		c.members = make(map[memberConn]struct{})
+		c.members = make(map[*groupEntry]trackedIDs)
 	}
-	c.members[memberConn{e, id}] = struct{}{}
+	c.members[e] = c.members[e].add(e, c, id)
+}
+
+// trackedIDs are the IDs of the members of one group whose latest request
+// a connection carried, possibly with IDs of members that moved to
+// another connection since, or twice (a member that came back).
+type trackedIDs []string
+
+// add appends id to ids, c's list for e (e.mu and c.mu held). A full list
+// first drops the IDs of members c no longer carries and the repeats,
+// and grows if that left it more than half full: the next drop is then at
+// least half a list of appends away, so that a drop costs O(1) per append.
+func (ids trackedIDs) add(e *groupEntry, c *conn, id string) trackedIDs {
+	if ids == nil {
+		ids = make(trackedIDs, 0, 4)
+	}
+	if len(ids) == cap(ids) && e.connsLeft > 0 {
+		slices.Sort(ids)
+		ids = slices.Compact(ids)
+		ids = slices.DeleteFunc(ids, func(m string) bool { return e.conns[m] != c })
+		clear(ids[len(ids):cap(ids)])
+		if len(ids) > cap(ids)/2 {
+			ids = slices.Grow(ids, cap(ids))
+		}
+	}
+	return append(ids, id)
 }
 
 // forgetMember drops a member that left its group; e.mu must be held.
 func (e *groupEntry) forgetMember(id string) {
-	if e.conns != nil {
+	if _, ok := e.conns[id]; ok {
 		delete(e.conns, id)
+		e.connsLeft++
 	}
 }
 
@@ -82,13 +123,11 @@ func (s *Server) connMembersLost(c *conn, reason string) {
 	if len(members) == 0 || reason == closeShutdown {
 		return
 	}
-	byGroup := make(map[*groupEntry][]string)
-	for ref := range members {
-		byGroup[ref.e] = append(byGroup[ref.e], ref.id)
-	}
 	now := time.Now()
-	for e, ids := range byGroup {
+	for e, tracked := range members {
+		ids := []string(tracked)
 		slices.Sort(ids)
+		ids = slices.Compact(ids)
 		e.mu.Lock()
 		if e.gone || e.offline || !e.tm.valid(now) {
 			e.mu.Unlock()

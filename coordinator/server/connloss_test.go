@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/tenure-dev/tenure/coordinator"
 	"github.com/tenure-dev/tenure/coordinator/store"
 )
 
@@ -178,4 +179,46 @@ func TestConnLossViewSettles(t *testing.T) {
 	eventually(t, 5*time.Second, "the member of the closed connection to be expelled", func() bool {
 		return a.metric(t, "tenure_members_expired_total", "reason", "connection-closed") == 1
 	})
+}
+
+// TestTrackMemberMoves: a member whose requests alternate between two
+// connections, while others stay on one, leaves each connection's list
+// of its group's members bounded, and each list holds every member whose
+// latest request its connection carried.
+func TestTrackMemberMoves(t *testing.T) {
+	s := &Server{cfg: Config{Core: coordinator.Config{ConnLossGrace: time.Second}}}
+	e := &groupEntry{name: "g"}
+	c, d := &conn{}, &conn{}
+	beat := func(on *conn, id string) {
+		req := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+		req.Group, req.MemberID = "g", id
+		s.trackMember(e, on, req)
+	}
+	stay := []string{"member-b", "member-c", "member-d"}
+	for _, id := range stay {
+		beat(c, id)
+	}
+	for i := range 1000 {
+		on := c
+		if i%2 == 1 {
+			on = d
+		}
+		beat(on, "member-a")
+		for _, cn := range []*conn{c, d} {
+			ids := cn.members[e]
+			if len(ids) > 16 {
+				t.Fatalf("after %d moves a connection's list holds %d IDs: %v", i+1, len(ids), ids)
+			}
+			for id, at := range e.conns {
+				if at == cn && !slices.Contains(ids, id) {
+					t.Fatalf("after %d moves %s is on a connection whose list lacks it: %v", i+1, id, ids)
+				}
+			}
+		}
+	}
+	e.forgetMember("member-b")
+	beat(c, "member-b")
+	if ids := c.members[e]; len(ids) > 16 || !slices.Contains(ids, "member-b") {
+		t.Fatalf("a member that left and came back: list %v", ids)
+	}
 }

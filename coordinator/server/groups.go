@@ -57,8 +57,11 @@ type groupEntry struct {
 	armed time.Time // the NextTick the timer is set for; zero if none
 
 	// conns maps a member ID to the connection of its latest request
-	// (connloss.go); nil while nothing is tracked.
-	conns map[string]*conn
+	// (connloss.go); nil while nothing is tracked. connsLeft counts the
+	// members that left a connection's list (moved to another one, or
+	// forgotten): while it is 0, no list of the group needs a clean-up.
+	conns     map[string]*conn
+	connsLeft int
 
 	// parked counts the requests handed to the core and not yet answered
 	// (slot.enterGroup, slot.unpark), for MaxParkedPerGroup.
@@ -99,7 +102,8 @@ func newGroupRegistry(s *Server, tm *term) *groupRegistry {
 // another's install of the group ends, when get may be asked again.
 func (r *groupRegistry) get(name string, create bool) (e *groupEntry, code int16, installed <-chan struct{}) {
 	r.mu.RLock()
-	e, closed, pending := r.m[name], r.closed, r.isPending(name)
+	e, closed := r.m[name], r.closed
+	pending := e == nil && r.isPending(name) // a group is pending only until its entry is added
 	r.mu.RUnlock()
 	switch {
 	case closed:
@@ -189,6 +193,11 @@ func (r *groupRegistry) expect(names []string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.pending = make(map[string]struct{}, len(names))
+	if len(r.m) == 0 {
+		// The entries to come, made room for at once rather than by
+		// growing the table while requests wait for them.
+		r.m = make(map[string]*groupEntry, len(names))
+	}
 	for _, n := range names {
 		if r.m[n] == nil {
 			r.pending[n] = struct{}{}
