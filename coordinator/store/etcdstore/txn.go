@@ -354,7 +354,28 @@ func (k keys) appendRecordOps(ops []writeOp, r coordinator.Record) []writeOp {
 }
 
 func putOp(key string, r coordinator.Record) writeOp {
-	return writeOp{key: key, val: string(encodeValue(r)), put: true}
+	return writeOp{key: key, val: valueString(r), put: true}
+}
+
+// valueString is encodeValue(r) as a string, made with one allocation
+// when a fast path takes r and its value fits the buffer: a join's
+// assignments are most of what it writes (encoding_group.go).
+func valueString(r coordinator.Record) string {
+	var buf [256]byte
+	var b []byte
+	ok := false
+	switch r := r.(type) {
+	case *coordinator.AssignmentRecord:
+		b, ok = appendAssignmentFast(buf[:0], r)
+	case *coordinator.MemberRecord:
+		b, ok = appendMemberFast(buf[:0], r)
+	case *coordinator.GroupRecord:
+		b, ok = appendGroupFast(buf[:0], r)
+	}
+	if ok {
+		return string(b)
+	}
+	return string(encodeValue(r))
 }
 
 // offsetRun counts the offset records of group that recs begins with, up
