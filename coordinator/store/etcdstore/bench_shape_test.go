@@ -35,7 +35,9 @@ import (
 //     them as one offset batch and folds every DefaultFoldEvery batches
 //     (the layout built on this measurement: offset_batch.go, fold.go);
 //   - store-fold64, store-fold256, store-nofold: the same folding every
-//     64 or 256 batches, or never (what the folds cost).
+//     64 or 256 batches, or never (what the folds cost);
+//   - store-nofold-x4: never folding, 548 commits a transaction: with
+//     store-nofold, what a transaction costs beyond its commits.
 //
 // Reported: the process's CPU per commit (client and server alike, the
 // embedded etcd being in the process) and the time of a transaction.
@@ -48,8 +50,12 @@ func BenchmarkTxnShape(b *testing.B) {
 	}
 	defer emb.Close()
 	cli := emb.Client()
-	const perTxn, partitions, foldEvery = 137, 1000, 64
-	for _, shape := range []string{"keys", "batch-key", "batch-key+fold", "store", "store-fold64", "store-fold256", "store-nofold"} {
+	const partitions, foldEvery = 1000, 64
+	for _, shape := range []string{"keys", "batch-key", "batch-key+fold", "store", "store-fold64", "store-fold256", "store-nofold", "store-nofold-x4"} {
+		perTxn := 137
+		if strings.HasSuffix(shape, "-x4") {
+			perTxn *= 4
+		}
 		b.Run(shape, func(b *testing.B) {
 			prefix := fmt.Sprintf("/shape/%s/", shape)
 			md := ""
@@ -70,7 +76,7 @@ func BenchmarkTxnShape(b *testing.B) {
 					opts = append(opts, etcdstore.FoldEvery(64))
 				case "store-fold256":
 					opts = append(opts, etcdstore.FoldEvery(256))
-				case "store-nofold":
+				case "store-nofold", "store-nofold-x4":
 					opts = append(opts, etcdstore.FoldEvery(0))
 				}
 				if st, err = etcdstore.New(ctx, cli, opts...); err != nil {

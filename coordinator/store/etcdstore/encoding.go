@@ -228,42 +228,20 @@ func (v *generationValue) header() (*int, *bool) { return &v.V, &v.X }
 func encodeValue(r coordinator.Record) []byte {
 	switch r := r.(type) {
 	case *coordinator.GroupRecord:
-		return marshal(&groupValue{
-			Type: uint8(r.Type), Epoch: r.Epoch, ProtocolType: r.ProtocolType, Protocol: r.Protocol,
-			Leader: r.Leader, State: r.State, Deleted: r.Deleted,
-		})
+		if b, ok := appendGroupFast(nil, r); ok {
+			return b
+		}
+		return marshalGroup(r)
 	case *coordinator.MemberRecord:
-		v := &memberValue{
-			InstanceID: r.InstanceID, ClientID: r.ClientID, ClientHost: r.ClientHost, RackID: r.RackID,
-			SessionTimeout: int64(r.SessionTimeout), RebalanceTimeout: int64(r.RebalanceTimeout),
-			TopicRegex: r.TopicRegex, ServerAssignor: r.ServerAssignor,
-			Drained: r.Drained, RemoveDrained: r.RemoveWhenDrained,
+		if b, ok := appendMemberFast(nil, r); ok {
+			return b
 		}
-		if v.Drained || v.RemoveDrained {
-			v.V = 2
-		}
-		if r.Topics != nil {
-			v.Topics = append(make([]string, 0, len(r.Topics)), r.Topics...)
-		}
-		if r.Protocols != nil {
-			v.Protocols = make([]protocolValue, len(r.Protocols))
-			for i, p := range r.Protocols {
-				v.Protocols[i] = protocolValue{Name: p.Name, Metadata: p.Metadata}
-			}
-		}
-		return marshal(v)
+		return marshalMember(r)
 	case *coordinator.AssignmentRecord:
-		v := &assignmentValue{MemberEpoch: r.MemberEpoch, PrevEpoch: r.PrevEpoch, Raw: r.Raw}
-		v.Owned = runs(r.Owned, func(p coordinator.OwnedPartition) (string, int32, int64) {
-			return p.Topic, p.Partition, int64(p.Token)
-		}, true)
-		v.Provisional = runs(r.Provisional, func(p coordinator.ProvisionalPartition) (string, int32, int64) {
-			return p.Topic, p.Partition, int64(p.Floor)
-		}, true)
-		v.Pending = runs(r.Pending, tpOf, false)
-		v.Revoking = runs(r.Revoking, tpOf, false)
-		v.Target = runs(r.Target, tpOf, false)
-		return marshal(v)
+		if b, ok := appendAssignmentFast(nil, r); ok {
+			return b
+		}
+		return marshalAssignment(r)
 	case *coordinator.OffsetRecord:
 		if b, ok := appendOffsetFast(nil, r); ok {
 			return b
@@ -293,6 +271,52 @@ func encodeValue(r coordinator.Record) []byte {
 		return marshal(v)
 	}
 	panic(fmt.Sprintf("etcdstore: encodeValue of %T", r)) // store.Check admitted it
+}
+
+// marshalGroup is the general encoder of a group value.
+func marshalGroup(r *coordinator.GroupRecord) []byte {
+	return marshal(&groupValue{
+		Type: uint8(r.Type), Epoch: r.Epoch, ProtocolType: r.ProtocolType, Protocol: r.Protocol,
+		Leader: r.Leader, State: r.State, Deleted: r.Deleted,
+	})
+}
+
+// marshalMember is the general encoder of a member value.
+func marshalMember(r *coordinator.MemberRecord) []byte {
+	v := &memberValue{
+		InstanceID: r.InstanceID, ClientID: r.ClientID, ClientHost: r.ClientHost, RackID: r.RackID,
+		SessionTimeout: int64(r.SessionTimeout), RebalanceTimeout: int64(r.RebalanceTimeout),
+		TopicRegex: r.TopicRegex, ServerAssignor: r.ServerAssignor,
+		Drained: r.Drained, RemoveDrained: r.RemoveWhenDrained,
+	}
+	if v.Drained || v.RemoveDrained {
+		v.V = 2
+	}
+	if r.Topics != nil {
+		v.Topics = append(make([]string, 0, len(r.Topics)), r.Topics...)
+	}
+	if r.Protocols != nil {
+		v.Protocols = make([]protocolValue, len(r.Protocols))
+		for i, p := range r.Protocols {
+			v.Protocols[i] = protocolValue{Name: p.Name, Metadata: p.Metadata}
+		}
+	}
+	return marshal(v)
+}
+
+// marshalAssignment is the general encoder of an assignment value.
+func marshalAssignment(r *coordinator.AssignmentRecord) []byte {
+	v := &assignmentValue{MemberEpoch: r.MemberEpoch, PrevEpoch: r.PrevEpoch, Raw: r.Raw}
+	v.Owned = runs(r.Owned, func(p coordinator.OwnedPartition) (string, int32, int64) {
+		return p.Topic, p.Partition, int64(p.Token)
+	}, true)
+	v.Provisional = runs(r.Provisional, func(p coordinator.ProvisionalPartition) (string, int32, int64) {
+		return p.Topic, p.Partition, int64(p.Floor)
+	}, true)
+	v.Pending = runs(r.Pending, tpOf, false)
+	v.Revoking = runs(r.Revoking, tpOf, false)
+	v.Target = runs(r.Target, tpOf, false)
+	return marshal(v)
 }
 
 // marshalOffset is the general encoder of an offset value.
@@ -422,18 +446,24 @@ func unmarshal(data []byte, v value) error {
 func decodeValue(pk parsedKey, data []byte) (coordinator.Record, error) {
 	switch pk.kind {
 	case kindGroup:
-		var v groupValue
-		if err := unmarshal(data, &v); err != nil {
-			return nil, err
+		v, ok := decodeGroupFast(data)
+		if !ok {
+			v = groupValue{}
+			if err := unmarshal(data, &v); err != nil {
+				return nil, err
+			}
 		}
 		return &coordinator.GroupRecord{
 			Group: pk.group, Type: coordinator.GroupType(v.Type), Epoch: v.Epoch, ProtocolType: v.ProtocolType,
 			Protocol: v.Protocol, Leader: v.Leader, State: v.State, Deleted: v.Deleted,
 		}, nil
 	case kindMember:
-		var v memberValue
-		if err := unmarshal(data, &v); err != nil {
-			return nil, err
+		v, ok := decodeMemberFast(data)
+		if !ok {
+			v = memberValue{}
+			if err := unmarshal(data, &v); err != nil {
+				return nil, err
+			}
 		}
 		r := &coordinator.MemberRecord{
 			Group: pk.group, MemberID: pk.name, InstanceID: v.InstanceID, ClientID: v.ClientID,
@@ -449,37 +479,14 @@ func decodeValue(pk parsedKey, data []byte) (coordinator.Record, error) {
 		}
 		return r, nil
 	case kindAssignment:
+		if r, ok := decodeAssignmentFast(pk.group, pk.name, data); ok {
+			return r, nil
+		}
 		var v assignmentValue
 		if err := unmarshal(data, &v); err != nil {
 			return nil, err
 		}
-		r := &coordinator.AssignmentRecord{
-			Group: pk.group, MemberID: pk.name, MemberEpoch: v.MemberEpoch, PrevEpoch: v.PrevEpoch, Raw: v.Raw,
-		}
-		var err error
-		joinTP := func(t string, p int32, _ int64) coordinator.TopicPartition {
-			return coordinator.TopicPartition{Topic: t, Partition: p}
-		}
-		if r.Owned, err = unruns(v.Owned, func(t string, p int32, k int64) coordinator.OwnedPartition {
-			return coordinator.OwnedPartition{Topic: t, Partition: p, Token: epoch.Token(k)}
-		}, true); err != nil {
-			return nil, err
-		}
-		if r.Provisional, err = unruns(v.Provisional, func(t string, p int32, k int64) coordinator.ProvisionalPartition {
-			return coordinator.ProvisionalPartition{Topic: t, Partition: p, Floor: epoch.Token(k)}
-		}, true); err != nil {
-			return nil, err
-		}
-		if r.Pending, err = unruns(v.Pending, joinTP, false); err != nil {
-			return nil, err
-		}
-		if r.Revoking, err = unruns(v.Revoking, joinTP, false); err != nil {
-			return nil, err
-		}
-		if r.Target, err = unruns(v.Target, joinTP, false); err != nil {
-			return nil, err
-		}
-		return r, nil
+		return assignmentFromValue(pk.group, pk.name, &v)
 	case kindOffset:
 		r, _, err := decodeOffset(pk.group, pk.name, pk.partition, data)
 		return r, err
@@ -501,6 +508,39 @@ func decodeValue(pk parsedKey, data []byte) (coordinator.Record, error) {
 		return decodeGeneration(pk, data)
 	}
 	return nil, errBadKey
+}
+
+// assignmentFromValue is the record the general decoder's value of
+// member's assignment in group stands for.
+func assignmentFromValue(group, member string, v *assignmentValue) (*coordinator.AssignmentRecord, error) {
+	r := &coordinator.AssignmentRecord{
+		Group: group, MemberID: member, MemberEpoch: v.MemberEpoch, PrevEpoch: v.PrevEpoch, Raw: v.Raw,
+	}
+	var err error
+	if r.Owned, err = unruns(v.Owned, func(t string, p int32, k int64) coordinator.OwnedPartition {
+		return coordinator.OwnedPartition{Topic: t, Partition: p, Token: epoch.Token(k)}
+	}, true); err != nil {
+		return nil, err
+	}
+	if r.Provisional, err = unruns(v.Provisional, func(t string, p int32, k int64) coordinator.ProvisionalPartition {
+		return coordinator.ProvisionalPartition{Topic: t, Partition: p, Floor: epoch.Token(k)}
+	}, true); err != nil {
+		return nil, err
+	}
+	if r.Pending, err = unruns(v.Pending, joinTP, false); err != nil {
+		return nil, err
+	}
+	if r.Revoking, err = unruns(v.Revoking, joinTP, false); err != nil {
+		return nil, err
+	}
+	if r.Target, err = unruns(v.Target, joinTP, false); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+func joinTP(t string, p int32, _ int64) coordinator.TopicPartition {
+	return coordinator.TopicPartition{Topic: t, Partition: p}
 }
 
 // decodeOffset decodes an offset value of group's topic and partition,

@@ -75,7 +75,7 @@ func plainASCII(s string) bool {
 
 // decodeOffsetFast decodes data if it has the shape tenure writes.
 func decodeOffsetFast(data []byte) (v offsetValue, ok bool) {
-	d := offsetScanner{data: data}
+	d := valueScanner{data: data}
 	if !d.byte('{') {
 		return v, false
 	}
@@ -130,15 +130,16 @@ func decodeOffsetFast(data []byte) (v offsetValue, ok bool) {
 // them, with their colons.
 var offsetFields = [...]string{`"o":`, `"le":`, `"md":`, `"k":`, `"m":`, `"fr":`}
 
-// offsetScanner reads data from i on.
-type offsetScanner struct {
+// valueScanner reads data from i on (the fast decoders of encoding_offset.go
+// and encoding_group.go).
+type valueScanner struct {
 	data []byte
 	i    int
 }
 
-func (d *offsetScanner) end() bool { return d.i == len(d.data) }
+func (d *valueScanner) end() bool { return d.i == len(d.data) }
 
-func (d *offsetScanner) byte(c byte) bool {
+func (d *valueScanner) byte(c byte) bool {
 	if d.i < len(d.data) && d.data[d.i] == c {
 		d.i++
 		return true
@@ -146,7 +147,7 @@ func (d *offsetScanner) byte(c byte) bool {
 	return false
 }
 
-func (d *offsetScanner) prefix(s string) bool {
+func (d *valueScanner) prefix(s string) bool {
 	if len(d.data)-d.i >= len(s) && string(d.data[d.i:d.i+len(s)]) == s {
 		d.i += len(s)
 		return true
@@ -157,7 +158,7 @@ func (d *offsetScanner) prefix(s string) bool {
 // int reads a JSON integer within [lo, hi]: an optional minus, then 0 or
 // digits without a leading zero; no fraction or exponent (encoding/json
 // refuses those for an integer field).
-func (d *offsetScanner) int(lo, hi int64) (int64, bool) {
+func (d *valueScanner) int(lo, hi int64) (int64, bool) {
 	neg := d.byte('-')
 	start := d.i
 	var u uint64
@@ -185,7 +186,7 @@ func (d *offsetScanner) int(lo, hi int64) (int64, bool) {
 }
 
 // string reads a JSON string of printable ASCII without escapes.
-func (d *offsetScanner) string() (string, bool) {
+func (d *valueScanner) string() (string, bool) {
 	if !d.byte('"') {
 		return "", false
 	}

@@ -109,3 +109,12 @@ func FuzzEncodeOffset(f *testing.F) {
 		}
 	})
 }
+
+// offsetValueString is encodeValue(r) as a string, by the fast path when
+// it takes r, as a batch line holds it.
+func offsetValueString(r *coordinator.OffsetRecord) string {
+	if b, ok := appendOffsetFast(nil, r); ok {
+		return string(b)
+	}
+	return string(encodeValue(r))
+}

@@ -48,6 +48,17 @@ var errBadBatch = errors.New("not an offset batch")
 
 // appendBatchLine appends the line of one entry (val "" for a deletion).
 func appendBatchLine(dst []byte, topic string, partition int32, val string) []byte {
+	dst = appendLinePrefix(dst, topic, partition)
+	if val == "" {
+		dst = append(dst, '-')
+	} else {
+		dst = append(dst, val...)
+	}
+	return append(dst, '\n')
+}
+
+// appendLinePrefix appends a line's "<escaped topic>/<partition> ".
+func appendLinePrefix(dst []byte, topic string, partition int32) []byte {
 	for i := 0; i < len(topic); i++ {
 		c := topic[i]
 		if unreserved(c) {
@@ -58,33 +69,20 @@ func appendBatchLine(dst []byte, topic string, partition int32, val string) []by
 	}
 	dst = append(dst, '/')
 	dst = strconv.AppendInt(dst, int64(partition), 10)
-	dst = append(dst, ' ')
-	if val == "" {
-		dst = append(dst, '-')
-	} else {
-		dst = append(dst, val...)
-	}
-	return append(dst, '\n')
+	return append(dst, ' ')
 }
 
-// batchLineLen is len(appendBatchLine(nil, topic, partition, val)).
-func batchLineLen(topic string, partition int32, val string) int {
-	n := escapedLen(topic) + 1 + decimalLen(partition) + 1 + len(val) + 1
-	if val == "" {
-		n++
+// appendOffsetLine appends the batch line of r: its value as encodeValue
+// writes it, or a deletion.
+func appendOffsetLine(dst []byte, r *coordinator.OffsetRecord) []byte {
+	dst = appendLinePrefix(dst, r.Topic, r.Partition)
+	if r.Deleted {
+		return append(dst, '-', '\n')
 	}
-	return n
-}
-
-func decimalLen(n int32) int {
-	l := 1
-	if n < 0 {
-		l++
+	if out, ok := appendOffsetFast(dst, r); ok {
+		return append(out, '\n')
 	}
-	for v := int64(n); v >= 10 || v <= -10; v /= 10 {
-		l++
-	}
-	return l
+	return append(append(dst, encodeValue(r)...), '\n')
 }
 
 // decodeBatch reads a batch value. The entries' values are slices of

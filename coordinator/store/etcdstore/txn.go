@@ -1,6 +1,8 @@
 package etcdstore
 
 import (
+	"strings"
+
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/tenure-dev/tenure/coordinator"
@@ -48,9 +50,13 @@ func (o *writeOp) size() int {
 
 // batchBuild is the offset batch of one group in a transaction
 // (offset_batch.go): its entries in order, the last write of a partition
-// replacing an earlier one.
+// replacing an earlier one. The lines are written once, into lines, as
+// the records come: the batch's value is lines itself unless a write was
+// replaced, which leaves its line in place, unused.
 type batchBuild struct {
 	group   string
+	lines   strings.Builder
+	dead    int // bytes of replaced lines in lines
 	entries []batchEntryBuild
 	// The entry of each partition: a group's commits name one topic or a
 	// few, so the first topic's partitions are found by number, the
@@ -88,28 +94,46 @@ func (b *batchBuild) find(p tp) int {
 	return i
 }
 
-// push appends e, which names a partition the batch has not.
-func (b *batchBuild) push(e batchEntryBuild) {
+// push appends the entry of p, which the batch has not, with its line.
+func (b *batchBuild) push(p tp, line []byte) {
 	switch {
 	case len(b.entries) == 0:
-		b.topic = e.topic
+		b.topic = p.topic
 		b.parts = make(map[int32]int, b.hint)
 		b.entries = make([]batchEntryBuild, 0, b.hint)
+		// The lines of a group's commits are about as long as each
+		// other.
+		b.lines.Grow(b.hint * (len(line) + lineSlack))
 		fallthrough
-	case e.topic == b.topic:
-		b.parts[e.partition] = len(b.entries)
+	case p.topic == b.topic:
+		b.parts[p.partition] = len(b.entries)
 	default:
 		if b.others == nil {
 			b.others = map[tp]int{}
 		}
-		b.others[e.tp] = len(b.entries)
+		b.others[p] = len(b.entries)
 	}
-	b.entries = append(b.entries, e)
+	b.entries = append(b.entries, batchEntryBuild{p, b.lines.Len(), len(line)})
+	b.lines.Write(line)
 }
 
+// replace makes line entry i's, in place of its line.
+func (b *batchBuild) replace(i int, line []byte) {
+	e := &b.entries[i]
+	b.dead += e.size
+	e.start, e.size = b.lines.Len(), len(line)
+	b.lines.Write(line)
+}
+
+// lineSlack is what a batch's first allocation gives each line beyond
+// the first line's length: the offsets' digits vary.
+const lineSlack = 8
+
+// batchEntryBuild is an entry of a batchBuild: its partition and its
+// line in the batch's lines.
 type batchEntryBuild struct {
 	tp
-	val string // "": a deletion
+	start, size int
 }
 
 // foldOpBytes is what a partition key's put costs in a fold beyond the
@@ -118,12 +142,18 @@ func (k keys) foldOpBytes(group string) int {
 	return len(k.groups) + escapedLen(group) + 1 + len(offsetsDir) + 24 + opOverhead
 }
 
+// value is the batch's value: its entries' lines in order.
 func (b *batchBuild) value() string {
-	out := make([]byte, 0, b.bytes)
-	for _, e := range b.entries {
-		out = appendBatchLine(out, e.topic, e.partition, e.val)
+	lines := b.lines.String()
+	if b.dead == 0 {
+		return lines
 	}
-	return string(out)
+	var out strings.Builder
+	out.Grow(b.bytes)
+	for _, e := range b.entries {
+		out.WriteString(lines[e.start : e.start+e.size])
+	}
+	return out.String()
 }
 
 // plannedTxn is one transaction's operations.
@@ -136,13 +166,13 @@ type plannedTxn struct {
 	records int
 	batches map[string]*batchBuild // the live offset batch of each group
 	last    *batchBuild            // the batch batch() found last
-	hint    int                    // records the transaction may take
 	deleted []string               // the groups it deletes
 	cmps    []clientv3.Cmp         // compared besides the guard and the fence (a fold's)
 }
 
-func newPlannedTxn(hint int) *plannedTxn {
-	return &plannedTxn{ops: make([]writeOp, 0, hint), index: make(map[string]int, hint), hint: hint}
+// newPlannedTxn makes a transaction for about ops operations.
+func newPlannedTxn(ops int) *plannedTxn {
+	return &plannedTxn{ops: make([]writeOp, 0, ops), index: make(map[string]int, ops)}
 }
 
 // batch returns the transaction's batch of group, or nil.
@@ -157,13 +187,13 @@ func (t *plannedTxn) batch(group string) *batchBuild {
 	return b
 }
 
-// addOffset adds r to its group's batch, whose key batchKey makes if the
-// transaction has none for the group yet.
-// val is r's value, "" for a deletion.
-func (t *plannedTxn) addOffset(k keys, r *coordinator.OffsetRecord, val string, batchKey func(group string) string) {
+// addOffset adds r, whose batch line is line, to its group's batch,
+// whose key batchKey makes if the transaction has none for the group
+// yet, sized for the entries hint gives.
+func (t *plannedTxn) addOffset(k keys, r *coordinator.OffsetRecord, line []byte, batchKey func(group string) string, hint func() int) {
 	b := t.batch(r.Group)
 	if b == nil {
-		b = newBatchBuild(k, r.Group, min(t.hint, 256))
+		b = newBatchBuild(k, r.Group, hint())
 		if t.batches == nil {
 			t.batches = map[string]*batchBuild{}
 		}
@@ -171,34 +201,33 @@ func (t *plannedTxn) addOffset(k keys, r *coordinator.OffsetRecord, val string, 
 		t.last = b
 		t.add(writeOp{key: batchKey(r.Group), put: true, batch: b})
 	}
-	e := batchEntryBuild{tp{r.Topic, r.Partition}, val}
-	size := batchLineLen(e.topic, e.partition, val)
-	if i := b.find(e.tp); i >= 0 {
-		old := b.entries[i]
-		oldSize := batchLineLen(old.topic, old.partition, old.val)
-		b.entries[i] = e
-		b.bytes += size - oldSize
-		b.foldBytes += size - oldSize
-		t.bytes += size - oldSize
+	p := tp{r.Topic, r.Partition}
+	size := len(line)
+	if i := b.find(p); i >= 0 {
+		grow := size - b.entries[i].size
+		b.replace(i, line)
+		b.bytes += grow
+		b.foldBytes += grow
+		t.bytes += grow
 		return
 	}
-	b.push(e)
+	b.push(p, line)
 	b.bytes += size
 	b.foldBytes += size + b.foldOp
 	t.bytes += size
 }
 
-// offsetFits reports whether r can join the transaction, and how many
-// operations and bytes it adds: a batch holds at most maxOps-1 entries
-// and maxBytes of fold writes, so that a fold writes it and its
-// partition keys in one transaction.
-func (t *plannedTxn) offsetFits(k keys, r *coordinator.OffsetRecord, val string, maxOps, maxBytes int) (fits bool, grow, size int) {
-	size = batchLineLen(r.Topic, r.Partition, val)
+// offsetFits reports whether r, with a batch line of size bytes, can
+// join the transaction, and how many operations and bytes it adds: a
+// batch holds at most maxOps-1 entries and maxBytes of fold writes, so
+// that a fold writes it and its partition keys in one transaction.
+func (t *plannedTxn) offsetFits(k keys, r *coordinator.OffsetRecord, size, maxOps, maxBytes int) (fits bool, grow, bytes int) {
 	b := t.batch(r.Group)
 	if b == nil {
 		// A new batch key: a put, which must not fall in a range the
 		// transaction deletes (a deletion of the group).
-		return !t.inDeletedRange(k.offsetBatchDir(r.Group)), 1, size + len(k.offsetBatchDir(r.Group)) + 24 + opOverhead
+		dir := k.offsetBatchDir(r.Group)
+		return !t.inDeletedRange(dir), 1, size + len(dir) + 24 + opOverhead
 	}
 	if b.find(tp{r.Topic, r.Partition}) >= 0 {
 		return true, 0, size
@@ -325,18 +354,41 @@ func (k keys) appendRecordOps(ops []writeOp, r coordinator.Record) []writeOp {
 }
 
 func putOp(key string, r coordinator.Record) writeOp {
-	return writeOp{key: key, val: string(encodeValue(r)), put: true}
+	return writeOp{key: key, val: valueString(r), put: true}
 }
 
-// offsetValueString is encodeValue(r) as a string, made with one
-// allocation when the fast path takes r: offset commits are most of what
-// a node writes.
-func offsetValueString(r *coordinator.OffsetRecord) string {
-	var buf [128]byte
-	if b, ok := appendOffsetFast(buf[:0], r); ok {
+// valueString is encodeValue(r) as a string, made with one allocation
+// when a fast path takes r and its value fits the buffer: a join's
+// assignments are most of what it writes (encoding_group.go).
+func valueString(r coordinator.Record) string {
+	var buf [256]byte
+	var b []byte
+	ok := false
+	switch r := r.(type) {
+	case *coordinator.AssignmentRecord:
+		b, ok = appendAssignmentFast(buf[:0], r)
+	case *coordinator.MemberRecord:
+		b, ok = appendMemberFast(buf[:0], r)
+	case *coordinator.GroupRecord:
+		b, ok = appendGroupFast(buf[:0], r)
+	}
+	if ok {
 		return string(b)
 	}
 	return string(encodeValue(r))
+}
+
+// offsetRun counts the offset records of group that recs begins with, up
+// to limit: a batch's size, as the records of one Ready come together.
+func offsetRun(recs []coordinator.Record, group string, limit int) int {
+	n := 0
+	for _, r := range recs {
+		if o, ok := r.(*coordinator.OffsetRecord); !ok || o.Group != group || n == limit {
+			break
+		}
+		n++
+	}
+	return n
 }
 
 // plan turns recs into transactions of at most maxOps operations and,
@@ -345,21 +397,30 @@ func offsetValueString(r *coordinator.OffsetRecord) string {
 // (offset_batch.go).
 func (k keys) plan(recs []coordinator.Record, maxOps, maxBytes int, batchKey func(group string) string) []*plannedTxn {
 	var out []*plannedTxn
-	hint := min(len(recs), maxOps)
+	// A transaction's offsets are a key a group, however many: its
+	// operations are about one a record of any other kind, and a few.
+	general := 0
+	for _, r := range recs {
+		if _, ok := r.(*coordinator.OffsetRecord); !ok {
+			general++
+		}
+	}
+	hint := min(general+4, maxOps)
 	cur := newPlannedTxn(hint)
 	var ops []writeOp // reused: a record has a few operations at most
-	for _, r := range recs {
+	// line is reused too: offset commits are most of what a node
+	// writes, and each is a batch line written here and copied once
+	// into its batch, without an allocation of its own.
+	var line []byte
+	for i, r := range recs {
 		if o, ok := r.(*coordinator.OffsetRecord); ok {
-			val := ""
-			if !o.Deleted {
-				val = offsetValueString(o)
-			}
-			fits, grow, size := cur.offsetFits(k, o, val, maxOps, maxBytes)
+			line = appendOffsetLine(line[:0], o)
+			fits, grow, size := cur.offsetFits(k, o, len(line), maxOps, maxBytes)
 			if cur.live > 0 && (!fits || cur.live+grow > maxOps || cur.bytes+size > maxBytes) {
 				out = append(out, cur)
 				cur = newPlannedTxn(hint)
 			}
-			cur.addOffset(k, o, val, batchKey)
+			cur.addOffset(k, o, line, batchKey, func() int { return offsetRun(recs[i:], o.Group, maxOps) })
 			cur.records++
 			continue
 		}
