@@ -37,8 +37,11 @@ import (
 // from its mirror, or loaded from the store; -e2e.args=--standby=false
 // measures the load), and how many requests waited for a load or an
 // install (tenure_takeover_waits_total) rather than be refused. -e2e.baseline=<tenure binary> runs each case on
-// that build too (<case>/baseline), right after this tree's, so that
-// -count=N alternates them in one run. -e2e.profile writes CPU profiles of the survivors
+// that build too (<case>/baseline), right after this tree's. -count=N
+// does not alternate them: it runs each sub-benchmark N times in a row
+// (this tree's N times, then the baseline N times); for the other order,
+// run the build before's benchmark with -e2e.baseline=<this tree's
+// tenure>. -e2e.profile writes CPU profiles of the survivors
 // and of the load generator, second by second from the kill.
 //
 // and fails as BenchmarkShards does if a group the dead node did not
