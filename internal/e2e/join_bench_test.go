@@ -9,6 +9,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -95,6 +96,21 @@ func benchJoin(b *testing.B, name, bin, window string) {
 		}
 	}
 	h := startHASetWith(b, opts)
+	if opts.nodeArgs != nil {
+		// A node writes its profile as it returns, after handing its shards
+		// off (up to the election TTL) and answering for the hand-off grace
+		// (two heartbeat intervals, at most 10 s): longer than the 10 s the
+		// set's cleanup allows before SIGKILL, which left every node but
+		// the last one stopped with an empty profile. Stopping them
+		// together here, before that cleanup, gives them the time.
+		b.Cleanup(func() {
+			var wg sync.WaitGroup
+			for _, n := range h.nodes {
+				wg.Go(func() { n.StopWithin(*benchTTL + 10*time.Second + 30*time.Second) })
+			}
+			wg.Wait()
+		})
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
 	defer cancel()
 	sc := &shardCheck{h: h, cli: h.etcdClient(), shards: *benchShards}

@@ -223,7 +223,12 @@ func (p *Process) Kill() {
 func (p *Process) Signal(sig os.Signal) error { return p.cmd.Process.Signal(sig) }
 
 // Stop sends SIGTERM and waits for the exit, with SIGKILL after 10 s.
-func (p *Process) Stop() {
+func (p *Process) Stop() { p.StopWithin(10 * time.Second) }
+
+// StopWithin sends SIGTERM and waits for the exit, with SIGKILL after d:
+// for a process whose graceful stop takes longer than Stop allows and
+// whose exit path matters (a CPU profile is written as it returns).
+func (p *Process) StopWithin(d time.Duration) {
 	select {
 	case <-p.done:
 		return
@@ -233,7 +238,7 @@ func (p *Process) Stop() {
 	p.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-p.done:
-	case <-time.After(10 * time.Second):
+	case <-time.After(d):
 		p.Kill()
 	}
 }
