@@ -4,11 +4,12 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tenure-dev/tenure/internal/benchcpu"
 )
 
 // benchGroup is a KIP-848 group driven through Step, as the server would.
@@ -251,24 +252,15 @@ func BenchmarkConsumerColdJoin(b *testing.B) {
 	for _, n := range benchSizes {
 		b.Run(fmt.Sprint(n), func(b *testing.B) {
 			b.ReportAllocs()
-			cpu0 := cpuTime()
+			cpu0 := benchcpu.Process()
 			for b.Loop() {
 				bg := newBenchGroup(b, int32(benchPartitionsPerMember*n), n+1)
 				bg.addMembers(n)
 				bg.converge(b)
 			}
-			b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/op")
+			b.ReportMetric(float64(benchcpu.Process()-cpu0)/float64(b.N), "cpu-ns/op")
 		})
 	}
-}
-
-// cpuTime returns the CPU time the process has used (user and system).
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // BenchmarkConsumerColdJoinCoalesced is BenchmarkConsumerColdJoin with
@@ -279,7 +271,7 @@ func BenchmarkConsumerColdJoinCoalesced(b *testing.B) {
 	for _, n := range benchSizes {
 		b.Run(fmt.Sprint(n), func(b *testing.B) {
 			b.ReportAllocs()
-			cpu0 := cpuTime()
+			cpu0 := benchcpu.Process()
 			for b.Loop() {
 				bg := newBenchGroup(b, int32(benchPartitionsPerMember*n), n+1)
 				bg.cfg.ConsumerJoinCoalesce = window
@@ -292,7 +284,7 @@ func BenchmarkConsumerColdJoinCoalesced(b *testing.B) {
 					b.Fatalf("%d joins bumped the epoch to %d", n, e)
 				}
 			}
-			b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/op")
+			b.ReportMetric(float64(benchcpu.Process()-cpu0)/float64(b.N), "cpu-ns/op")
 		})
 	}
 }

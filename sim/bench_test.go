@@ -1,10 +1,10 @@
 package sim_test
 
 import (
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/tenure-dev/tenure/internal/benchcpu"
 	"github.com/tenure-dev/tenure/sim"
 )
 
@@ -19,7 +19,7 @@ func BenchmarkEvents(b *testing.B) {
 		b.Fatal(err)
 	}
 	var events int64
-	start, cpu0 := time.Now(), cpuTime()
+	start, cpu0 := time.Now(), benchcpu.Process()
 	for i := 0; b.Loop(); i++ {
 		rep, err := sim.Run(sc, sim.Options{Seed: uint64(i), TimelinePartition: -1})
 		if err != nil {
@@ -28,7 +28,7 @@ func BenchmarkEvents(b *testing.B) {
 		events += rep.Engine.Events
 	}
 	b.ReportMetric(float64(events)/time.Since(start).Seconds(), "events/s")
-	b.ReportMetric(float64(events)/(cpuTime()-cpu0).Seconds(), "events/cpu-s")
+	b.ReportMetric(float64(events)/(benchcpu.Process()-cpu0).Seconds(), "events/cpu-s")
 	b.ReportMetric(float64(events)/float64(b.N), "events/run")
 }
 
@@ -44,7 +44,7 @@ func BenchmarkDay(b *testing.B) {
 		b.Fatal(err)
 	}
 	var events int64
-	cpu0 := cpuTime()
+	cpu0 := benchcpu.Process()
 	for i := 0; b.Loop(); i++ {
 		rep, err := sim.Run(sc, sim.Options{Seed: uint64(i), TimelinePartition: -1})
 		if err != nil {
@@ -52,16 +52,6 @@ func BenchmarkDay(b *testing.B) {
 		}
 		events += rep.Engine.Events
 	}
-	b.ReportMetric((cpuTime()-cpu0).Seconds()/float64(b.N), "cpu-s/op")
+	b.ReportMetric((benchcpu.Process()-cpu0).Seconds()/float64(b.N), "cpu-s/op")
 	b.ReportMetric(float64(events)/float64(b.N), "events/run")
-}
-
-// cpuTime returns the CPU time the process has used (user and system), a
-// measure that other processes on a shared machine do not inflate.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"slices"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -18,6 +17,7 @@ import (
 	"github.com/tenure-dev/tenure/coordinator/store"
 	"github.com/tenure-dev/tenure/coordinator/store/embedetcd"
 	"github.com/tenure-dev/tenure/coordinator/store/etcdstore"
+	"github.com/tenure-dev/tenure/internal/benchcpu"
 )
 
 const (
@@ -126,7 +126,7 @@ func benchCommits(b *testing.B, maxWrites int, serial, memory bool) (float64, fl
 	)
 	stop := time.Now().Add(*benchWindow)
 	var wg sync.WaitGroup
-	start, cpu0 := time.Now(), processCPU()
+	start, cpu0 := time.Now(), benchcpu.Process()
 	for i, m := range members {
 		wg.Add(1)
 		go func() {
@@ -154,7 +154,7 @@ func benchCommits(b *testing.B, maxWrites int, serial, memory bool) (float64, fl
 		}()
 	}
 	wg.Wait()
-	elapsed, cpu := time.Since(start), processCPU()-cpu0
+	elapsed, cpu := time.Since(start), benchcpu.Process()-cpu0
 	if failures > 0 {
 		b.Fatalf("%d commits failed, the first with: %v", failures, first)
 	}
@@ -178,15 +178,6 @@ func benchCommits(b *testing.B, maxWrites int, serial, memory bool) (float64, fl
 		len(lat), elapsed.Round(time.Millisecond), commitMembers, float64(len(lat))/elapsed.Seconds(), pct(50), pct(99),
 		batches, (after.sum-before.sum)/batches)
 	return rate, cpuPer
-}
-
-// processCPU is this process's CPU so far.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // commitOwned commits offset for every partition m owns and fails unless

@@ -1,20 +1,14 @@
 package server
 
 import (
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
-)
 
-// cpuTime is the process's user+system CPU time.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
+	"github.com/tenure-dev/tenure/internal/benchcpu"
+)
 
 // BenchmarkConsumerHeartbeat measures a steady-state KIP-848 heartbeat
 // round trip over loopback: one member, sequential requests. cpu-ns/op is
@@ -53,7 +47,7 @@ func benchHeartbeats(b *testing.B, depth int) {
 	c.sent[0] = req
 	b.ReportAllocs()
 	b.ResetTimer()
-	start := cpuTime()
+	start := benchcpu.Process()
 	for i := 0; i < b.N; i += depth {
 		c.write(frames)
 		for range depth {
@@ -63,5 +57,5 @@ func benchHeartbeats(b *testing.B, depth int) {
 			}
 		}
 	}
-	b.ReportMetric(float64(cpuTime()-start)/float64(b.N), "cpu-ns/op")
+	b.ReportMetric(float64(benchcpu.Process()-start)/float64(b.N), "cpu-ns/op")
 }

@@ -11,12 +11,12 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/tenure-dev/tenure/internal/benchcpu"
 	"github.com/tenure-dev/tenure/internal/proctest"
 	"github.com/tenure-dev/tenure/internal/testenv"
 )
@@ -348,13 +348,13 @@ func benchCapacity(b *testing.B, name, bin, tag string) (nodes, etcd float64) {
 		}
 		w0 := t.writes(b)
 		n0, e0 := t.cpu(b)
-		s0, at := selfCPU(), time.Now()
+		s0, at := benchcpu.Process(), time.Now()
 		time.Sleep(window)
 		h1, c1, x1 := f.served(), f.load.commitsOK.Load(), f.load.commitsFail.Load()
 		hl1, cl1 := f.load.hbLatency.snapshot(), f.load.commitLatency.snapshot()
 		n1, e1 := t.cpu(b)
 		w1 := t.writes(b)
-		r := capWindowResult{offered: rate, elapsed: time.Since(at), fails: x1 - x0, nodeCPU: n1 - n0, etcdCPU: e1 - e0, self: selfCPU() - s0,
+		r := capWindowResult{offered: rate, elapsed: time.Since(at), fails: x1 - x0, nodeCPU: n1 - n0, etcdCPU: e1 - e0, self: benchcpu.Process() - s0,
 			writes: capWrites{rev: w1.rev - w0.rev, batches: w1.batches - w0.batches, readies: w1.readies - w0.readies}}
 		r.hb = float64(h1-h0) / r.elapsed.Seconds()
 		r.commits = float64(c1-c0) / r.elapsed.Seconds()
@@ -436,13 +436,4 @@ func profileNodes(b *testing.B, wg *sync.WaitGroup, t capTarget, window time.Dur
 			}
 		}()
 	}
-}
-
-// selfCPU is this process's CPU so far.
-func selfCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

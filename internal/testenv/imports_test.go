@@ -16,6 +16,7 @@ var testOnly = []string{
 	"github.com/tenure-dev/tenure/internal/testenv",
 	"github.com/tenure-dev/tenure/internal/proctest",
 	"github.com/tenure-dev/tenure/internal/testgroups",
+	"github.com/tenure-dev/tenure/internal/benchcpu",
 	"github.com/tenure-dev/tenure/epoch/internal/fencetest",
 }
 

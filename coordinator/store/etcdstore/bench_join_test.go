@@ -2,7 +2,6 @@ package etcdstore
 
 import (
 	"fmt"
-	"syscall"
 	"testing"
 	"time"
 
@@ -10,6 +9,7 @@ import (
 
 	"github.com/tenure-dev/tenure/coordinator"
 	"github.com/tenure-dev/tenure/epoch"
+	"github.com/tenure-dev/tenure/internal/benchcpu"
 )
 
 // joinRecords are the records one member's join costs a KIP-848 group of
@@ -78,7 +78,7 @@ func BenchmarkJoinRecords(b *testing.B) {
 	b.Run("plan", func(b *testing.B) {
 		batch := func(g string) string { return sk.offsetBatch(g, "bench-1") }
 		b.ReportAllocs()
-		cpu0 := cpuTime()
+		cpu0 := benchcpu.Process()
 		i := 0
 		for b.Loop() {
 			for _, t := range sk.plan(members[i%len(members)], 1<<20, 1<<30, batch) {
@@ -86,7 +86,7 @@ func BenchmarkJoinRecords(b *testing.B) {
 			}
 			i++
 		}
-		b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/op")
+		b.ReportMetric(float64(benchcpu.Process()-cpu0)/float64(b.N), "cpu-ns/op")
 	})
 	b.Run("mirror", func(b *testing.B) {
 		kvs := make([][]*mvccpb.KeyValue, len(members))
@@ -99,7 +99,7 @@ func BenchmarkJoinRecords(b *testing.B) {
 		}
 		st := newState()
 		b.ReportAllocs()
-		cpu0 := cpuTime()
+		cpu0 := benchcpu.Process()
 		i := 0
 		for b.Loop() {
 			for _, kv := range kvs[i%len(kvs)] {
@@ -107,15 +107,6 @@ func BenchmarkJoinRecords(b *testing.B) {
 			}
 			i++
 		}
-		b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/op")
+		b.ReportMetric(float64(benchcpu.Process()-cpu0)/float64(b.N), "cpu-ns/op")
 	})
-}
-
-// cpuTime is this process's CPU so far.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -15,6 +14,7 @@ import (
 	"github.com/tenure-dev/tenure/coordinator/store/embedetcd"
 	"github.com/tenure-dev/tenure/coordinator/store/etcdstore"
 	"github.com/tenure-dev/tenure/epoch"
+	"github.com/tenure-dev/tenure/internal/benchcpu"
 )
 
 // BenchmarkTxnShape measures what etcd spends on a batch of offset
@@ -85,7 +85,7 @@ func BenchmarkTxnShape(b *testing.B) {
 				defer st.Close()
 			}
 			b.ResetTimer()
-			start, cpu0 := time.Now(), processCPU()
+			start, cpu0 := time.Now(), benchcpu.Process()
 			for n := range b.N {
 				for _, r := range recs {
 					o := r.(*coordinator.OffsetRecord)
@@ -136,18 +136,9 @@ func BenchmarkTxnShape(b *testing.B) {
 				clear(latest)
 				batchKeys = batchKeys[:0]
 			}
-			elapsed, cpu := time.Since(start), processCPU()-cpu0
+			elapsed, cpu := time.Since(start), benchcpu.Process()-cpu0
 			b.ReportMetric(float64(cpu.Nanoseconds())/1000/float64(b.N*perTxn), "cpu-us/commit")
 			b.ReportMetric(float64(elapsed.Microseconds())/float64(b.N), "us/txn")
 		})
 	}
-}
-
-// processCPU is this process's CPU so far.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

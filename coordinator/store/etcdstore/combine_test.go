@@ -53,13 +53,7 @@ func (s *txnShapes) since(i int) []int {
 // nothing and are told so (ErrGuardFailed, ErrFenced); the third shard's
 // write lands all the same.
 func TestCombinedShards(t *testing.T) {
-	shapes := &txnShapes{}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: etcd.Endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
-		DialOptions: []grpc.DialOption{grpc.WithUnaryInterceptor(shapes.intercept)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cli.Close() })
+	cli, shapes := shapedClient(t)
 	ctx := testenv.Context(t)
 	prefix := uniquePrefix(t)
 	owner := func(s int) string { return fmt.Sprintf("%sowners/%d", prefix, s) }
@@ -135,13 +129,7 @@ func TestCombinedShards(t *testing.T) {
 // nothing of it was written, so the Combiner sends each transaction alone,
 // and both land.
 func TestCombinedDuplicateKey(t *testing.T) {
-	shapes := &txnShapes{}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: etcd.Endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
-		DialOptions: []grpc.DialOption{grpc.WithUnaryInterceptor(shapes.intercept)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cli.Close() })
+	cli, shapes := shapedClient(t)
 	ctx := testenv.Context(t)
 	comb := etcdstore.NewCombiner(cli)
 	t.Cleanup(comb.Close)
@@ -184,13 +172,7 @@ func TestCombinedDuplicateKey(t *testing.T) {
 // with whatever came meanwhile; a second request starts beside the first
 // only once more waits than one request holds, and takes what fits.
 func TestCombinerTrickle(t *testing.T) {
-	shapes := &txnShapes{}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: etcd.Endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
-		DialOptions: []grpc.DialOption{grpc.WithUnaryInterceptor(shapes.intercept)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cli.Close() })
+	cli, shapes := shapedClient(t)
 	ctx := testenv.Context(t)
 	const maxOps, shards = 16, 16
 	comb := etcdstore.NewCombiner(cli, etcdstore.MaxTxnOps(maxOps))
@@ -253,4 +235,18 @@ func TestCombinerTrickle(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// shapedClient is a client of the test's etcd whose transactions shapes
+// records, closed when t ends.
+func shapedClient(t *testing.T) (*clientv3.Client, *txnShapes) {
+	t.Helper()
+	shapes := &txnShapes{}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: etcd.Endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
+		DialOptions: []grpc.DialOption{grpc.WithUnaryInterceptor(shapes.intercept)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	return cli, shapes
 }

@@ -166,17 +166,7 @@ func checkEncodeGroupValue(t *testing.T, r coordinator.Record) {
 	for _, s := range strs {
 		plain = plain && plainASCII(s)
 	}
-	switch {
-	case ok != plain:
-		t.Fatalf("%+v: taken %v, want %v", r, ok, plain)
-	case !ok && string(got) != "prefix":
-		t.Fatalf("%+v: not taken, but the buffer became %q", r, got)
-	case ok && string(got) != "prefix"+string(want):
-		t.Fatalf("%+v: the fast encoder wrote\n%s\nthe general one\n%s", r, got[len("prefix"):], want)
-	}
-	if string(encodeValue(r)) != string(want) {
-		t.Fatalf("%+v: encodeValue wrote %s, the general encoder %s", r, encodeValue(r), want)
-	}
+	checkFastEncoder(t, r, want, got, ok, plain)
 }
 
 // checkDecodeGroupValue checks that whatever a fast decoder takes, the

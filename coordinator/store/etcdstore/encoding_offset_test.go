@@ -92,18 +92,7 @@ func FuzzEncodeOffset(f *testing.F) {
 		}
 		want := marshalOffset(r)
 		got, ok := appendOffsetFast([]byte("prefix"), r)
-		plain := plainASCII(member) && (!hasMD || plainASCII(md))
-		switch {
-		case ok != plain:
-			t.Fatalf("%+v: taken %v, want %v", r, ok, plain)
-		case !ok && string(got) != "prefix":
-			t.Fatalf("%+v: not taken, but the buffer became %q", r, got)
-		case ok && string(got) != "prefix"+string(want):
-			t.Fatalf("%+v: the fast encoder wrote %s, the general one %s", r, got[len("prefix"):], want)
-		}
-		if string(encodeValue(r)) != string(want) {
-			t.Fatalf("%+v: encodeValue wrote %s, the general encoder %s", r, encodeValue(r), want)
-		}
+		checkFastEncoder(t, r, want, got, ok, plainASCII(member) && (!hasMD || plainASCII(md)))
 		if ok && offsetValueString(r) != string(want) {
 			t.Fatalf("%+v: offsetValueString is %s, want %s", r, offsetValueString(r), want)
 		}
@@ -117,4 +106,24 @@ func offsetValueString(r *coordinator.OffsetRecord) string {
 		return string(b)
 	}
 	return string(encodeValue(r))
+}
+
+// checkFastEncoder checks what a fast encoder did with r, given the bytes
+// it appended to "prefix" (got) and whether it took r (ok): it takes r
+// exactly when r's strings are plain, writes nothing when it does not,
+// and writes the general encoder's bytes (want) when it does, which are
+// also what encodeValue writes.
+func checkFastEncoder(t *testing.T, r coordinator.Record, want, got []byte, ok, plain bool) {
+	t.Helper()
+	switch {
+	case ok != plain:
+		t.Fatalf("%+v: taken %v, want %v", r, ok, plain)
+	case !ok && string(got) != "prefix":
+		t.Fatalf("%+v: not taken, but the buffer became %q", r, got)
+	case ok && string(got) != "prefix"+string(want):
+		t.Fatalf("%+v: the fast encoder wrote\n%s\nthe general one\n%s", r, got[len("prefix"):], want)
+	}
+	if string(encodeValue(r)) != string(want) {
+		t.Fatalf("%+v: encodeValue wrote %s, the general encoder %s", r, encodeValue(r), want)
+	}
 }
