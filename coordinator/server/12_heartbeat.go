@@ -32,7 +32,6 @@ func init() {
 				return
 			}
 			s.step(c, sl, name, false, now)
-			s.m.hbClassic.Observe(time.Since(now).Seconds())
 		},
 		errorResponse: func(req kmsg.Request, code int16) kmsg.Response {
 			resp := req.ResponseKind().(*kmsg.HeartbeatResponse)

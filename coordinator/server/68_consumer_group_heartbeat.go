@@ -63,7 +63,6 @@ func init() {
 				}
 			}
 			s.step(c, sl, req.Group, true, now)
-			s.m.hbConsumer.Observe(time.Since(now).Seconds())
 		},
 		errorResponse: func(req kmsg.Request, code int16) kmsg.Response {
 			resp := req.ResponseKind().(*kmsg.ConsumerGroupHeartbeatResponse)

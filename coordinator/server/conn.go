@@ -324,6 +324,7 @@ func (c *conn) handleFrame(body []byte, owned bool, now time.Time) error {
 	}
 	c.setClientID(h)
 	sl := c.newSlot(h)
+	sl.start = now
 	req := sl.request(h.Key)
 	if err := decodeBody(req, h.Version, rest); err != nil {
 		c.freeSlot(sl)
@@ -463,7 +464,11 @@ func (c *conn) deliver(sl *slot, resp kmsg.Response, seq uint64, kick bool) bool
 		sl.timer = nil
 	}
 	atHead := c.head < len(c.q) && c.q[c.head] == sl
+	// Read under c.mu: once it is released the writer may recycle sl
+	// for the reader's next request.
+	key, start := sl.key, sl.start
 	c.mu.Unlock()
+	c.s.m.observeHeartbeat(key, start)
 	if kick && atHead {
 		select {
 		case c.kick <- struct{}{}:

@@ -192,7 +192,7 @@
 // With Config.Registerer set:
 //
 //	tenure_requests_total{api,error}          counter
-//	tenure_heartbeat_duration_seconds{api}    histogram (Heartbeat, ConsumerGroupHeartbeat)
+//	tenure_heartbeat_duration_seconds{api}    histogram (Heartbeat, ConsumerGroupHeartbeat; frame read to response queued, waits included)
 //	tenure_rebalances_total{type,reason}      counter (new generations: classic, consumer; why)
 //	tenure_handoff_unowned_seconds            histogram (per moved partition: release to grant)
 //	tenure_unowned_partitions                 gauge (summed over groups, read at scrape)

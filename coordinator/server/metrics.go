@@ -3,6 +3,7 @@ package server
 import (
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -57,6 +58,13 @@ type metrics struct {
 	deniedByKey [maxKey + 1]prometheus.Counter
 }
 
+// heartbeatBuckets are the heartbeat histogram's bounds: 18 from 1µs,
+// where a heartbeat that changes nothing is answered, to 10s, past the
+// longest takeover wait an operator would configure, each 2.6 times the
+// last. An etcd write (milliseconds) and a takeover wait (up to
+// Config.TakeoverWait) fall within them, not in +Inf.
+var heartbeatBuckets = prometheus.ExponentialBucketsRange(1e-6, 10, 18)
+
 func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -65,8 +73,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"api", "error"}),
 		heartbeat: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "tenure_heartbeat_duration_seconds",
-			Help:    "Server-side handling time of Heartbeat and ConsumerGroupHeartbeat, from the frame read to the response queued, persistence included.",
-			Buckets: prometheus.ExponentialBuckets(1e-6, 2.5, 12),
+			Help:    "Server-side time of Heartbeat and ConsumerGroupHeartbeat, from the frame read to the response queued, including any wait for the group's takeover or for the store write its answer depends on.",
+			Buckets: heartbeatBuckets,
 		}, []string{"api"}),
 		rebalances: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tenure_rebalances_total",
@@ -272,4 +280,16 @@ func (m *metrics) countResponse(resp kmsg.Response) {
 	c := m.requests.WithLabelValues(kmsg.NameForKey(key), name)
 	m.errRequests.Store(id, c)
 	c.Inc()
+}
+
+// observeHeartbeat records in the heartbeat histogram a response of key
+// queued now for a request whose frame was read at start; responses of
+// other keys are not its.
+func (m *metrics) observeHeartbeat(key int16, start time.Time) {
+	switch key {
+	case 12:
+		m.hbClassic.Observe(time.Since(start).Seconds())
+	case 68:
+		m.hbConsumer.Observe(time.Since(start).Seconds())
+	}
 }

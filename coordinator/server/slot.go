@@ -32,6 +32,10 @@ type slot struct {
 	corr    int32
 	key     int16
 	version int16
+	// start is when the request's frame was read; the heartbeat
+	// histogram observes from it to the response queued (conn.deliver),
+	// on whichever goroutine answers.
+	start time.Time
 
 	// The fields below are guarded by c.mu.
 	state slotState
