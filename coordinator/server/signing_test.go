@@ -474,9 +474,15 @@ func TestSigningPublishDelay(t *testing.T) {
 		r := ts.signing.cur.Load()
 		return r != nil && r.signer.ID() == next
 	})
-	gs, ok := grantsOf(t, beat848(c, "m1", resp.MemberEpoch, nil, topic))
-	if !ok || gs.Key != next || len(gs.Grants) != 4 {
-		t.Fatalf("after the promotion: %+v %v, want 4 grants by %s", gs, ok, next)
+	// The node takes the new key, then asks its groups to grant again
+	// (useKeys): a heartbeat in between is answered without grants, and
+	// the next one after the groups' re-grant carries them.
+	eventually(t, 10*time.Second, "a heartbeat with the grants under the new key", func() bool {
+		gs, _ = grantsOf(t, beat848(c, "m1", resp.MemberEpoch, nil, topic))
+		return len(gs.Grants) > 0
+	})
+	if gs.Key != next || len(gs.Grants) != 4 {
+		t.Fatalf("after the promotion: %+v, want 4 grants by %s", gs, next)
 	}
 	for _, g := range gs.Grants {
 		if err := v.Verify(epoch.Partition(g.Partition), gs.Signed(g, "m1")); err != nil {
