@@ -206,31 +206,32 @@ func (s *gateStore) Persist(ctx context.Context, recs []coordinator.Record) erro
 	return s.Store.Persist(ctx, recs)
 }
 
+// gatedMember starts a server on a gateStore and joins the KIP-848 member
+// id to group g on jobs, over the connection it returns.
+func gatedMember(t *testing.T, id string) (*gateStore, *testServer, *rawClient, *kmsg.ConsumerGroupHeartbeatResponse) {
+	t.Helper()
+	gs := newGateStore()
+	ts := startServer(t, func(c *Config) { c.Store, c.TopicStore = gs, gs.Store.(store.TopicStore) })
+	c := dial(t, ts.addr)
+	c.roundTrip(metadataRequest(12, "jobs"))
+	r := c.roundTrip(cgHeartbeat("g", id, 0)).(*kmsg.ConsumerGroupHeartbeatResponse)
+	if r.ErrorCode != 0 {
+		t.Fatalf("join: error %d", r.ErrorCode)
+	}
+	return gs, ts, c, r
+}
+
 // TestRepliesWaitForTheirWrites: while a group's write is in flight, its
 // replies (even a heartbeat that persisted nothing) and reads of it wait;
 // another group is not held up; once the write lands everything is
 // answered in order.
 func TestRepliesWaitForTheirWrites(t *testing.T) {
-	gs := newGateStore()
-	ts := startServer(t, func(c *Config) { c.Store, c.TopicStore = gs, gs.Store.(store.TopicStore) })
-	c := dial(t, ts.addr)
-	c.roundTrip(metadataRequest(12, "jobs"))
 	const id = "member-a-000000000000000"
-	r := c.roundTrip(cgHeartbeat("g", id, 0)).(*kmsg.ConsumerGroupHeartbeatResponse)
-	if r.ErrorCode != 0 {
-		t.Fatalf("join: error %d", r.ErrorCode)
-	}
+	gs, ts, c, r := gatedMember(t, id)
 
 	gs.hold()
-	commit := kmsg.NewPtrOffsetCommitRequest()
+	commit := commitRequest("g", id, r.MemberEpoch, "jobs", 0, 42)
 	commit.Version = 9
-	commit.Group = "g"
-	commit.MemberID = id
-	commit.Generation = r.MemberEpoch
-	ct := kmsg.NewOffsetCommitRequestTopic()
-	ct.Topic = "jobs"
-	ct.Partitions = []kmsg.OffsetCommitRequestTopicPartition{{Partition: 0, Offset: 42, LeaderEpoch: -1}}
-	commit.Topics = append(commit.Topics, ct)
 	commitCorr := c.send(commit)
 	<-gs.entered
 

@@ -6,8 +6,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
-
-	"github.com/tenure-dev/tenure/coordinator/store"
 )
 
 // TestHeartbeatHistogramTimesTakeoverWait: a heartbeat held by its
@@ -29,20 +27,8 @@ func TestHeartbeatHistogramTimesTakeoverWait(t *testing.T) {
 	if r := resp.(*kmsg.ConsumerGroupHeartbeatResponse); r.ErrorCode != 0 {
 		t.Fatalf("heartbeat to the group being installed: error code %d", r.ErrorCode)
 	}
-	var got histSum
-	eventually(t, 5*time.Second, "the heartbeat to be observed", func() bool {
-		got = a.histogram(t, "tenure_heartbeat_duration_seconds", "api", api)
-		return got.count > before.count
-	})
-	if n := got.count - before.count; n != 1 {
-		t.Fatalf("one heartbeat observed %v times", n)
-	}
-	// The install ended at open, at least hold after the send; the
-	// reader read the frame some time after the send: allow it half the
-	// hold.
-	if d := got.sum - before.sum; d < (hold / 2).Seconds() {
-		t.Fatalf("heartbeat held %v by a takeover observed at %.6fs, want at least %v", time.Since(sent), d, hold/2)
-	}
+	// The install ended at open, at least hold after the send.
+	checkHeartbeatObserved(t, a, api, before, sent, hold, "a takeover")
 	h := a.find(t, "tenure_heartbeat_duration_seconds", "api", api).GetHistogram()
 	bs := h.GetBucket()
 	if top := bs[len(bs)-1]; top.GetCumulativeCount() != h.GetSampleCount() {
@@ -56,28 +42,14 @@ func TestHeartbeatHistogramTimesTakeoverWait(t *testing.T) {
 // read to its response, the write included.
 func TestHeartbeatHistogramTimesStoreWrite(t *testing.T) {
 	const hold = 150 * time.Millisecond
-	gs := newGateStore()
-	ts := startServer(t, func(c *Config) { c.Store, c.TopicStore = gs, gs.Store.(store.TopicStore) })
-	c := dial(t, ts.addr)
-	c.roundTrip(metadataRequest(12, "jobs"))
 	const id = "member-a-000000000000000"
-	r := c.roundTrip(cgHeartbeat("g", id, 0)).(*kmsg.ConsumerGroupHeartbeatResponse)
-	if r.ErrorCode != 0 {
-		t.Fatalf("join: error %d", r.ErrorCode)
-	}
+	gs, ts, c, r := gatedMember(t, id)
 	api := kmsg.NameForKey(68)
 	before := ts.histogram(t, "tenure_heartbeat_duration_seconds", "api", api)
 
 	gs.hold()
-	commit := kmsg.NewPtrOffsetCommitRequest()
+	commit := commitRequest("g", id, r.MemberEpoch, "jobs", 0, 42)
 	commit.Version = 9
-	commit.Group = "g"
-	commit.MemberID = id
-	commit.Generation = r.MemberEpoch
-	ct := kmsg.NewOffsetCommitRequestTopic()
-	ct.Topic = "jobs"
-	ct.Partitions = []kmsg.OffsetCommitRequestTopicPartition{{Partition: 0, Offset: 42, LeaderEpoch: -1}}
-	commit.Topics = append(commit.Topics, ct)
 	c.send(commit)
 	<-gs.entered
 	sent := time.Now()
@@ -91,6 +63,15 @@ func TestHeartbeatHistogramTimesStoreWrite(t *testing.T) {
 			t.Fatalf("error %d once the write landed", responseCode(resp))
 		}
 	}
+	checkHeartbeatObserved(t, ts, api, before, sent, hold, "a store write")
+}
+
+// checkHeartbeatObserved checks that ts's heartbeat histogram for api
+// took one observation since before, of a heartbeat sent at sent and held
+// at least hold by what: at least half the hold, for the reader read the
+// frame some time after the send.
+func checkHeartbeatObserved(t *testing.T, ts *testServer, api string, before histSum, sent time.Time, hold time.Duration, what string) {
+	t.Helper()
 	var got histSum
 	eventually(t, 5*time.Second, "the heartbeat to be observed", func() bool {
 		got = ts.histogram(t, "tenure_heartbeat_duration_seconds", "api", api)
@@ -99,9 +80,8 @@ func TestHeartbeatHistogramTimesStoreWrite(t *testing.T) {
 	if n := got.count - before.count; n != 1 {
 		t.Fatalf("one heartbeat observed %v times", n)
 	}
-	// As above: allow the reader half the hold to read the frame.
 	if d := got.sum - before.sum; d < (hold / 2).Seconds() {
-		t.Fatalf("heartbeat held %v by a store write observed at %.6fs, want at least %v", time.Since(sent), d, hold/2)
+		t.Fatalf("heartbeat held %v by %s observed at %.6fs, want at least %v", time.Since(sent), what, d, hold/2)
 	}
 }
 
