@@ -18,10 +18,7 @@ import (
 // as a new leader runs it for every group it takes over.
 func BenchmarkRestore(b *testing.B) {
 	recs, _ := testgroups.Stable(b, "bench")
-	cfg := coordinator.DefaultConfig()
-	topics := coordinator.NewStaticTopics()
-	topics.Add(testgroups.Topic.Name, testgroups.Topic.ID, testgroups.Topic.Partitions)
-	cfg.Topics = topics
+	cfg := stableConfig()
 	now := time.Date(2026, 1, 2, 0, 0, 0, 0, time.UTC)
 	b.ReportAllocs()
 	for b.Loop() {
@@ -37,10 +34,7 @@ func BenchmarkRestore(b *testing.B) {
 // per group and per member.
 func BenchmarkRebuiltMemory(b *testing.B) {
 	recs, _ := testgroups.Stable(b, "template")
-	cfg := coordinator.DefaultConfig()
-	topics := coordinator.NewStaticTopics()
-	topics.Add(testgroups.Topic.Name, testgroups.Topic.ID, testgroups.Topic.Partitions)
-	cfg.Topics = topics
+	cfg := stableConfig()
 	const groups = 1000
 	named := make([][]coordinator.Record, groups)
 	for i := range named {
@@ -82,10 +76,7 @@ func heapInUse() int64 {
 // takeover of 10,000 groups.
 func BenchmarkTakeoverHeartbeats(b *testing.B) {
 	recs, members := testgroups.Stable(b, "template")
-	cfg := coordinator.DefaultConfig()
-	topics := coordinator.NewStaticTopics()
-	topics.Add(testgroups.Topic.Name, testgroups.Topic.ID, testgroups.Topic.Partitions)
-	cfg.Topics = topics
+	cfg := stableConfig()
 	cfg.TakeoverGrace = 30 * time.Second
 	const batch = 1000
 	names := make([]string, batch)
