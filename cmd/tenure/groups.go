@@ -253,7 +253,7 @@ func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
 			if errors.Is(err, flag.ErrHelp) {
 				return nil, helpRequest{before: pos}
 			}
-			return nil, flagError(fs, err)
+			return nil, positionalHint(fs, err, pos, args)
 		}
 		rest := fs.Args()
 		if n := len(args) - len(rest); n > 0 && args[n-1] == "--" {
@@ -265,6 +265,20 @@ func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
 		}
 		pos, args = append(pos, args[0]), args[1:]
 	}
+}
+
+// positionalHint is flagError's line for an error of fs.Parse, with the
+// way out added when the "unknown flag" is nothing like a flag of fs:
+// most likely a member ID that begins with '-', which only "--" lets
+// through. An argument near a flag's name stays a typo of the flag.
+// pos are the positional arguments before it, to show the command line.
+func positionalHint(fs *flag.FlagSet, err error, pos, args []string) error {
+	name, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: ")
+	if !ok || closestFlag(fs, strings.TrimLeft(name, "-")) != "" || !slices.Contains(args, name) {
+		return flagError(fs, err)
+	}
+	line := strings.Join(append(append([]string{fs.Name()}, pos...), "--", name), " ")
+	return usagef("unknown flag %s (see --help); an argument that begins with '-', such as a member ID, goes after --: %s", name, line)
 }
 
 func groupsList() groupsSubcommand {

@@ -26,7 +26,8 @@ func groupsDrain() groupsSubcommand {
 			"named with --remove MEMBER instead, is removed once it\n" +
 			"holds nothing. A classic member can only be removed\n" +
 			"(--remove, with LeaveGroup). Waits for the hand-off\n" +
-			"(--wait) and prints it. MEMBER: a member or instance ID",
+			"(--wait) and prints it. MEMBER: a member or instance ID;\n" +
+			"one that begins with '-' goes after --: drain g -- -xYz",
 		setup: func(fs *flag.FlagSet) groupsRun {
 			undo := fs.Bool("undo", false, "drain: let a drained member be assigned partitions again")
 			wait := fs.Bool("wait", true, "drain: wait for the hand-off to finish (bounded by --timeout) and print it")

@@ -171,7 +171,9 @@ func TestDrainThroughFollower(t *testing.T) {
 	})
 
 	drain := func(args ...string) (string, error) {
-		return groupsOut(t, follower.addr, append([]string{"drain", "g", c0, "--admin", follower.http, "--timeout", "10s"}, args...)...)
+		// A KIP-848 member ID is random and may begin with '-'.
+		args = append([]string{"drain", "g", "--admin", follower.http, "--timeout", "10s"}, args...)
+		return groupsOut(t, follower.addr, append(args, "--", c0)...)
 	}
 	out, err := drain()
 	if err != nil {

@@ -221,6 +221,11 @@ func TestTakeoverWaitIsBounded(t *testing.T) {
 				t.Fatalf("heartbeat to an installed group after the refusal: error %v", kerr.ErrorForCode(r.ErrorCode))
 			}
 			open()
+			// Asked before the install ends, the heartbeat would wait
+			// for it, rightly, and count a wait served.
+			eventually(t, 5*time.Second, "the slow group's install to end", func() bool {
+				return a.lead.Load().groups.pendingCount() == 0
+			})
 			eventually(t, 5*time.Second, "the slow group to be served", func() bool {
 				r := ca.roundTrip(cgHeartbeat("z-slow", "member-z-slow-000000000000000", 0)).(*kmsg.ConsumerGroupHeartbeatResponse)
 				return r.ErrorCode == 0
