@@ -132,14 +132,9 @@ func (s *Server) reloadKeys(ctx context.Context, expire bool) error {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.StoreTimeout)
 	defer cancel()
 	keys, err := s.updateKeys(ctx, func(keys []store.SigningKey, note noteFunc) ([]store.SigningKey, bool, error) {
-		changed := false
-		if _, ok := store.Active(keys); !ok {
-			k, err := newSigningKey(time.Now())
-			if err != nil {
-				return nil, false, err
-			}
-			keys, changed = store.Rotate(keys, k, time.Now()), true
-			note("signing key created: the key ring had no active key", zap.String("key", string(k.ID())))
+		keys, changed, err := withActiveKey(keys, note)
+		if err != nil {
+			return nil, false, err
 		}
 		if next, promoted := store.Promote(keys, time.Now(), s.cfg.KeyPublishDelay); promoted {
 			keys, changed = next, true
@@ -160,6 +155,20 @@ func (s *Server) reloadKeys(ctx context.Context, expire bool) error {
 		return err
 	}
 	return s.useKeys(keys)
+}
+
+// withActiveKey returns keys with a new active key if they have none (a
+// new ring), and reports whether it added one.
+func withActiveKey(keys []store.SigningKey, note noteFunc) ([]store.SigningKey, bool, error) {
+	if _, ok := store.Active(keys); ok {
+		return keys, false, nil
+	}
+	k, err := newSigningKey(time.Now())
+	if err != nil {
+		return nil, false, err
+	}
+	note("signing key created: the key ring had no active key", zap.String("key", string(k.ID())))
+	return store.Rotate(keys, k, time.Now()), true, nil
 }
 
 // useKeys makes keys the node's ring; a new active key makes every loaded
@@ -338,7 +347,19 @@ func (s *Server) changeKeys(ctx context.Context, fn func([]store.SigningKey, not
 	defer sg.mu.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.StoreTimeout)
 	defer cancel()
-	keys, err := s.updateKeys(ctx, fn)
+	// A change may come before the node loaded its ring (the admin API
+	// answers while Serve starts) and find a new, empty ring: the ring
+	// gets its active key first, in the same write, as a load would give
+	// it. Else a staged rotation would store a ring of one pending key,
+	// which no node can sign with, and then fail.
+	keys, err := s.updateKeys(ctx, func(keys []store.SigningKey, note noteFunc) ([]store.SigningKey, bool, error) {
+		keys, created, err := withActiveKey(keys, note)
+		if err != nil {
+			return nil, false, err
+		}
+		out, changed, err := fn(keys, note)
+		return out, changed || created, err
+	})
 	if err != nil {
 		return nil, err
 	}

@@ -591,3 +591,45 @@ func TestSigningLogsOnlyWhatItStored(t *testing.T) {
 		t.Errorf("the node logged %d publications of the rotation it made, want 1", n)
 	}
 }
+
+// TestRotateBeforeKeysLoad: a staged rotation that reaches a node before
+// it loaded its key ring (the admin API answers while Serve starts),
+// on a new ring, gives the ring its first active key in the same write:
+// the active key signs, the new key waits as pending, and the node then
+// serves with the active key.
+func TestRotateBeforeKeysLoad(t *testing.T) {
+	st := store.NewMemory()
+	cfg := DefaultConfig()
+	cfg.Store, cfg.SignGrants, cfg.KeyPublishDelay = st, true, time.Hour
+	cfg.Logger = zaptest.NewLogger(t)
+	s, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	staged, err := s.RotateKey(context.Background())
+	if err != nil {
+		t.Fatalf("a staged rotation before the keys were loaded: %v", err)
+	}
+	active, ok := staged.Active()
+	var pending epoch.KeyID
+	for _, k := range staged.Keys() {
+		if k.State == epoch.KeyPending {
+			pending = k.ID
+		}
+	}
+	if !ok || pending == "" || len(staged.Keys()) != 2 {
+		t.Fatalf("after a staged rotation of a new ring: %+v, want an active and a pending key", staged.Keys())
+	}
+	ring, err := st.LoadKeys(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, ok := store.Active(ring.Keys); !ok || a.ID() != active.ID || len(ring.Keys) != 2 {
+		t.Fatalf("the stored ring: %+v, want %s active and %s pending", ring.Keys, active.ID, pending)
+	}
+
+	ts := signingServer(t, st, func(c *Config) { c.KeyPublishDelay = time.Hour })
+	if r := ts.signing.cur.Load(); r.signer.ID() != active.ID {
+		t.Fatalf("the node signs with %s, want the active %s", r.signer.ID(), active.ID)
+	}
+}
