@@ -209,6 +209,13 @@ type consumerState struct {
 	// of topics resolved before) back to names.
 	topics   map[string]resolvedTopic
 	topicIDs map[TopicID]string
+	// sole is the one topic of topics when it holds one, the common
+	// case: every member's first heartbeat at a new coordinator is
+	// answered with its whole assignment, and a topic's ID found here
+	// costs no lookup in a map nobody touched since the standby rebuilt
+	// the group.
+	sole      string
+	soleTopic resolvedTopic
 
 	// reconciled counts members at the target epoch in the stable state;
 	// the group is Stable when it counts every member. stable remembers

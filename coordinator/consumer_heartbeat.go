@@ -641,7 +641,11 @@ func (g *Group) assignment(assigned []OwnedPartition) *kmsg.ConsumerGroupHeartbe
 
 // topicID returns the ID of a topic the group assigns.
 func (g *Group) topicID(name string) (TopicID, bool) {
-	if t, ok := g.consumer.topics[name]; ok {
+	c := &g.consumer
+	if c.sole != "" && name == c.sole {
+		return c.soleTopic.id, true
+	}
+	if t, ok := c.topics[name]; ok {
 		return t.id, true
 	}
 	id, _, ok := g.cfg.Topics.Lookup(name)

@@ -188,6 +188,12 @@ func (g *Group) resolveTopics() bool {
 		return false
 	}
 	c.topics = topics
+	c.sole, c.soleTopic = "", resolvedTopic{}
+	if len(topics) == 1 {
+		for name, t := range topics {
+			c.sole, c.soleTopic = name, t
+		}
+	}
 	// The targets no longer cover exactly the assigned partitions.
 	c.index.reset(c.members)
 	// topicIDs keeps the IDs of topics that are gone: a member may still

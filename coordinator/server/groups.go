@@ -50,8 +50,8 @@ type groupEntry struct {
 	// everything below them is durable too.
 	landed   []uint64
 	inflight int
-	waiting  []heldReply
-	barriers []barrier
+	waiting  fifo[heldReply]
+	barriers fifo[barrier]
 
 	timer *time.Timer
 	armed time.Time // the NextTick the timer is set for; zero if none
@@ -142,20 +142,31 @@ func (r *groupRegistry) get(name string, create bool) (e *groupEntry, code int16
 		r.s.log.Warn("group refused: group limit reached", zap.String("group", name), zap.Int("limit", r.s.cfg.MaxGroups))
 		return nil, kerr.CoordinatorNotAvailable.Code, nil
 	}
-	e = r.add(name, nil)
+	e = r.add(name, nil, r.gauges(name))
 	r.s.log.Debug("group created", zap.String("group", name))
 	return e, 0, nil
 }
 
-// add registers an entry for name with core g (nil: offline, loaded on
-// first use), no longer pending; r.mu must be held.
-func (r *groupRegistry) add(name string, g *coordinator.Group) *groupEntry {
-	delete(r.pending, name)
-	e := &groupEntry{name: name, tm: r.tm, g: g, offline: g == nil}
-	if r.s.cfg.PerGroupMetrics {
-		e.generation = r.s.m.generation.WithLabelValues(groupLabel(name))
-		e.members = r.s.m.members.WithLabelValues(groupLabel(name))
+// groupGauges are a group's per-group gauges, nil with per-group metrics
+// off.
+type groupGauges struct{ generation, members prometheus.Gauge }
+
+// gauges returns name's per-group gauges, made if need be. A takeover
+// installs thousands of groups while their members' requests wait for
+// r.mu's read lock: it makes them before it takes the write lock, as
+// making one hashes its label and takes the vector's own lock.
+func (r *groupRegistry) gauges(name string) groupGauges {
+	if !r.s.cfg.PerGroupMetrics {
+		return groupGauges{}
 	}
+	return groupGauges{r.s.m.generation.WithLabelValues(groupLabel(name)), r.s.m.members.WithLabelValues(groupLabel(name))}
+}
+
+// add registers an entry for name with core g (nil: offline, loaded on
+// first use) and gauges gg, no longer pending; r.mu must be held.
+func (r *groupRegistry) add(name string, g *coordinator.Group, gg groupGauges) *groupEntry {
+	delete(r.pending, name)
+	e := &groupEntry{name: name, tm: r.tm, g: g, offline: g == nil, generation: gg.generation, members: gg.members}
 	r.m[name] = e
 	r.s.m.groups.Set(float64(len(r.m)))
 	return e
