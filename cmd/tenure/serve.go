@@ -368,6 +368,7 @@ type storeFlags struct {
 	prefix      string
 	maxTxnOps   int
 	dialTimeout time.Duration
+	combine     time.Duration
 
 	// The embedded etcd's member, alone or in a cluster of tenure nodes.
 	name         string
@@ -396,6 +397,7 @@ func addStoreFlags(fs *flag.FlagSet) *storeFlags {
 	fs.StringVar(&f.password, "etcd-password", "", "etcd user's `password` (prefer TENURE_ETCD_PASSWORD: a flag shows in the process list)")
 	fs.StringVar(&f.prefix, "etcd-prefix", etcdstore.DefaultPrefix, "`prefix` of tenure's keys in etcd")
 	fs.IntVar(&f.maxTxnOps, "max-txn-ops", 0, "most operations in one etcd transaction, at most the server's --max-txn-ops (default: 128, etcd's default, with --etcd-endpoints; 10000 with the embedded etcd, which is started with that limit)")
+	fs.DurationVar(&f.combine, "store-combine-delay", etcdstore.DefaultCombineDelay, "with --shards above 1: how long a node's write to etcd that finds none of its others in flight waits for its other shards' writes to go in the same request (one request and one watch event a burst instead of several, for up to this much more latency); writes that come while one is in flight wait for it instead; 0 sends at once")
 	fs.DurationVar(&f.dialTimeout, "etcd-dial-timeout", 5*time.Second, "how long to wait for a connection to --etcd-endpoints at start-up")
 	return f
 }
@@ -468,6 +470,9 @@ func (f *storeFlags) validate() error {
 	if f.dialTimeout <= 0 {
 		return usagef("--etcd-dial-timeout %v must be positive", f.dialTimeout)
 	}
+	if f.combine < 0 {
+		return usagef("--store-combine-delay %v is negative", f.combine)
+	}
 	return nil
 }
 
@@ -526,6 +531,7 @@ func (f *storeFlags) open(ctx context.Context, log *zap.Logger, reg prometheus.R
 	if f.maxTxnOps > 0 {
 		opts = append(opts, etcdstore.MaxTxnOps(f.maxTxnOps))
 	}
+	opts = append(opts, etcdstore.CombineDelay(f.combine))
 	b.storeOpts = opts
 	if err := etcdstore.CheckOptions(opts...); err != nil {
 		b.close()

@@ -83,18 +83,20 @@ func (s *Server) landed(e *groupEntry, seq uint64) {
 // release sends the held replies and ends the barriers that e's durable
 // writes now cover. e.mu must be held.
 func (s *Server) release(e *groupEntry) {
+	held := e.waiting.items()
 	n := 0
-	for n < len(e.waiting) && e.waiting[n].seq <= e.durable {
-		s.reply(e.tm, e.waiting[n].r, nil)
+	for n < len(held) && held[n].seq <= e.durable {
+		s.reply(e.tm, held[n].r, nil)
 		n++
 	}
-	e.waiting = shift(e.waiting, n)
+	e.waiting.drop(n)
+	reads := e.barriers.items()
 	n = 0
-	for n < len(e.barriers) && e.barriers[n].seq <= e.durable {
-		e.barriers[n].done <- nil
+	for n < len(reads) && reads[n].seq <= e.durable {
+		reads[n].done <- nil
 		n++
 	}
-	e.barriers = shift(e.barriers, n)
+	e.barriers.drop(n)
 }
 
 // shift drops the first n elements of s, keeping its memory.
@@ -115,6 +117,6 @@ func (s *Server) waitDurable(e *groupEntry) <-chan error {
 		return nil
 	}
 	ch := make(chan error, 1)
-	e.barriers = append(e.barriers, barrier{seq: e.issued, done: ch})
+	e.barriers.push(barrier{seq: e.issued, done: ch})
 	return ch
 }

@@ -50,8 +50,8 @@ type groupEntry struct {
 	// everything below them is durable too.
 	landed   []uint64
 	inflight int
-	waiting  []heldReply
-	barriers []barrier
+	waiting  fifo[heldReply]
+	barriers fifo[barrier]
 
 	timer *time.Timer
 	armed time.Time // the NextTick the timer is set for; zero if none

@@ -46,18 +46,16 @@ func (s *Server) takeOffline(e *groupEntry, why string, fields ...zap.Field) {
 // answerWaiting answers e's held replies with code and ends its barriers
 // with err. e.mu must be held.
 func (s *Server) answerWaiting(e *groupEntry, code int16, err error) {
-	for _, h := range e.waiting {
+	for _, h := range e.waiting.items() {
 		if sl, ok := h.r.Ref.(*slot); ok {
 			sl.c.deliver(sl, errorResponse(sl.req, code), 0, true)
 		}
 	}
-	clear(e.waiting)
-	e.waiting = e.waiting[:0]
-	for _, b := range e.barriers {
+	e.waiting.reset()
+	for _, b := range e.barriers.items() {
 		b.done <- err
 	}
-	clear(e.barriers)
-	e.barriers = e.barriers[:0]
+	e.barriers.reset()
 }
 
 // answerParked answers with code every request parked in a group that

@@ -25,7 +25,7 @@ func (s *Server) replyWhenDurable(e *groupEntry, r coordinator.Reply, self *conn
 		// No longer parked in the core: the reply is decided.
 		sl.unpark()
 	}
-	e.waiting = append(e.waiting, heldReply{seq: e.issued, r: r})
+	e.waiting.push(heldReply{seq: e.issued, r: r})
 }
 
 // reply sends one reply of a group of term tm now. A node of an HA set

@@ -22,9 +22,15 @@ import (
 // runs them).
 //
 // It works as group commit does: a transaction sent while no request is
-// unanswered goes at once (alone, if nothing else waits), and those that
-// come meanwhile wait and go together in the next request. Nothing is
-// delayed for company. A second request starts beside the first (up to
+// unanswered waits up to the combine delay (CombineDelay) for company;
+// those that come meanwhile, or while a request is unanswered, wait and
+// go together in the next request, sent when the delay ends, at once when
+// the request before is answered, or when more waits than one request
+// holds. A node's shards are written at the pace of its clients' bursts,
+// not all at the same instant: without the delay the first write of a
+// burst went alone and the rest in a second request, so a node sent two
+// requests a burst whatever its share of the load, each paid for by etcd
+// and by every node's watch. A second request starts beside the first (up to
 // maxCombinedInFlight) only once more waits than one request holds:
 // etcd, and every node that follows the prefix through a watch, pays per
 // request about as much as for hundreds of operations, so a trickle is
@@ -42,12 +48,20 @@ type Combiner struct {
 	maxOps   int
 	maxBytes int
 
+	delay time.Duration
+
 	mu       sync.Mutex
 	queue    []*combined
 	inFlight int
 	closed   bool
-	ctx      context.Context
-	cancel   context.CancelFunc
+	// lingering is set while the transactions queued wait out the delay
+	// with nothing in flight; linger counts the delays, so that a timer
+	// that fires after its delay ended (by a request sent) ends nothing.
+	lingering bool
+	linger    uint64
+	timer     *time.Timer
+	ctx       context.Context
+	cancel    context.CancelFunc
 }
 
 // maxCombinedInFlight is how many combined requests may be unanswered at
@@ -81,7 +95,7 @@ type combinedResult struct {
 func NewCombiner(cli *clientv3.Client, opts ...Opt) *Combiner {
 	c := newCfg(opts)
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Combiner{cli: cli, maxOps: c.maxTxnOps, maxBytes: c.maxTxnBytes, ctx: ctx, cancel: cancel}
+	return &Combiner{cli: cli, maxOps: c.maxTxnOps, maxBytes: c.maxTxnBytes, delay: c.combineDelay, ctx: ctx, cancel: cancel}
 }
 
 // Combine makes the store send its write transactions through c.
@@ -99,6 +113,7 @@ func (c *Combiner) Close() {
 	c.closed = true
 	q := c.queue
 	c.queue = nil
+	c.stopLingerLocked()
 	c.mu.Unlock()
 	for _, t := range q {
 		t.done <- combinedResult{err: ErrCombinerClosed}
@@ -121,6 +136,15 @@ func (c *Combiner) txn(ctx context.Context, cmps []clientv3.Cmp, then, els []cli
 		return nil, ErrCombinerClosed
 	}
 	c.queue = append(c.queue, t)
+	if c.delay > 0 && c.inFlight == 0 && !c.lingering {
+		// The first of a burst: nothing in flight, nothing waiting
+		// (sendLocked leaves nothing queued with nothing in flight
+		// but while lingering).
+		c.lingering = true
+		c.linger++
+		n := c.linger
+		c.timer = time.AfterFunc(c.delay, func() { c.endLinger(n) })
+	}
 	c.sendLocked()
 	c.mu.Unlock()
 	select {
@@ -134,16 +158,37 @@ func (c *Combiner) txn(ctx context.Context, cmps []clientv3.Cmp, then, els []cli
 }
 
 // sendLocked starts requests while transactions wait and there is room in
-// flight: one request at a time, and a second beside it only while more
-// waits than one request holds. c.mu must be held.
+// flight: one request at a time (once the delay is over), and a second
+// beside it only while more waits than one request holds. c.mu must be
+// held.
 func (c *Combiner) sendLocked() {
-	for len(c.queue) > 0 && (c.inFlight == 0 || c.inFlight < maxCombinedInFlight && c.overflowsLocked()) {
+	for len(c.queue) > 0 && (c.inFlight == 0 && !c.lingering || c.inFlight < maxCombinedInFlight && c.overflowsLocked()) {
 		req := c.takeLocked()
 		if len(req) == 0 {
 			continue
 		}
+		c.stopLingerLocked()
 		c.inFlight++
 		go c.send(req)
+	}
+}
+
+// endLinger sends what waited out the delay numbered n, unless a request
+// already took it.
+func (c *Combiner) endLinger(n uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.lingering && c.linger == n {
+		c.lingering = false
+		c.sendLocked()
+	}
+}
+
+// stopLingerLocked ends the delay, if one runs. c.mu must be held.
+func (c *Combiner) stopLingerLocked() {
+	if c.lingering {
+		c.lingering = false
+		c.timer.Stop()
 	}
 }
 

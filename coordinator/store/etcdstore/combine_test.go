@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -234,6 +235,114 @@ func TestCombinerTrickle(t *testing.T) {
 		if err := <-errs; err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestCombinerDelay: a write that finds no request in flight waits out
+// the combine delay, and the other shards' writes that come meanwhile go
+// with it in one request. The delay ends early when more waits than one
+// request holds, and writes that wait for a request's answer go when it
+// comes, without a delay of their own.
+func TestCombinerDelay(t *testing.T) {
+	cli, shapes := shapedClient(t)
+	ctx := testenv.Context(t)
+	const maxOps, shards = 16, 16
+	// A delay longer than any test: only EndCombineDelay ends it, or the
+	// rules that send without waiting it out.
+	comb := etcdstore.NewCombiner(cli, etcdstore.MaxTxnOps(maxOps), etcdstore.CombineDelay(time.Hour))
+	t.Cleanup(comb.Close)
+	prefix := uniquePrefix(t)
+	var stores []*etcdstore.Store
+	for s := range shards {
+		stores = append(stores, openShard(t, cli, prefix, s, shards, etcdstore.MaxTxnOps(maxOps), etcdstore.Combine(comb)))
+	}
+	group := func(s, epoch int) []coordinator.Record {
+		return []coordinator.Record{&coordinator.GroupRecord{Group: fmt.Sprintf("g%d", s), Type: coordinator.Consumer, Epoch: int32(epoch)}}
+	}
+	errs := make(chan error, shards)
+	written := 0
+	// queue sends shard s's write and waits until it waits in the
+	// Combiner or is written.
+	queue := func(s, epoch int) {
+		t.Helper()
+		want := written + etcdstore.CombinerQueued(comb) + 1
+		go func() { errs <- stores[s].Persist(ctx, group(s, epoch)) }()
+		testenv.Eventually(t, 10*time.Second, fmt.Sprintf("shard %d's write queued or written", s), func() bool {
+			for {
+				select {
+				case err := <-errs:
+					if err != nil {
+						t.Error(err)
+					}
+					written++
+					continue
+				default:
+				}
+				return written+etcdstore.CombinerQueued(comb) == want
+			}
+		})
+	}
+	waitWritten := func(n int, what string) {
+		t.Helper()
+		timeout := time.After(30 * time.Second)
+		for written < n {
+			select {
+			case err := <-errs:
+				if err != nil {
+					t.Fatal(err)
+				}
+				written++
+			case <-timeout:
+				t.Fatalf("%d of %d writes written after 30 s: %s", written, n, what)
+			}
+		}
+	}
+
+	// Three shards' writes one after another, while nothing is in
+	// flight: none goes before the delay ends, then all in one request.
+	first := len(shapes.since(0))
+	for s := range 3 {
+		queue(s, 1)
+	}
+	if got := shapes.since(first); len(got) != 0 || written != 0 {
+		t.Fatalf("requests sent during the delay (transactions nested in each): %v, %d written; want none", got, written)
+	}
+	etcdstore.EndCombineDelay(comb)
+	waitWritten(3, "the delay ended")
+	if got := shapes.since(first); !slices.Equal(got, []int{3}) {
+		t.Errorf("requests after the delay (transactions nested in each): %v, want one of 3", got)
+	}
+
+	// Writes that come while a request is in flight go once it is
+	// answered, without waiting out a delay.
+	queued, release := etcdstore.HoldRequest(comb)
+	first, written = len(shapes.since(0)), 0
+	for s := range 2 {
+		queue(s, 2)
+	}
+	if n := queued(); n != 2 {
+		t.Fatalf("%d writes waiting for the request in flight, want 2", n)
+	}
+	release()
+	waitWritten(2, "the request they waited for was answered")
+	if got := shapes.since(first); !slices.Equal(got, []int{2}) {
+		t.Errorf("requests after the answer (transactions nested in each): %v, want one of 2", got)
+	}
+
+	// Writes one after another during a delay, until more waits than one
+	// request holds: those that fit go at once, the rest when it is
+	// answered.
+	first, written = len(shapes.since(0)), 0
+	s := 0
+	for ; s < shards && len(shapes.since(first)) == 0; s++ {
+		queue(s, 3)
+	}
+	if s == shards && len(shapes.since(first)) == 0 {
+		t.Fatalf("%d writes waited out the delay; want a request once more waited than one holds", shards)
+	}
+	waitWritten(s, "more waited than one request holds")
+	if got := shapes.since(first); len(got) != 2 || got[0] != s-1 || got[1] != 0 {
+		t.Errorf("requests of %d writes sent one after another (transactions nested in each): %v; want one of %d, then the last alone", s, got, s-1)
 	}
 }
 

@@ -1,6 +1,8 @@
 package etcdstore
 
 import (
+	"bytes"
+	"encoding/json"
 	"math"
 	"reflect"
 	"strconv"
@@ -72,6 +74,34 @@ func TestDecodeOffsetFastTakes(t *testing.T) {
 	for _, s := range []string{`{"x":true,"m":"/w=="}`, `{"v":3,"o":1}`, `{"m":"\u0041"}`, `{"o":1e3}`, `{"md":null}`} {
 		if _, ok := decodeOffsetFast([]byte(s)); ok {
 			t.Errorf("%s: taken; the general decoder must read it", s)
+		}
+	}
+}
+
+// TestPlainASCII checks plainASCII and the fast decoder's strings against
+// encoding/json for every byte value, at either end and in the middle of
+// a member ID: plain exactly when encoding/json (without HTML escapes,
+// as encodeValue writes) writes the byte as itself, but for DEL, which
+// it leaves as is too and the fast paths leave to it (not printable),
+// and read back by the fast decoder exactly then.
+func TestPlainASCII(t *testing.T) {
+	for c := range 256 {
+		b := string([]byte{byte(c)})
+		var buf bytes.Buffer
+		enc := json.NewEncoder(&buf)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(b); err != nil {
+			t.Fatal(err)
+		}
+		want := buf.String() == `"`+b+`"`+"\n" && c != 0x7f
+		for _, s := range []string{b, b + "hq0F3Jh", "hq0F3Jh" + b, "hq0F3Jh" + b + "_gGIwoTygd5badg"} {
+			if got := plainASCII(s); got != want {
+				t.Errorf("plainASCII(%q) = %v, want %v (encoding/json writes %s)", s, got, want, buf.Bytes())
+			}
+			v, ok := decodeOffsetFast([]byte(`{"m":"` + s + `"}`))
+			if c != '"' && (ok != want || ok && v.MemberID != s) {
+				t.Errorf("decodeOffsetFast of member %q: %+v, %v; want taken %v", s, v, ok, want)
+			}
 		}
 	}
 }

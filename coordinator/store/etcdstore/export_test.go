@@ -31,6 +31,22 @@ func HoldCombiner(c *Combiner) (queued func() int, release func()) {
 // unanswered, until release; queued counts the transactions waiting.
 func HoldRequest(c *Combiner) (queued func() int, release func()) { return holdRequests(c, 1) }
 
+// CombinerQueued counts the transactions waiting in c.
+func CombinerQueued(c *Combiner) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.queue)
+}
+
+// EndCombineDelay ends c's combine delay now, if one runs, as its timer
+// would.
+func EndCombineDelay(c *Combiner) {
+	c.mu.Lock()
+	n := c.linger
+	c.mu.Unlock()
+	c.endLinger(n)
+}
+
 func holdRequests(c *Combiner, n int) (queued func() int, release func()) {
 	c.mu.Lock()
 	c.inFlight += n

@@ -31,6 +31,7 @@ type cfg struct {
 	shard        int
 	shards       int // 1: the unsharded layout
 	combiner     *Combiner
+	combineDelay time.Duration
 	foldEvery    int // 0: no folds but those asked for (tests)
 }
 
@@ -54,6 +55,9 @@ const (
 	// partition keys, foldInterval; more after a crash), and a fold
 	// costs a read and a put of every partition committed meanwhile.
 	DefaultFoldEvery = 64
+	// DefaultCombineDelay is how long a Combiner's transaction that
+	// finds no request in flight waits for others (CombineDelay).
+	DefaultCombineDelay = 2 * time.Millisecond
 	// DefaultBusyTimeout bounds how long one write keeps trying while
 	// etcd refuses it as too many requests (busy.go).
 	DefaultBusyTimeout = 10 * time.Second
@@ -85,6 +89,7 @@ func defaultCfg() cfg {
 		pageSize:     defaultPageSize,
 		shards:       1,
 		foldEvery:    DefaultFoldEvery,
+		combineDelay: DefaultCombineDelay,
 	}
 }
 
@@ -113,6 +118,17 @@ func Prefix(p string) Opt {
 // the default 128 (etcd's default --max-txn-ops). It must not exceed the
 // server's --max-txn-ops, and must be at least 3.
 func MaxTxnOps(n int) Opt { return opt(func(c *cfg) { c.maxTxnOps = n }) }
+
+// CombineDelay sets how long a transaction sent through a Combiner (of the
+// stores opened with it, NewCombiner's options) waits for the other
+// stores' when no request of the Combiner is in flight, overriding the
+// default 2 ms; 0 sends it at once. Those that come while one request is
+// unanswered wait for its answer instead, however long, and no
+// transaction waits beyond the delay once more waits than one request
+// holds. A write's latency grows by up to the delay; in exchange a node's
+// shards written in one of its clients' bursts go in one request, not
+// two or more.
+func CombineDelay(d time.Duration) Opt { return opt(func(c *cfg) { c.combineDelay = d }) }
 
 // MaxTxnBytes sets the most bytes (keys and values, plus 16 per operation
 // for framing) of one write transaction, overriding the default 1 MiB. Keep
@@ -200,6 +216,9 @@ func (c *cfg) validate() error {
 	}
 	if len(c.guard)+1 > c.maxTxnOps {
 		bad("%d guard comparisons and the fence exceed max txn ops %d", len(c.guard), c.maxTxnOps)
+	}
+	if c.combineDelay < 0 {
+		bad("combine delay %v is negative", c.combineDelay)
 	}
 	if c.maxTxnBytes < 1024 {
 		bad("max txn bytes %d is below 1024", c.maxTxnBytes)
