@@ -71,6 +71,12 @@ func (g *Group) restoreConsumer(gr *GroupRecord, rg *recordGroup) error {
 	g.resolveTopics()
 	for _, m := range c.members {
 		c.recount(m)
+		if m.state == memberUnrevoked {
+			g.resume.unrevoked = append(g.resume.unrevoked, m)
+		}
+		if d := g.cfg.restoredSession(g.name, m.id, g.cfg.ConsumerSessionTimeout); g.resume.firstSession == 0 || d < g.resume.firstSession {
+			g.resume.firstSession = d
+		}
 	}
 	c.stable = len(c.members) > 0 && c.reconciled == len(c.members) && !g.resume.assigning
 	return nil
@@ -84,14 +90,25 @@ func (g *Group) resumeConsumer(now time.Time, assigning bool) {
 	if assigning {
 		c.joinDue = now
 	}
-	for _, mem := range c.members {
-		mem.deadline = g.cfg.restoredDeadline(now, g.name, mem.id, g.cfg.ConsumerSessionTimeout)
-		c.lowerDeadline(mem.deadline)
-		if mem.state == memberUnrevoked {
-			mem.revokeDeadline = now.Add(mem.rebalanceTimeout)
-			c.lowerDeadline(mem.revokeDeadline)
-		}
+	if len(c.members) == 0 {
+		return
 	}
+	// Every session ends at restoredDeadline(now) (deadlineOf), the
+	// first firstSession after now.
+	c.resumedAt = now
+	c.lowerDeadline(now.Add(g.resume.firstSession))
+	for _, mem := range g.resume.unrevoked {
+		mem.revokeDeadline = now.Add(mem.rebalanceTimeout)
+		c.lowerDeadline(mem.revokeDeadline)
+	}
+}
+
+// deadlineOf is when mem's session expires.
+func (g *Group) deadlineOf(mem *consumerMember) time.Time {
+	if mem.deadline.IsZero() {
+		return g.cfg.restoredDeadline(g.consumer.resumedAt, g.name, mem.id, g.cfg.ConsumerSessionTimeout)
+	}
+	return mem.deadline
 }
 
 // restoreConsumerAssignment gives mem what its AssignmentRecord says,

@@ -672,7 +672,7 @@ func consumerInvariantError(g *Group) error {
 	}
 	if !c.nextDeadline.IsZero() {
 		for _, m := range c.members {
-			if m.deadline.Before(c.nextDeadline) || (!m.revokeDeadline.IsZero() && m.revokeDeadline.Before(c.nextDeadline)) {
+			if g.deadlineOf(m).Before(c.nextDeadline) || (!m.revokeDeadline.IsZero() && m.revokeDeadline.Before(c.nextDeadline)) {
 				return fmt.Errorf("member %s has a deadline before the cached next deadline", m.id)
 			}
 		}

@@ -50,6 +50,9 @@ func (g *Group) evictDue(now time.Time) []string {
 		}
 	}
 	for _, m := range c.members {
+		if m.deadline.IsZero() {
+			m.deadline = g.deadlineOf(m)
+		}
 		switch {
 		case !now.Before(m.deadline):
 			expired = append(expired, m)

@@ -118,6 +118,11 @@ type resumeState struct {
 	// assigning: joins waited for a coalesced epoch bump; they get it at
 	// the first Tick.
 	assigning bool
+	// unrevoked are the KIP-848 members still to revoke partitions:
+	// their rebalance timeouts start at Resume; firstSession is how long
+	// after Resume the first KIP-848 session ends (restoredSession).
+	unrevoked    []*consumerMember
+	firstSession time.Duration
 }
 
 // resumeClocks (input Resume) starts the clocks of a group that Rebuild

@@ -23,13 +23,19 @@ import (
 // that died with the old coordinator: they stay owned for the grace
 // rather than the session.
 func (c *Config) restoredDeadline(now time.Time, group, member string, session time.Duration) time.Time {
+	return now.Add(c.restoredSession(group, member, session))
+}
+
+// restoredSession is how long after its group resumes the session of
+// member of group, whose session is session, ends (restoredDeadline).
+func (c *Config) restoredSession(group, member string, session time.Duration) time.Duration {
 	if c.TakeoverGrace <= 0 {
-		return now.Add(session)
+		return session
 	}
 	d := max(session, c.TakeoverGrace)
 	if ms := uint64(d / 8 / time.Millisecond); ms > 0 {
 		// The hash of group+"\x00"+member, without building it: this
-		// runs for every member a takeover resumes.
+		// runs for every member a group rebuilds.
 		var h xxhash.Digest
 		h.Reset()
 		h.WriteString(group)
@@ -37,5 +43,5 @@ func (c *Config) restoredDeadline(now time.Time, group, member string, session t
 		h.WriteString(member)
 		d += time.Duration(h.Sum64()%ms) * time.Millisecond
 	}
-	return now.Add(d)
+	return d
 }

@@ -164,7 +164,7 @@ func (g *Group) View(now time.Time) GroupView {
 			m := c.members[id]
 			mv := MemberView{ID: m.id, InstanceID: m.instanceID, ClientID: m.clientID, ClientHost: m.clientHost,
 				Rack: m.rack, Epoch: m.epoch, State: m.state.String(), SessionTimeout: session,
-				SinceHeartbeat: sinceRenewal(now, m.deadline, session),
+				SinceHeartbeat: sinceRenewal(now, g.deadlineOf(m), session),
 				Assigned:       slices.Clone(m.assigned), Revoking: slices.Clone(m.revoking),
 				Pending: slices.Clone(m.pending)}
 			if m.epoch == staticLeftEpoch {

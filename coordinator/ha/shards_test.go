@@ -72,8 +72,8 @@ func (w *shardWatch) follow(i int, n *ha.Node) {
 
 // join joins node i to the set of prefix with shards shards, and follows
 // its shard terms.
-func (w *shardWatch) join(prefix string, i, shards int) *ha.Node {
-	n := join(w.t, etcd.Client(w.t), prefix, addr(i), ha.Shards(shards))
+func (w *shardWatch) join(prefix string, i, shards int, opts ...ha.Opt) *ha.Node {
+	n := join(w.t, etcd.Client(w.t), prefix, addr(i), append([]ha.Opt{ha.Shards(shards)}, opts...)...)
 	w.follow(i, n)
 	return n
 }
@@ -323,12 +323,12 @@ func TestShardsLeave(t *testing.T) {
 	const shards = 6
 	prefix := uniquePrefix(t)
 	w := newShardWatch(t)
-	n0 := w.join(prefix, 0, shards)
-	n1 := w.join(prefix, 1, shards)
+	n0 := w.join(prefix, 0, shards, ha.ElectionTTL(leaveTTL))
+	n1 := w.join(prefix, 1, shards, ha.ElectionTTL(leaveTTL))
 	w.waitBalanced(shards, []int{0, 1}, 5*ttl)
 
 	start := time.Now()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*ttl)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*leaveTTL)
 	defer cancel()
 	if held, err := n1.Leave(ctx); err != nil || held != shards/2 {
 		t.Fatalf("Leave: %d shards, %v; want %d", held, err, shards/2)
@@ -339,8 +339,8 @@ func TestShardsLeave(t *testing.T) {
 	testenv.Eventually(t, ttl, "node 0 to hold every shard after Leave", func() bool {
 		return !slices.ContainsFunc(w.owners(shards), func(o int) bool { return o != 0 })
 	})
-	t.Logf("handed %d shards over in %v (TTL %v)", shards/2, took.Round(time.Millisecond), ttl)
-	if took >= ttl {
+	t.Logf("handed %d shards over in %v (TTL %v)", shards/2, took.Round(time.Millisecond), leaveTTL)
+	if took >= leaveTTL {
 		t.Fatalf("Leave took %v, as long as a lease expiry", took)
 	}
 	n1.Close()

@@ -32,6 +32,7 @@ var (
 	capSearch  = flag.Bool("e2e.capacity-search", true, "BenchmarkCapacity: search for the maximum (false: measure the fixed load only)")
 	capPerLane = flag.Int("e2e.capacity-perconn", 1000, "BenchmarkCapacity: members sharing one connection to each node")
 	capProfile = flag.String("e2e.capacity-profile", "", "BenchmarkCapacity: a `dir` to write a CPU profile of each node over the fixed load's window to (the nodes get --enable-pprof): <case>-node<i>.pprof")
+	capTick    = flag.Duration("e2e.capacity-tick", fleetTick, "BenchmarkCapacity: the load generator's tick: the heartbeats and commits of a lane due within one go out together, in one write per node (a tick far below the members' period sends each request on its own, as clients with timers of their own do)")
 	capRounds  = flag.Int("e2e.capacity-rounds", 1, "BenchmarkCapacity: with -e2e.baseline, how many times to run every case on both builds, the order of the builds alternating from round to round")
 )
 
@@ -312,7 +313,7 @@ func benchCapacity(b *testing.B, name, bin, tag string) (nodes, etcd float64) {
 	members := *capGroups * 16
 	f := newFleet(b, fleetConfig{addrs: t.addrs(), topic: "bench", topicID: topicID, partitions: partitions,
 		groups: *capGroups, prefix: "cap", members: func(int) int { return 16 },
-		perLane: *capPerLane, inFlight: *benchFlight, timeout: 10 * time.Second})
+		perLane: *capPerLane, inFlight: *benchFlight, timeout: 10 * time.Second, tick: *capTick})
 	f.start()
 	defer f.stop()
 	start := time.Now()
@@ -380,7 +381,7 @@ func benchCapacity(b *testing.B, name, bin, tag string) (nodes, etcd float64) {
 	} else if r := run(*capStart, false); sustained(r) {
 		best = r
 		for rate := *capStart * *capStep; ; rate *= *capStep {
-			if time.Duration(float64(2*members)/rate*float64(time.Second)) < 2*fleetTick {
+			if time.Duration(float64(2*members)/rate*float64(time.Second)) < 2*f.cfg.tickLen() {
 				b.Logf("%s: the load generator's members cannot offer more than %.0f/s", name, rate / *capStep)
 				break
 			}

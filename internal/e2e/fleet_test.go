@@ -25,8 +25,9 @@ import (
 //
 // Members are spread over lanes of perLane members: a lane has one
 // pipelined connection to each node (wire) and a scheduler that sends
-// each member's heartbeat when it is due, on a timing wheel of fleetTick
-// slots (the heartbeats of a slot go out in one write per connection),
+// each member's heartbeat when it is due, on a timing wheel of tick slots
+// (fleetTick unless the config says; the heartbeats of a slot go out in
+// one write per connection),
 // with at most inFlight requests of the lane unanswered. Joins
 // (heartbeats at epoch 0) wait in a queue of their own and take at most
 // an eighth of those: a join costs the coordinator a write, and a
@@ -78,6 +79,20 @@ type fleetConfig struct {
 	perLane    int             // members sharing one connection to each node
 	inFlight   int             // most requests of a lane unanswered
 	timeout    time.Duration   // of each request
+	// tick is the slot of the lanes' timing wheels (fleetTick if 0): the
+	// heartbeats due in a slot go out together, in one write per
+	// connection. A tick far below the members' period spreads their
+	// requests in time, each in a write of its own, as clients with
+	// timers of their own send them.
+	tick time.Duration
+}
+
+// tickLen is c's tick.
+func (c fleetConfig) tickLen() time.Duration {
+	if c.tick > 0 {
+		return c.tick
+	}
+	return fleetTick
 }
 
 // joinLimit is the most joins of a lane unanswered.
@@ -208,8 +223,9 @@ func (f *fleet) stop() {
 	f.wg.Wait()
 }
 
-// The lanes' timing wheels turn every fleetTick, and hold fleetWheel
-// ticks: a due time further out goes round more than once.
+// The lanes' timing wheels turn every tick (fleetTick by default), and
+// hold fleetWheel ticks: a due time further out goes round more than
+// once.
 const (
 	fleetTick  = 50 * time.Millisecond
 	fleetWheel = 1024
@@ -217,18 +233,19 @@ const (
 
 // run sends the lane's members' heartbeats as they fall due.
 func (l *fleetLane) run(ctx context.Context) {
-	ticker := time.NewTicker(fleetTick)
+	tick := l.f.cfg.tickLen()
+	ticker := time.NewTicker(tick)
 	defer ticker.Stop()
 	limit := l.f.cfg.inFlight
 	for {
 		l.mu.Lock()
 		now := time.Since(l.f.base)
-		for ; l.tick <= int64(now/fleetTick); l.tick++ {
+		for ; l.tick <= int64(now/tick); l.tick++ {
 			k := l.tick % fleetWheel
 			slot := l.wheel[k]
 			l.wheel[k] = l.spare[:0]
 			for _, m := range slot {
-				if t := int64(m.due / fleetTick); t <= l.tick {
+				if t := int64(m.due / tick); t <= l.tick {
 					l.ready = append(l.ready, m)
 				} else {
 					l.wheel[t%fleetWheel] = append(l.wheel[t%fleetWheel], m) // a lap or more ahead
@@ -272,7 +289,7 @@ func (l *fleetLane) requeueLocked(m *fleetMember, due time.Duration) {
 		return
 	}
 	m.due = due
-	if t := int64(due / fleetTick); t >= l.tick {
+	if t := int64(due / l.f.cfg.tickLen()); t >= l.tick {
 		l.wheel[t%fleetWheel] = append(l.wheel[t%fleetWheel], m)
 		return
 	}
