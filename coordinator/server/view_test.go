@@ -49,6 +49,9 @@ func TestViewDeadPeer(t *testing.T) {
 	// A Fetch parks on b; then c dies.
 	fetch := fetchRequest(12, 20*time.Second, "jobs", 0, 1)
 	want := cb.send(fetch)
+	// Until b parks it, a Fetch is not told of the change: read after
+	// it, it would wait out its 20 s.
+	eventually(t, 5*time.Second, "b to park the Fetch", func() bool { return parkedFetches(b) == 1 })
 	c.stop()
 	corr, resp := cb.recv()
 	if corr != want {
@@ -254,4 +257,20 @@ func TestNewConnToldAfterDeparture(t *testing.T) {
 	if code := fetchResponseCode(dial(t, b.addr).roundTrip(quick)); code != 0 {
 		t.Fatalf("a new connection's first Fetch after the window: error %d, want none", code)
 	}
+}
+
+// parkedFetches counts the Fetches s's connections hold until their wait
+// ends, the ones a view change answers (conn.moved).
+func parkedFetches(s *testServer) int {
+	n := 0
+	s.eachConn(func(c *conn) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		for _, sl := range c.q[c.head:] {
+			if _, ok := sl.req.(*kmsg.FetchRequest); ok && sl.state == slotWaiting && sl.timer != nil {
+				n++
+			}
+		}
+	})
+	return n
 }
