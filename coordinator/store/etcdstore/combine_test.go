@@ -211,18 +211,8 @@ func TestCombinerTrickle(t *testing.T) {
 	}
 	var written int
 	testenv.Eventually(t, 10*time.Second, "every write written beside the request in flight, or waiting for it", func() bool {
-		for {
-			select {
-			case err := <-errs:
-				if err != nil {
-					t.Error(err)
-				}
-				written++
-				continue
-			default:
-			}
-			return written+queued() == shards
-		}
+		takeWritten(t, errs, &written)
+		return written+queued() == shards
 	})
 	if got := shapes.since(first); len(got) != 1 || got[0] != written || written+1 > maxOps {
 		t.Errorf("requests sent beside the one in flight (transactions nested in each): %v, %d written; want one, of those written", got, written)
@@ -268,18 +258,8 @@ func TestCombinerDelay(t *testing.T) {
 		want := written + etcdstore.CombinerQueued(comb) + 1
 		go func() { errs <- stores[s].Persist(ctx, group(s, epoch)) }()
 		testenv.Eventually(t, 10*time.Second, fmt.Sprintf("shard %d's write queued or written", s), func() bool {
-			for {
-				select {
-				case err := <-errs:
-					if err != nil {
-						t.Error(err)
-					}
-					written++
-					continue
-				default:
-				}
-				return written+etcdstore.CombinerQueued(comb) == want
-			}
+			takeWritten(t, errs, &written)
+			return written+etcdstore.CombinerQueued(comb) == want
 		})
 	}
 	waitWritten := func(n int, what string) {
@@ -358,4 +338,21 @@ func shapedClient(t *testing.T) (*clientv3.Client, *txnShapes) {
 	}
 	t.Cleanup(func() { cli.Close() })
 	return cli, shapes
+}
+
+// takeWritten adds to written the writes whose Persist has returned on
+// errs, without waiting for more, and reports their errors.
+func takeWritten(t *testing.T, errs <-chan error, written *int) {
+	t.Helper()
+	for {
+		select {
+		case err := <-errs:
+			if err != nil {
+				t.Error(err)
+			}
+			*written++
+		default:
+			return
+		}
+	}
 }
