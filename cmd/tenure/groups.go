@@ -270,11 +270,17 @@ func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
 // positionalHint is flagError's line for an error of fs.Parse, with the
 // way out added when the "unknown flag" is nothing like a flag of fs:
 // most likely a member ID that begins with '-', which only "--" lets
-// through. An argument near a flag's name stays a typo of the flag.
+// through. An argument near a flag's name, or made as flags' names are
+// (lower-case letters and dashes), stays a typo of a flag.
 // pos are the positional arguments before it, to show the command line.
 func positionalHint(fs *flag.FlagSet, err error, pos, args []string) error {
 	name, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: ")
-	if !ok || closestFlag(fs, strings.TrimLeft(name, "-")) != "" || !slices.Contains(args, name) {
+	if ok && !slices.Contains(args, name) {
+		name = "-" + name // the flag package names --x as -x
+	}
+	word := strings.TrimLeft(name, "-")
+	flagLike := strings.Trim(word, "abcdefghijklmnopqrstuvwxyz-") == "" // as every flag's name is
+	if !ok || flagLike || closestFlag(fs, word) != "" || !slices.Contains(args, name) {
 		return flagError(fs, err)
 	}
 	line := strings.Join(append(append([]string{fs.Name()}, pos...), "--", name), " ")

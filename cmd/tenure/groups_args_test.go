@@ -23,6 +23,8 @@ func TestParseInterleaved(t *testing.T) {
 		{args: []string{"g", "--", "-Gwd"}, pos: []string{"g", "-Gwd"}},
 		{args: []string{"g", "--undo", "--", "-Gwd", "--undo"}, pos: []string{"g", "-Gwd", "--undo"}, undo: true},
 		{args: []string{"g", "-Gwd"}, wantErr: "unknown flag -Gwd (see --help); an argument that begins with '-', such as a member ID, goes after --: drain g -- -Gwd"},
+		{args: []string{"g", "--Gwd"}, wantErr: "unknown flag --Gwd (see --help); an argument that begins with '-', such as a member ID, goes after --: drain g -- --Gwd"},
+		{args: []string{"g", "--partitons", "m"}, wantErr: "unknown flag --partitons (see --help)"},
 		{args: []string{"g", "--undi", "m"}, wantErr: "unknown flag --undi; did you mean --undo? (see --help)"},
 	} {
 		fs := flag.NewFlagSet("drain", flag.ContinueOnError)
