@@ -178,20 +178,13 @@ func TestCombinerTrickle(t *testing.T) {
 	const maxOps, shards = 16, 16
 	comb := etcdstore.NewCombiner(cli, etcdstore.MaxTxnOps(maxOps))
 	t.Cleanup(comb.Close)
-	prefix := uniquePrefix(t)
-	var stores []*etcdstore.Store
-	for s := range shards {
-		stores = append(stores, openShard(t, cli, prefix, s, shards, etcdstore.MaxTxnOps(maxOps), etcdstore.Combine(comb)))
-	}
-	group := func(s, epoch int) []coordinator.Record {
-		return []coordinator.Record{&coordinator.GroupRecord{Group: fmt.Sprintf("g%d", s), Type: coordinator.Consumer, Epoch: int32(epoch)}}
-	}
+	stores := combinedShards(t, cli, comb, maxOps, shards)
 
 	// A trickle: one small transaction while a request flies.
 	queued, release := etcdstore.HoldRequest(comb)
 	first := len(shapes.since(0))
 	done := make(chan error, 1)
-	go func() { done <- stores[0].Persist(ctx, group(0, 1)) }()
+	go func() { done <- stores[0].Persist(ctx, groupOfShard(0, 1)) }()
 	testenv.Eventually(t, 10*time.Second, "the write waiting for the request in flight", func() bool { return queued() == 1 })
 	if got := shapes.since(first); len(got) != 0 {
 		t.Fatalf("requests sent beside the one in flight: %v, want none", got)
@@ -207,7 +200,7 @@ func TestCombinerTrickle(t *testing.T) {
 	first = len(shapes.since(0))
 	errs := make(chan error, shards)
 	for s, st := range stores {
-		go func() { errs <- st.Persist(ctx, group(s, 2)) }()
+		go func() { errs <- st.Persist(ctx, groupOfShard(s, 2)) }()
 	}
 	var written int
 	testenv.Eventually(t, 10*time.Second, "every write written beside the request in flight, or waiting for it", func() bool {
@@ -241,14 +234,7 @@ func TestCombinerDelay(t *testing.T) {
 	// rules that send without waiting it out.
 	comb := etcdstore.NewCombiner(cli, etcdstore.MaxTxnOps(maxOps), etcdstore.CombineDelay(time.Hour))
 	t.Cleanup(comb.Close)
-	prefix := uniquePrefix(t)
-	var stores []*etcdstore.Store
-	for s := range shards {
-		stores = append(stores, openShard(t, cli, prefix, s, shards, etcdstore.MaxTxnOps(maxOps), etcdstore.Combine(comb)))
-	}
-	group := func(s, epoch int) []coordinator.Record {
-		return []coordinator.Record{&coordinator.GroupRecord{Group: fmt.Sprintf("g%d", s), Type: coordinator.Consumer, Epoch: int32(epoch)}}
-	}
+	stores := combinedShards(t, cli, comb, maxOps, shards)
 	errs := make(chan error, shards)
 	written := 0
 	// queue sends shard s's write and waits until it waits in the
@@ -256,7 +242,7 @@ func TestCombinerDelay(t *testing.T) {
 	queue := func(s, epoch int) {
 		t.Helper()
 		want := written + etcdstore.CombinerQueued(comb) + 1
-		go func() { errs <- stores[s].Persist(ctx, group(s, epoch)) }()
+		go func() { errs <- stores[s].Persist(ctx, groupOfShard(s, epoch)) }()
 		testenv.Eventually(t, 10*time.Second, fmt.Sprintf("shard %d's write queued or written", s), func() bool {
 			takeWritten(t, errs, &written)
 			return written+etcdstore.CombinerQueued(comb) == want
@@ -355,4 +341,21 @@ func takeWritten(t *testing.T, errs <-chan error, written *int) {
 			return
 		}
 	}
+}
+
+// combinedShards opens n shards of one prefix whose writes go through
+// comb, in transactions of at most maxOps operations.
+func combinedShards(t *testing.T, cli *clientv3.Client, comb *etcdstore.Combiner, maxOps, n int) []*etcdstore.Store {
+	t.Helper()
+	prefix := uniquePrefix(t)
+	var stores []*etcdstore.Store
+	for s := range n {
+		stores = append(stores, openShard(t, cli, prefix, s, n, etcdstore.MaxTxnOps(maxOps), etcdstore.Combine(comb)))
+	}
+	return stores
+}
+
+// groupOfShard is a write of shard s's group at epoch.
+func groupOfShard(s, epoch int) []coordinator.Record {
+	return []coordinator.Record{&coordinator.GroupRecord{Group: fmt.Sprintf("g%d", s), Type: coordinator.Consumer, Epoch: int32(epoch)}}
 }
