@@ -69,8 +69,9 @@ type groupEntry struct {
 
 	// Per-group gauges, nil with per-group metrics off; unownedStale says
 	// an event of the Ready being performed may have changed unowned.
-	generation, members, unowned prometheus.Gauge
-	unownedStale                 bool
+	groupGauges
+	unowned      prometheus.Gauge
+	unownedStale bool
 }
 
 // groupRegistry maps names to the groups of one term.
@@ -166,7 +167,7 @@ func (r *groupRegistry) gauges(name string) groupGauges {
 // first use) and gauges gg, no longer pending; r.mu must be held.
 func (r *groupRegistry) add(name string, g *coordinator.Group, gg groupGauges) *groupEntry {
 	delete(r.pending, name)
-	e := &groupEntry{name: name, tm: r.tm, g: g, offline: g == nil, generation: gg.generation, members: gg.members}
+	e := &groupEntry{name: name, tm: r.tm, g: g, offline: g == nil, groupGauges: gg}
 	r.m[name] = e
 	r.s.m.groups.Set(float64(len(r.m)))
 	return e
