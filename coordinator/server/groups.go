@@ -56,11 +56,10 @@ type groupEntry struct {
 	timer *time.Timer
 	armed time.Time // the NextTick the timer is set for; zero if none
 
-	// conns maps a member ID to the connection of its latest request
-	// (connloss.go); nil while nothing is tracked. connsLeft counts the
-	// members that left a connection's list (moved to another one, or
-	// forgotten): while it is 0, no list of the group needs a clean-up.
-	conns     map[string]*conn
+	// connsLeft counts the members that left a connection's list
+	// (connloss.go: moved to another one, left the group, or lost their
+	// tags with a core reloaded): while it is 0, no list of the group
+	// needs a clean-up.
 	connsLeft int
 
 	// parked counts the requests handed to the core and not yet answered
