@@ -90,7 +90,7 @@ func BenchmarkTrackMembers(b *testing.B) {
 	reqs := make([][]*kmsg.ConsumerGroupHeartbeatRequest, groups)
 	for i := range groups {
 		name := fmt.Sprintf("bench-%05d", i)
-		names[i], named[i] = name, testgroups.Renamed(recs, name)
+		names[i], named[i] = name, testgroups.Decoded(recs, name)
 		for _, m := range members {
 			req := kmsg.NewPtrConsumerGroupHeartbeatRequest()
 			req.Version = 1
