@@ -56,7 +56,10 @@ func (s *Server) performReady(e *groupEntry, self *conn) {
 
 // observe logs and counts one event of e's group.
 func (s *Server) observe(e *groupEntry, ev *coordinator.Event) {
-	if e.generation != nil {
+	if s.cfg.PerGroupMetrics {
+		if e.generation == nil {
+			e.groupGauges = groupGauges{s.m.generation.WithLabelValues(groupLabel(e.name)), s.m.members.WithLabelValues(groupLabel(e.name))}
+		}
 		e.generation.Set(float64(ev.Epoch))
 		e.members.Set(float64(ev.Members))
 	}
