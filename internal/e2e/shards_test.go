@@ -47,6 +47,7 @@ func TestShards(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs real processes")
 	}
+	t.Parallel()
 	h := startHASetWith(t, haOpts{etcdMembers: 1, http: true,
 		args: []string{"--shards", strconv.Itoa(testShards), "--log-level", "warn"}})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
