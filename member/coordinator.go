@@ -40,10 +40,15 @@ type coordinator struct {
 	id   int32         // the coordinator's broker ID, -1 if unknown
 	err  error         // why the last lookup found none
 	wait chan struct{} // closed when the running lookup ends; nil if none runs
+	// closed is set once the session's loop has ended: no lookup starts
+	// after it, so that none starts while Close waits for the session's
+	// goroutines (s.bg), an Add racing a Wait.
+	closed bool
 }
 
 // coordinatorID returns the group's coordinator, starting a lookup if none
-// is known and waiting for it until ctx ends.
+// is known and waiting for it until ctx ends; ErrClosed if none is known
+// once the session's loop has ended (a handler's commit during Close).
 func (s *Session) coordinatorID(ctx context.Context) (int32, error) {
 	c := &s.coord
 	c.mu.Lock()
@@ -53,6 +58,10 @@ func (s *Session) coordinatorID(ctx context.Context) (int32, error) {
 		return id, nil
 	}
 	if c.wait == nil {
+		if c.closed {
+			c.mu.Unlock()
+			return -1, ErrClosed
+		}
 		c.wait = make(chan struct{})
 		s.bg.Add(1)
 		go s.lookupCoordinator(c.wait)
@@ -82,6 +91,14 @@ func (s *Session) lookupCoordinator(done chan struct{}) {
 	c.id, c.err, c.wait = id, err, nil
 	c.mu.Unlock()
 	close(done)
+}
+
+// closeLookups refuses every coordinator lookup from now on.
+func (s *Session) closeLookups() {
+	c := &s.coord
+	c.mu.Lock()
+	c.closed = true
+	c.mu.Unlock()
 }
 
 // forgetCoordinator drops coordinator id after a transport error or an
@@ -221,7 +238,8 @@ const coordinatorBackoff = 50 * time.Millisecond
 // by code) says the broker does not or not yet coordinate the group,
 // forgets that coordinator, as a heartbeat's would, and the request goes
 // again to the one found next, until ctx ends or coordinatorRetryWait
-// passes; then the last error is returned. Any other answer, stale
+// passes; then the last error is returned. Once the session has ended
+// there is no next one to find: ErrClosed. Any other answer, stale
 // epochs included, is the caller's to read.
 func (s *Session) toCoordinator(ctx context.Context, req kmsg.Request, code func(kmsg.Response) int16) (kmsg.Response, error) {
 	ctx, cancel := context.WithTimeout(ctx, coordinatorRetryWait)
@@ -229,6 +247,9 @@ func (s *Session) toCoordinator(ctx context.Context, req kmsg.Request, code func
 	backoff := coordinatorBackoff
 	for {
 		id, err := s.coordinatorID(ctx)
+		if errors.Is(err, ErrClosed) {
+			return nil, err
+		}
 		if err == nil {
 			tctx, tcancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
 			var resp kmsg.Response

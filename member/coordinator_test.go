@@ -2,6 +2,7 @@ package member
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -226,4 +227,77 @@ func claimThroughFreeze(t *testing.T, before func(*Claim)) (claim *Claim, old, n
 		t.Fatalf("the claim was lost while the coordinator moved (%v)", claim.State())
 	}
 	return claim, old, now
+}
+
+// TestCommitDuringClose: a commit still looking for a coordinator that
+// answers when the session closes ends with ErrClosed at its next try,
+// rather than looking the coordinator up again until its own deadline
+// (coordinatorRetryWait). Such a lookup started while Close waited for
+// the session's goroutines: a WaitGroup Add racing its Wait, which -race
+// reported in a worker stopping during its commits, and which may panic.
+func TestCommitDuringClose(t *testing.T) {
+	c, err := kfake.NewCluster(
+		kfake.NumBrokers(1),
+		kfake.SeedTopics(testParts, testTopic),
+		kfake.BrokerConfigs(map[string]string{
+			"group.consumer.heartbeat.interval.ms": fmt.Sprint(testInterval.Milliseconds()),
+			"group.consumer.session.timeout.ms":    fmt.Sprint(testSession.Milliseconds()),
+		}),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	var frozen atomic.Bool
+	c.Control(func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		return nil, nil, frozen.Load()
+	})
+	claims := make(chan *Claim, testParts)
+	release := make(chan struct{})
+	handled := make(chan struct{}, testParts)
+	h := func(cl *Claim) {
+		defer func() { handled <- struct{}{} }()
+		claims <- cl
+		<-release
+	}
+	jctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := Join(jctx, testConfig(t, c.ListenAddrs()), h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var claim *Claim
+	select {
+	case claim = <-claims:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no claim within 10 s")
+	}
+
+	// Nothing answers from now on: the commit tries, times out, looks
+	// for the coordinator again, and again.
+	frozen.Store(true)
+	committed := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		committed <- claim.Commit(ctx, 1, "")
+	}()
+	// The leave is not answered either: Close gives up after a request's
+	// time, with the handler still running.
+	cctx, ccancel := context.WithTimeout(context.Background(), testRequest)
+	defer ccancel()
+	if err := s.Close(cctx); err == nil {
+		t.Error("Close answered nil with a frozen coordinator and a handler that holds on")
+	}
+	select {
+	case err := <-committed:
+		if !errors.Is(err, ErrClosed) {
+			t.Errorf("the commit during Close: %v, want ErrClosed", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Errorf("the commit still looks for the coordinator 10 s after Close (it may for %v)", coordinatorRetryWait)
+	}
+	close(release)
+	<-handled
 }

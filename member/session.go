@@ -362,6 +362,9 @@ func (s *Session) closedErr(ctx context.Context) error {
 // handlers (bounded by ctx), and closes the client Join created.
 func (s *Session) wait(ctx context.Context) error {
 	<-s.loopDone
+	// A handler still committing would start a lookup (bg.Add) at any
+	// time; the loop's own goroutines start none after it ended.
+	s.closeLookups()
 	s.bg.Wait()
 	handlersDone := make(chan struct{})
 	go func() { s.handlers.Wait(); close(handlersDone) }()

@@ -62,8 +62,11 @@ func TestDrainThroughFollower(t *testing.T) {
 		t.Cleanup(func() { n.stop() })
 		return n
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	// The consumers poll until the test ends, and each request has a
+	// deadline of its own (call): one deadline for every step would end
+	// the test's waits (up to 70 s of them) before their own bounds.
+	ctx := t.Context()
+	call := func() (context.Context, context.CancelFunc) { return context.WithTimeout(ctx, 10*time.Second) }
 
 	// The first node leads, and has no HTTP listener: a follower cannot
 	// forward to it. (The group need not exist: only the leader knows.)
@@ -77,7 +80,9 @@ func TestDrainThroughFollower(t *testing.T) {
 	nodes := []*haNode{start(true), start(true)}
 	want := fmt.Sprintf("node 0 at %s does, but serves no admin API (it runs without --http)", bare.addr)
 	pollUntil(t, 5*time.Second, "the follower to refuse, naming the leader", func() string {
-		err := (&adminapi.Client{Base: nodes[0].http}).Drain(ctx, "g", "m", false)
+		cctx, cancel := call()
+		defer cancel()
+		err := (&adminapi.Client{Base: nodes[0].http}).Drain(cctx, "g", "m", false)
 		var apiErr *adminapi.Error
 		if !errors.As(err, &apiErr) || apiErr.Status != http.StatusMisdirectedRequest || apiErr.Code != "not_coordinator" ||
 			apiErr.Leader != bare.addr || !strings.Contains(err.Error(), want) {
@@ -111,7 +116,10 @@ func TestDrainThroughFollower(t *testing.T) {
 	}
 	t.Cleanup(acl.Close)
 	adm := kadm.NewClient(acl)
-	if _, err := adm.CreateTopics(ctx, 6, 1, nil, "jobs"); err != nil {
+	cctx, cancel := call()
+	_, err = adm.CreateTopics(cctx, 6, 1, nil, "jobs")
+	cancel()
+	if err != nil {
 		t.Fatal(err)
 	}
 	for i := range 3 {
@@ -132,7 +140,9 @@ func TestDrainThroughFollower(t *testing.T) {
 	// owned maps each consumer's client ID to its partition count, and
 	// to its member ID.
 	owned := func() (map[string]int, map[string]string, error) {
-		d, err := adm.DescribeConsumerGroups(ctx, "g")
+		cctx, cancel := call()
+		defer cancel()
+		d, err := adm.DescribeConsumerGroups(cctx, "g")
 		if err == nil {
 			err = d["g"].Err
 		}

@@ -59,10 +59,10 @@ the partitions spread ("claim started" / "claim stopped", with tokens), or
 stop one (Ctrl-C: its claims are committed and handed over; with
 --instance-id only after the session timeout, in case it comes back).
 
-The pause: with --pause-after D --pause-for L, the worker freezes for L after
-running for D: its connections to the coordinator carry nothing (no
-heartbeats, no commits) and each work goroutine stops between the check of
-its claim and its next write. Make L longer than the session timeout: the
+The pause: with --pause-after D --pause-for L, the worker freezes for L at
+its first write after running for D: its connections to the coordinator
+carry nothing (no heartbeats, no commits) and each work goroutine stops
+between the check of its claim and its next write. Make L longer than the session timeout: the
 coordinator expires the session and moves the partitions, with higher
 tokens; when the worker wakes, the writes it had decided on go out with the
 old tokens and the resource rejects them ("write rejected: stale token").
@@ -197,7 +197,7 @@ func addWorkerFlags(fs *flag.FlagSet) *workerOptions {
 	fs.DurationVar(&o.verifyRefresh, "verify-keys-refresh", 30*time.Second, "how often the signing keys of --verify-keys are fetched again")
 	fs.DurationVar(&o.forgeEvery, "forge-every", 0, "TEST ONLY: also append a record under a forged token every `interval` (a chaos run's hostile client; 0: never)")
 	fs.BoolVar(&o.unfenced, "unfenced", false, "TEST/DEMO ONLY: write without checking tokens, so stale writes land (a chaos test's control run)")
-	fs.DurationVar(&o.pauseAfter, "pause-after", 0, "freeze the worker after running this long (with --pause-for)")
+	fs.DurationVar(&o.pauseAfter, "pause-after", 0, "freeze the worker at its first write after running this long (with --pause-for)")
 	fs.DurationVar(&o.pauseFor, "pause-for", 0, "length of the freeze; longer than the session timeout to see the worker fenced")
 	o.security = addClientSecurityFlags(fs)
 	fs.StringVar(&o.route, "route", "", "dial the coordinator's nodes through proxies: comma-separated `host:port=host:port` pairs, each node's address as it advertises it = the proxy's (a fault-injection test's)")

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -194,6 +195,30 @@ func TestWorkerPause(t *testing.T) {
 	})
 }
 
+// pauseCommitEvery is the pause test's --commit-every.
+const pauseCommitEvery = 5
+
+// committed reports whether a worker that made writes has committed: one
+// of its claims had a write accepted after the pauseCommitEvery-th, which
+// comes after the commit that write started.
+func committed(writes []workload.Write) bool {
+	type claim struct {
+		p     epoch.Partition
+		token epoch.Token
+	}
+	accepted := make(map[claim]int)
+	for _, wr := range writes {
+		if wr.Err != nil {
+			continue
+		}
+		c := claim{wr.Partition, wr.Token}
+		if accepted[c]++; accepted[c] > pauseCommitEvery {
+			return true
+		}
+	}
+	return false
+}
+
 // namedResource is a reader of one resource the workers write to, under
 // the name the attempt log gives it.
 type namedResource struct {
@@ -304,27 +329,37 @@ func testPause(t *testing.T, unfenced bool, resourceArgs []string, readers []nam
 	common := append([]string{
 		"--brokers", broker, "--group", "pause", "--topic", "work",
 		"--session-timeout", pauseSession.String(), "--rebalance-timeout", "2s",
-		"--work-interval", "50ms", "--commit-every", "5",
+		"--work-interval", "50ms", "--commit-every", strconv.Itoa(pauseCommitEvery),
 	}, resourceArgs...)
 	a := startWorker(t, "a", append(common, "--instance-id", "a", "--attempt-log", filepath.Join(dir, "a.jsonl"),
 		"--pause-after", pauseAfter.String(), "--pause-for", pauseFor.String()))
 	b := startWorker(t, "b", append(common, "--instance-id", "b", "--attempt-log", filepath.Join(dir, "b.jsonl")))
 
-	// Run until A has woken, been fenced, rejoined and written again.
+	// Run until A has woken, been fenced, rejoined and written again, and
+	// each worker has committed (checkAttempts wants a commit line of
+	// each; a starved worker may not have reached one by then).
 	pollUntil(t, pauseAfter+pauseFor+15*time.Second, "A working again after its pause", func() string {
 		var wokeAt time.Time
+		woke := false
 		for _, wr := range a.outcomes() {
 			switch {
 			case wr.Held && wokeAt.IsZero():
 				wokeAt = wr.At
 			case !wokeAt.IsZero() && !wr.Held && wr.Err == nil && wr.At.After(wokeAt):
-				return ""
+				woke = true
 			}
 		}
-		if wokeAt.IsZero() {
+		switch {
+		case wokeAt.IsZero():
 			return "A has made no write held by its pause"
+		case !woke:
+			return "A has not written since it woke"
+		case !committed(a.outcomes()):
+			return "A has not committed"
+		case !committed(b.outcomes()):
+			return "B has not committed"
 		}
-		return "A has not written since it woke"
+		return ""
 	})
 	b.stop(t)
 	a.stop(t)

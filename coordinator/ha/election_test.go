@@ -275,6 +275,13 @@ func TestIDSticksAfterKill(t *testing.T) {
 	t.Logf("took the ID back after %v", time.Since(start).Round(time.Millisecond))
 }
 
+// deposedTTL is TestDeposed's election TTL. Nothing in the test waits on
+// a lease, so a TTL longer than the package's 1 s costs no time; with
+// 1 s, a starved etcd that answered no renewal for 890 ms put both
+// nodes' leases in doubt, both registered again, and node 0 won where
+// node 1 must ("no term won within 1s", at load 17).
+const deposedTTL = 3 * time.Second
+
 // TestDeposed: an operator deleting the leader key ends the term (reason
 // deposed) as soon as the node's watch shows it, its guarded writes fail,
 // and the node, still a candidate, leads again once alone. This is outside
@@ -286,10 +293,10 @@ func TestDeposed(t *testing.T) {
 	rec := newRecorder(t)
 	cli := etcd.Client(t)
 	reg := prometheus.NewRegistry()
-	n0 := join(t, etcd.Client(t), prefix, addr(0), ha.Registerer(reg))
+	n0 := join(t, etcd.Client(t), prefix, addr(0), ha.Registerer(reg), ha.ElectionTTL(deposedTTL))
 	rec.follow(0, n0)
 	first := rec.next(5 * time.Second)
-	n1 := join(t, etcd.Client(t), prefix, addr(1))
+	n1 := join(t, etcd.Client(t), prefix, addr(1), ha.ElectionTTL(deposedTTL))
 	rec.follow(1, n1)
 
 	ctx := testenv.Context(t)
@@ -300,19 +307,20 @@ func TestDeposed(t *testing.T) {
 	if _, err := cli.Delete(ctx, string(resp.Kvs[0].Key)); err != nil {
 		t.Fatal(err)
 	}
-	waitDone(t, first.term, time.Second, "the term whose key was deleted")
+	// No lease expires here: the deletion and Close end the terms.
+	waitDone(t, first.term, deposedTTL, "the term whose key was deleted")
 	// Done closes before the loss is counted.
-	testenv.Eventually(t, time.Second, "the loss to be counted as deposed", func() bool {
+	testenv.Eventually(t, deposedTTL, "the loss to be counted as deposed", func() bool {
 		return metric(t, reg, "tenure_leader_lost_total", "deposed") == 1
 	})
 	if guardWrites(t, cli, prefix, first.term) {
 		t.Fatal("a write guarded by the deposed term succeeded")
 	}
-	if second := rec.next(ttl); second.node != 1 {
+	if second := rec.next(deposedTTL); second.node != 1 {
 		t.Fatalf("node %d won after node 0 was deposed, want node 1", second.node)
 	}
 	n1.Close()
-	if third := rec.next(ttl); third.node != 0 {
+	if third := rec.next(deposedTTL); third.node != 0 {
 		t.Fatalf("node %d won, want node 0", third.node)
 	}
 }

@@ -37,6 +37,8 @@ var (
 //	                write request (all the puts of a transaction, nested
 //	                ones included, share one revision)
 //	store-batches   the nodes' writers' batches (Store.Persist calls)
+//	records/member  the records the group cores handed the nodes' writers,
+//	                per member joined
 //	joined-s        until every member's join was answered
 //	node-cpu-s      the three nodes' CPU over the join, summed
 //	loadgen-cpu-s   this process's CPU over the join
@@ -158,11 +160,12 @@ func benchJoin(b *testing.B, name, bin, window string) {
 	b.Logf("%s: %d members in %d groups joined in %v (%.0f members/s); etcd revision +%d; nodes' CPU %.1f s, etcd's %.1f s, the load generator's %.1f s",
 		name, groups*size, groups, join.Round(time.Millisecond), float64(groups*size)/join.Seconds(), w1.rev-w0.rev,
 		cpu.Seconds(), (w1.etcdCPU - w0.etcdCPU).Seconds(), (w1.self - w0.self).Seconds())
-	var batches, persistS, readies float64
+	var batches, persistS, readies, records float64
 	for i := range m1 {
 		batches += m1[i][0] - m0[i][0]
 		persistS += m1[i][1] - m0[i][1]
 		readies += m1[i][2] - m0[i][2]
+		records += m1[i][3] - m0[i][3]
 	}
 	if batches > 0 {
 		b.Logf("%s: every join answered after %v; store batches %.0f (%.0f/s over the join), %.1f group writes and %.1f ms each on average",
@@ -173,17 +176,19 @@ func benchJoin(b *testing.B, name, bin, window string) {
 	b.ReportMetric(join.Seconds(), "join-s")
 	b.ReportMetric(float64(groups*size)/join.Seconds(), "members/s")
 	b.ReportMetric(float64(w1.rev-w0.rev), "etcd-writes")
+	b.ReportMetric(records/float64(groups*size), "records/member")
 	b.ReportMetric(cpu.Seconds(), "node-cpu-s")
 	b.ReportMetric((w1.self - w0.self).Seconds(), "loadgen-cpu-s")
 }
 
-// storeMetrics reads each node's store batch count, the seconds they took
-// and the group writes they held, from its /metrics.
-func storeMetrics(ctx context.Context, tb testing.TB, h *haSet) [][3]float64 {
+// storeMetrics reads each node's store batch count, the seconds they took,
+// and the group writes and records they held, from its /metrics.
+func storeMetrics(ctx context.Context, tb testing.TB, h *haSet) [][4]float64 {
 	tb.Helper()
-	out := make([][3]float64, len(h.nodes))
+	out := make([][4]float64, len(h.nodes))
 	for i := range h.nodes {
-		for j, series := range []string{"tenure_store_persist_seconds_count", "tenure_store_persist_seconds_sum", "tenure_store_batch_readies_sum"} {
+		for j, series := range []string{"tenure_store_persist_seconds_count", "tenure_store_persist_seconds_sum", "tenure_store_batch_readies_sum",
+			"tenure_store_batch_records_sum"} {
 			v, err := h.metric(ctx, i, series)
 			if err != nil {
 				tb.Fatal(err)

@@ -37,17 +37,44 @@ type Pause struct {
 	mu     sync.Mutex
 	resume chan struct{} // non-nil while paused; closed when the pause ends
 	held   int           // calls of Hold that waited in the current pause
+	armed  chan struct{} // non-nil while the next Hold is to begin a pause; closed when one begins
 }
 
 // Begin starts a pause; false if one is already on.
 func (p *Pause) Begin() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	return p.begin()
+}
+
+func (p *Pause) begin() bool {
 	if p.resume != nil {
 		return false
 	}
 	p.resume, p.held = make(chan struct{}), 0
+	if p.armed != nil {
+		close(p.armed)
+		p.armed = nil
+	}
 	return true
+}
+
+// arm makes the next [Pause.Hold] begin a pause, and returns a channel
+// closed once a pause has begun.
+func (p *Pause) arm() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.armed == nil {
+		p.armed = make(chan struct{})
+	}
+	return p.armed
+}
+
+// disarm undoes arm; a pause that began meanwhile stays on.
+func (p *Pause) disarm() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.armed = nil
 }
 
 // End ends the pause, releasing everything it held, and returns how many
@@ -76,18 +103,23 @@ func (p *Pause) Paused() bool {
 
 // Hold blocks while a pause is on, and reports whether it did. Nothing
 // interrupts it but the end of the pause: a frozen goroutine does not see
-// its context either.
+// its context either. A pause that [Pause.Run] armed begins here, so that
+// it catches this write between its check and itself.
 func (p *Pause) Hold() bool {
 	return p.wait(nil, true)
 }
 
 // wait blocks while a pause is on or until stop is closed; true if it
-// waited. counted marks the waits that End reports.
+// waited. counted marks the waits that End reports, the calls of Hold,
+// which also begin an armed pause.
 func (p *Pause) wait(stop <-chan struct{}, counted bool) bool {
 	if p == nil {
 		return false
 	}
 	p.mu.Lock()
+	if counted && p.armed != nil {
+		p.begin()
+	}
 	resume := p.resume
 	if resume != nil && counted {
 		p.held++
@@ -103,10 +135,14 @@ func (p *Pause) wait(stop <-chan struct{}, counted bool) bool {
 	return true
 }
 
-// Run pauses after the given delay, for the given length, logging both
-// ends; it returns when the pause is over. If ctx ends first, it cuts the
-// pause short (a process asked to stop should not wait out a demo's
-// pause) and returns.
+// Run pauses for the given length at the first [Pause.Hold] after the
+// given delay, logging both ends; it returns when the pause is over. The
+// pause waits for a Hold so that it freezes a write decided before it,
+// which goes out after it with the token held then: begun at a time
+// instead, it could find every work goroutine in a commit, which the
+// pause blocks and which fails once the claim is lost, and hold no
+// write. If ctx ends first, it cuts the pause short (a process asked to
+// stop should not wait out a demo's pause) and returns.
 func (p *Pause) Run(ctx context.Context, after, length time.Duration, log *zap.Logger) {
 	t := time.NewTimer(after)
 	defer t.Stop()
@@ -115,8 +151,16 @@ func (p *Pause) Run(ctx context.Context, after, length time.Duration, log *zap.L
 	case <-ctx.Done():
 		return
 	}
-	if !p.Begin() {
-		return
+	armed := p.arm()
+	select {
+	case <-armed:
+	case <-ctx.Done():
+		p.disarm()
+		select {
+		case <-armed: // a Hold began it meanwhile: cut short below
+		default:
+			return
+		}
 	}
 	log.Warn("pause begins: no heartbeats, commits or writes until it ends", zap.Duration("length", length))
 	t.Reset(length)

@@ -172,36 +172,63 @@ func TestPauseConn(t *testing.T) {
 	mustReturn(t, blocked, "a read of a closed connection")
 }
 
+// holdUntilHeld calls Hold until a pause holds it, as a work goroutine
+// does at each write, and returns once that pause has ended.
+func holdUntilHeld(t *testing.T, p *workload.Pause) {
+	deadline := time.Now().Add(5 * time.Second)
+	for !p.Hold() {
+		if time.Now().After(deadline) {
+			t.Error("no pause held a Hold within 5s")
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestPauseRun checks that Run begins its pause at the first Hold after
+// its delay, not at the delay's end: a pause that began while every work
+// goroutine was elsewhere (in a commit, which it blocks) would hold no
+// write, and show no zombie write being fenced.
 func TestPauseRun(t *testing.T) {
 	core, logs := observer.New(zap.InfoLevel)
 	var p workload.Pause
-	done := returns(func() { p.Run(context.Background(), 10*time.Millisecond, time.Second, zap.New(core)) })
-	deadline := time.Now().Add(5 * time.Second)
-	for !p.Paused() && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
+	done := returns(func() { p.Run(context.Background(), 0, quiet, zap.New(core)) })
+	mustBlock(t, done, "Run with no write to hold")
+	if p.Paused() {
+		t.Fatal("the pause began before a write reached it")
 	}
-	if !p.Paused() {
-		t.Fatal("the pause did not begin")
-	}
-	held := returns(func() { p.Hold() })
+	holdUntilHeld(t, &p)
 	mustReturn(t, done, "Run")
-	mustReturn(t, held, "Hold")
 	entries := logs.All()
 	if len(entries) != 2 || entries[0].Message != "pause begins: no heartbeats, commits or writes until it ends" ||
 		entries[1].ContextMap()["held_writes"] != int64(1) {
 		t.Fatalf("logs %+v, want the beginning and the end with one held write", entries)
 	}
 
-	// A shutdown cuts the pause short.
+	// A shutdown before any write came leaves no pause behind.
 	ctx, cancel := context.WithCancel(context.Background())
 	core, logs = observer.New(zap.InfoLevel)
 	done = returns(func() { p.Run(ctx, 0, time.Hour, zap.New(core)) })
-	for !p.Paused() {
-		time.Sleep(time.Millisecond)
-	}
+	mustBlock(t, done, "Run with no write to hold")
 	cancel()
 	mustReturn(t, done, "Run after its context ended")
-	if p.Paused() || logs.FilterMessage("pause cut short by shutdown").Len() != 1 {
+	var heldAfter bool
+	mustReturn(t, returns(func() { heldAfter = p.Hold() }), "a Hold after Run returned")
+	if heldAfter || p.Paused() || logs.Len() != 0 {
+		t.Fatalf("a pause after Run returned, or logs %+v", logs.All())
+	}
+
+	// A shutdown cuts the pause short.
+	ctx, cancel = context.WithCancel(context.Background())
+	core, logs = observer.New(zap.InfoLevel)
+	done = returns(func() { p.Run(ctx, 0, time.Hour, zap.New(core)) })
+	held := returns(func() { holdUntilHeld(t, &p) })
+	testenv.Eventually(t, 5*time.Second, "the pause to begin", p.Paused)
+	mustBlock(t, held, "Hold")
+	cancel()
+	mustReturn(t, done, "Run after its context ended")
+	mustReturn(t, held, "Hold")
+	if p.Paused() || logs.FilterMessage("pause cut short by shutdown").FilterField(zap.Int("held_writes", 1)).Len() != 1 {
 		t.Fatalf("still paused, or logs %+v", logs.All())
 	}
 }
