@@ -141,7 +141,6 @@ func newStandby(s *Server, src Standby) *standby {
 func (sb *standby) run(ctx context.Context) {
 	t := time.NewTicker(standbyInterval)
 	defer t.Stop()
-	sb.shards() // follow what this node may take from the start
 	for {
 		select {
 		case <-ctx.Done():
