@@ -166,6 +166,9 @@ type classicMember struct {
 	// regrant: ReissueGrants asked for the member's next successful reply
 	// to grant everything it owns (Config.IssueGrants).
 	regrant bool
+
+	// conn is the shell's tag, never read here (Group.SetMemberConn).
+	conn any
 }
 
 // classicProtocol is one protocol a member supports, with its metadata

@@ -105,6 +105,57 @@ func (g *Group) connLossApplies(memberID string) bool {
 	return false
 }
 
+// SetMemberConn gives member id the tag conn, the caller's own (the TCP
+// server's connection that carried the member's latest request, for its
+// ConnectionClosed), and returns the tag it replaces; ok is false, and
+// nothing is tagged, for an unknown member. The core never reads a tag:
+// it keeps it with the member, so that it goes when the member does, and
+// a shell that tags the member of each request right after stepping it
+// finds the member the heartbeat just found (consumerState.heard) rather
+// than looking it up again. Every member's first heartbeat at a new
+// coordinator sets a tag, as many as the takeover's members within a
+// heartbeat interval: a table of the shell's own, keyed by member, cost a
+// cold lookup and an insert more each (10% of the winner's CPU in
+// BenchmarkTakeover's profiles). A restored or reloaded group starts
+// with no tags.
+func (g *Group) SetMemberConn(id string, conn any) (prev any, ok bool) {
+	p := g.memberConn(id)
+	if p == nil {
+		return nil, false
+	}
+	prev, *p = *p, conn
+	return prev, true
+}
+
+// MemberConn returns member id's tag (SetMemberConn), nil if it has none
+// or is not a member.
+func (g *Group) MemberConn(id string) any {
+	if p := g.memberConn(id); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// memberConn returns where member id's tag is kept, nil for an unknown
+// member.
+func (g *Group) memberConn(id string) *any {
+	switch g.typ {
+	case Consumer:
+		c := &g.consumer
+		if h := c.heard; h != nil && h.id == id {
+			return &h.conn
+		}
+		if m := c.members[id]; m != nil {
+			return &m.conn
+		}
+	case Classic:
+		if m := g.classic.members[id]; m != nil {
+			return &m.conn
+		}
+	}
+	return nil
+}
+
 // connHeard clears the mark of the member a request names: it is alive and
 // has a connection, whatever the group then answers it.
 func (g *Group) connHeard(msg kmsg.Request) {

@@ -170,6 +170,8 @@ type consumerMember struct {
 	removeWhenDrained bool
 	// idx is the member's place in consumerState.index.
 	idx indexNode
+	// conn is the shell's tag, never read here (Group.SetMemberConn).
+	conn any
 }
 
 // consumerState is the KIP-848 part of a Group.
@@ -255,6 +257,11 @@ type consumerState struct {
 
 	// scratch buffers reused by heartbeats.
 	reported []TopicPartition
+
+	// heard is the member the latest heartbeat found or added, nil once
+	// it is dropped: the shell's SetMemberConn right after the heartbeat
+	// finds it without a second lookup in members.
+	heard *consumerMember
 }
 
 // resolvedTopic is a topic as the target assignment saw it.

@@ -33,8 +33,7 @@ func (g *Group) consumerHeartbeat(now time.Time, req Request, m *kmsg.ConsumerGr
 	case m.MemberEpoch < 0:
 		g.consumerLeave(now, m, resp)
 	default:
-		g.consumerBeat(now, req, m, resp)
-		if mem := g.consumer.members[m.MemberID]; mem != nil && resp.ErrorCode == 0 {
+		if mem := g.consumerBeat(now, req, m, resp); mem != nil {
 			g.removeIfDrained(mem)
 		}
 	}
@@ -235,6 +234,7 @@ func (g *Group) consumerJoin(now time.Time, req Request, m *kmsg.ConsumerGroupHe
 	}
 	g.reconcile(now, mem, c.reported[:0], true, false, retokened)
 	g.answerMember(resp, mem, true)
+	c.heard = mem
 }
 
 // newConsumerMember returns a member built from a join request.
@@ -411,11 +411,12 @@ func (g *Group) updateMember(now time.Time, req Request, m *kmsg.ConsumerGroupHe
 	return subChanged
 }
 
-// consumerBeat handles a regular heartbeat (epoch > 0).
-func (g *Group) consumerBeat(now time.Time, req Request, m *kmsg.ConsumerGroupHeartbeatRequest, resp *kmsg.ConsumerGroupHeartbeatResponse) {
+// consumerBeat handles a regular heartbeat (epoch > 0) and returns the
+// member if it was answered without an error.
+func (g *Group) consumerBeat(now time.Time, req Request, m *kmsg.ConsumerGroupHeartbeatRequest, resp *kmsg.ConsumerGroupHeartbeatResponse) *consumerMember {
 	mem, ok := g.lookupMember(m, resp)
 	if !ok {
-		return
+		return nil
 	}
 	reported, known, unresolved := g.parseReported(m.Topics)
 	if m.MemberEpoch != mem.epoch {
@@ -425,18 +426,19 @@ func (g *Group) consumerBeat(now time.Time, req Request, m *kmsg.ConsumerGroupHe
 		if m.MemberEpoch > mem.epoch || m.MemberEpoch != mem.prevEpoch || !known || unresolved ||
 			!subsetOfOwned(reported, mem.assigned) {
 			failHeartbeat(resp, kerr.FencedMemberEpoch.Code, fencedMessage(m.MemberEpoch, mem.epoch))
-			return
+			return nil
 		}
 	}
 	sub, ok := g.parseSubscription(mem, m, resp)
 	if !ok {
-		return
+		return nil
 	}
 	retokened := known && g.acknowledge(mem, reported, m.MemberEpoch)
 	subChanged := g.updateMember(now, req, m, mem, sub)
 	g.reconcile(now, mem, reported, known, subChanged, retokened)
 	full := m.RebalanceTimeoutMillis != -1 && (m.SubscribedTopicNames != nil || m.SubscribedTopicRegex != nil) && m.Topics != nil
 	g.answerMember(resp, mem, full || m.MemberEpoch != mem.epoch)
+	return mem
 }
 
 func fencedMessage(got, want int32) string {
@@ -465,13 +467,16 @@ func (g *Group) lookupMember(m *kmsg.ConsumerGroupHeartbeatRequest, resp *kmsg.C
 				*m.InstanceID+" was fenced by member "+sid+".")
 			return nil, false
 		}
-		return c.members[sid], true
+		mem := c.members[sid]
+		c.heard = mem
+		return mem, true
 	}
 	mem, ok := c.members[m.MemberID]
 	if !ok {
 		failHeartbeat(resp, kerr.UnknownMemberID.Code, "Member "+m.MemberID+" is not a member of group "+g.name+".")
 		return nil, false
 	}
+	c.heard = mem
 	return mem, true
 }
 
@@ -563,6 +568,9 @@ func (g *Group) removeMember(mem *consumerMember, kind EventKind, reason string)
 func (g *Group) dropMember(mem *consumerMember) {
 	c := &g.consumer
 	delete(c.members, mem.id)
+	if c.heard == mem {
+		c.heard = nil
+	}
 	c.unsubscribe(mem)
 	c.index.remove(mem)
 	c.countTarget(len(mem.target), -1)

@@ -27,6 +27,7 @@ func (g *Group) restoreConsumer(gr *GroupRecord, rg *recordGroup) error {
 	if err != nil {
 		return err
 	}
+	var names topicNames
 	for _, id := range slices.Sorted(maps.Keys(rg.members)) {
 		r := rg.members[id]
 		mem := &consumerMember{
@@ -50,6 +51,9 @@ func (g *Group) restoreConsumer(gr *GroupRecord, rg *recordGroup) error {
 		if mem.topics == nil {
 			mem.topics = []string{}
 		}
+		for i, t := range mem.topics {
+			mem.topics[i] = names.intern(t)
+		}
 		mem.resolved = mem.topics
 		if mem.regex != "" {
 			re, err := CompileTopicRegex(mem.regex)
@@ -64,7 +68,7 @@ func (g *Group) restoreConsumer(gr *GroupRecord, rg *recordGroup) error {
 			}
 		}
 		if a := rg.assignments[id]; a != nil {
-			g.restoreConsumerAssignment(mem, a, lost[id])
+			g.restoreConsumerAssignment(mem, a, lost[id], &names)
 		}
 		g.insertMember(mem)
 	}
@@ -112,10 +116,12 @@ func (g *Group) deadlineOf(mem *consumerMember) time.Time {
 }
 
 // restoreConsumerAssignment gives mem what its AssignmentRecord says,
-// except the partitions in lost (resolveClaims).
-func (g *Group) restoreConsumerAssignment(mem *consumerMember, a *AssignmentRecord, lost []TopicPartition) {
+// except the partitions in lost (resolveClaims), with the topic names of
+// names.
+func (g *Group) restoreConsumerAssignment(mem *consumerMember, a *AssignmentRecord, lost []TopicPartition, names *topicNames) {
 	mem.epoch, mem.prevEpoch = a.MemberEpoch, a.PrevEpoch
 	for _, p := range a.Owned {
+		p.Topic = names.intern(p.Topic)
 		tp := TopicPartition{p.Topic, p.Partition}
 		if containsTP(lost, tp) {
 			continue
@@ -128,13 +134,13 @@ func (g *Group) restoreConsumerAssignment(mem *consumerMember, a *AssignmentReco
 		}
 	}
 	for _, p := range a.Provisional {
-		tp := TopicPartition{p.Topic, p.Partition}
+		tp := TopicPartition{names.intern(p.Topic), p.Partition}
 		if held, _ := mem.heldPartition(tp); held != nil {
 			mem.unacked = append(mem.unacked, provisional{tp, p.Floor})
 		}
 	}
-	mem.pending = slices.Clone(a.Pending)
-	mem.target = slices.Clone(a.Target)
+	mem.pending = names.internAll(slices.Clone(a.Pending))
+	mem.target = names.internAll(slices.Clone(a.Target))
 	if g.cfg.IssueGrants {
 		// Its predecessor granted it what it holds (grants.go).
 		mem.granted = slices.Clone(mem.assigned)
@@ -145,4 +151,42 @@ func (g *Group) restoreConsumerAssignment(mem *consumerMember, a *AssignmentReco
 	case len(mem.pending) > 0:
 		mem.state = memberUnreleased
 	}
+}
+
+// topicNames gives each topic name of a group's records one string, so
+// that the restored group's members, assignments and resolved topics
+// share it: each record decodes its own copy, and every member's first
+// heartbeat at a new coordinator compares the topics it reports and is
+// answered with against the group's (acknowledge, topicID), which for
+// strings that share their bytes ends at the pointer instead of reading
+// two copies nobody touched since the standby rebuilt the group. The
+// copies are not kept either.
+type topicNames struct {
+	m    map[string]string
+	last string // the name given last: a record's lists are runs of one topic
+}
+
+// intern returns the group's string for name.
+func (n *topicNames) intern(name string) string {
+	if name == n.last {
+		return n.last
+	}
+	if s, ok := n.m[name]; ok {
+		n.last = s
+		return s
+	}
+	if n.m == nil {
+		n.m = make(map[string]string)
+	}
+	n.m[name], n.last = name, name
+	return name
+}
+
+// internAll gives each partition of tps the group's topic string, in
+// place, and returns tps.
+func (n *topicNames) internAll(tps []TopicPartition) []TopicPartition {
+	for i := range tps {
+		tps[i].Topic = n.intern(tps[i].Topic)
+	}
+	return tps
 }

@@ -72,8 +72,9 @@ func heapInUse() int64 {
 // full one (subscription, owned partitions and rebalance timeout), as a
 // client sends after its coordinator changed; each is answered with the
 // member's whole assignment. The groups are rebuilt ahead in batches of
-// 1,000 (not timed), so that each one is as cold in the caches as at a
-// takeover of 10,000 groups.
+// 1,000 (not timed), from records holding their own topic names as the
+// store's do (testgroups.Decoded), so that each one is as cold in the
+// caches as at a takeover of 10,000 groups.
 func BenchmarkTakeoverHeartbeats(b *testing.B) {
 	recs, members := testgroups.Stable(b, "template")
 	cfg := stableConfig()
@@ -83,7 +84,7 @@ func BenchmarkTakeoverHeartbeats(b *testing.B) {
 	named := make([][]coordinator.Record, batch)
 	for i := range named {
 		names[i] = fmt.Sprintf("g-%04d", i)
-		named[i] = testgroups.Renamed(recs, names[i])
+		named[i] = testgroups.Decoded(recs, names[i])
 	}
 	reqs := make([][]*kmsg.ConsumerGroupHeartbeatRequest, batch)
 	for i := range reqs {

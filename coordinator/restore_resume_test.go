@@ -100,3 +100,19 @@ func nextTick(g *coordinator.Group) time.Time {
 	}
 	return g.Ready().NextTick
 }
+
+// TestRebuildSharesTopicNames: a group rebuilt from records that each hold
+// their own copy of the topic's name (as the store decodes them) keeps one
+// copy, its resolved topic's, in every member's subscription, assignment
+// and target.
+func TestRebuildSharesTopicNames(t *testing.T) {
+	recs, _ := testgroups.Stable(t, "template")
+	cfg := stableConfig()
+	g, err := coordinator.Rebuild("g", &cfg, rand.New(rand.NewPCG(1, 2)), testgroups.Decoded(recs, "g"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if shared, total := coordinator.TopicStrings(g); total == 0 || shared != total {
+		t.Fatalf("%d of the group's %d topic names share its resolved topic's", shared, total)
+	}
+}

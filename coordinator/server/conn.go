@@ -70,8 +70,9 @@ type conn struct {
 	mu sync.Mutex
 	// members are the group members whose latest requests this
 	// connection carried (connloss.go); membersLost, once their groups
-	// were told the connection closed.
-	members     map[*groupEntry]trackedIDs
+	// were told the connection closed. A list is held by its address,
+	// so that adding to it costs one lookup in the map.
+	members     map[*groupEntry]*trackedIDs
 	membersLost bool
 	// waiters are the requests waiting for a takeover, in arrival
 	// order, and waitLooping says a goroutine steps them

@@ -30,10 +30,15 @@ import (
 // not the coordinator was expelled before it was heard again.
 
 // trackMember notes that c carries the latest request of the member req
-// names in group e. e.mu must be held. It runs on c's reader, or for a
-// request that waited for its group's install (takeoverwait.go) on
-// another goroutine: c.members is c.mu's, and once connMembersLost has
-// told c's members, c carries none more.
+// names in group e, right after e's core stepped it. e.mu must be held.
+// It runs on c's reader, or for a request that waited for its group's
+// install (takeoverwait.go) on another goroutine: c.members is c.mu's,
+// and once connMembersLost has told c's members, c carries none more.
+//
+// The connection of a member is kept with the member, in the core
+// (coordinator.Group.SetMemberConn), so that it goes when the member does
+// and costs no lookup of its own: the core finds the member its request
+// named without one. A request naming no known member tags nothing.
 //
 // It runs for each member's first request on c, so a new term runs it for
 // every member of every group it takes over within a heartbeat interval:
@@ -41,9 +46,9 @@ import (
 // per connection cost a hash of the member ID and a growing table per
 // member (9-22% of a new leader's CPU in BenchmarkTakeover's profiles).
 // c keeps the IDs by group instead, appended; an ID whose member moved to
-// another connection since stays until the list would grow, and is
-// dropped then (trackedIDs.add), so that a list holds at most about twice
-// the members c carries.
+// another connection or left since stays until the list would grow, and
+// is dropped then (trackedIDs.add), so that a list holds at most about
+// twice the members c carries.
 func (s *Server) trackMember(e *groupEntry, c *conn, req kmsg.Request) {
 	if s.cfg.Core.ConnLossGrace <= 0 {
 		return
@@ -52,8 +57,8 @@ func (s *Server) trackMember(e *groupEntry, c *conn, req kmsg.Request) {
 	if id == "" {
 		return
 	}
-	prev := e.conns[id]
-	if prev == c {
+	prev, ok := e.g.SetMemberConn(id, c)
+	if !ok || prev == any(c) {
 		return
 	}
 	if prev != nil {
@@ -62,25 +67,24 @@ func (s *Server) trackMember(e *groupEntry, c *conn, req kmsg.Request) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.membersLost {
+		// c is closed and its members told: the tag must not outlive it.
+		e.g.SetMemberConn(id, prev)
 		return
 	}
-	if e.conns == nil {
-		n := 0
-		if e.g != nil {
-			n = e.g.MemberCount() // a group taken over: its members come back at once
-		}
-		e.conns = make(map[string]*conn, n)
-	}
-	e.conns[id] = c
 	if c.members == nil {
-		c.members = make(map[*groupEntry]trackedIDs)
+		c.members = make(map[*groupEntry]*trackedIDs)
 	}
-	c.members[e] = c.members[e].add(e, c, id)
+	ids := c.members[e]
+	if ids == nil {
+		ids = new(trackedIDs)
+		c.members[e] = ids
+	}
+	*ids = ids.add(e, c, id)
 }
 
 // trackedIDs are the IDs of the members of one group whose latest request
 // a connection carried, possibly with IDs of members that moved to
-// another connection since, or twice (a member that came back).
+// another connection or left since, or twice (a member that came back).
 type trackedIDs []string
 
 // add appends id to ids, c's list for e (e.mu and c.mu held). A full list
@@ -94,7 +98,7 @@ func (ids trackedIDs) add(e *groupEntry, c *conn, id string) trackedIDs {
 	if len(ids) == cap(ids) && e.connsLeft > 0 {
 		slices.Sort(ids)
 		ids = slices.Compact(ids)
-		ids = slices.DeleteFunc(ids, func(m string) bool { return e.conns[m] != c })
+		ids = slices.DeleteFunc(ids, func(m string) bool { return e.g.MemberConn(m) != any(c) })
 		clear(ids[len(ids):cap(ids)])
 		if len(ids) > cap(ids)/2 {
 			ids = slices.Grow(ids, cap(ids))
@@ -103,13 +107,9 @@ func (ids trackedIDs) add(e *groupEntry, c *conn, id string) trackedIDs {
 	return append(ids, id)
 }
 
-// forgetMember drops a member that left its group; e.mu must be held.
-func (e *groupEntry) forgetMember(id string) {
-	if _, ok := e.conns[id]; ok {
-		delete(e.conns, id)
-		e.connsLeft++
-	}
-}
+// memberGone notes that a member left e's group (e.mu held): its ID may
+// stay in a connection's list.
+func (e *groupEntry) memberGone() { e.connsLeft++ }
 
 // connMembersLost tells the groups that c, which just ended for reason,
 // carried the latest request of some of their members. It runs on c's
@@ -125,18 +125,18 @@ func (s *Server) connMembersLost(c *conn, reason string) {
 	}
 	now := time.Now()
 	for e, tracked := range members {
-		ids := []string(tracked)
+		ids := []string(*tracked)
 		slices.Sort(ids)
 		ids = slices.Compact(ids)
 		e.mu.Lock()
-		if e.gone || e.offline || !e.tm.valid(now) {
+		if e.gone || e.offline || e.g == nil || !e.tm.valid(now) {
 			e.mu.Unlock()
 			continue
 		}
 		lost := ids[:0]
 		for _, id := range ids {
-			if e.conns[id] == c {
-				delete(e.conns, id)
+			if e.g.MemberConn(id) == any(c) {
+				e.g.SetMemberConn(id, nil)
 				lost = append(lost, id)
 			}
 		}

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/tenure-dev/tenure/coordinator"
 	"github.com/tenure-dev/tenure/coordinator/store"
+	"github.com/tenure-dev/tenure/internal/testgroups"
 )
 
 // connLossServer starts a server with a connection-loss grace and a session
@@ -184,41 +186,83 @@ func TestConnLossViewSettles(t *testing.T) {
 // TestTrackMemberMoves: a member whose requests alternate between two
 // connections, while others stay on one, leaves each connection's list
 // of its group's members bounded, and each list holds every member whose
-// latest request its connection carried.
+// latest request its connection carried, also one that left the group
+// and joined it again.
 func TestTrackMemberMoves(t *testing.T) {
-	s := &Server{cfg: Config{Core: coordinator.Config{ConnLossGrace: time.Second}}}
-	e := &groupEntry{name: "g"}
-	c, d := &conn{}, &conn{}
-	beat := func(on *conn, id string) {
-		req := kmsg.NewPtrConsumerGroupHeartbeatRequest()
-		req.Group, req.MemberID = "g", id
-		s.trackMember(e, on, req)
+	recs, members := testgroups.Stable(t, "g")
+	cfg := coordinator.DefaultConfig()
+	topics := coordinator.NewStaticTopics()
+	topics.Add(testgroups.Topic.Name, testgroups.Topic.ID, testgroups.Topic.Partitions)
+	cfg.Topics = topics
+	g, err := coordinator.Rebuild("g", &cfg, newGroupRand(), recs)
+	if err != nil {
+		t.Fatal(err)
 	}
-	stay := []string{"member-b", "member-c", "member-d"}
-	for _, id := range stay {
-		beat(c, id)
+	now := time.Now()
+	g.Step(now, coordinator.Resume{})
+	s := &Server{cfg: Config{Core: coordinator.Config{ConnLossGrace: time.Second}}}
+	e := &groupEntry{name: "g", g: g}
+	c, d := &conn{}, &conn{}
+	// beat steps a heartbeat of member m (epoch 0: a join; -1: a leave)
+	// on connection on, and tracks it as stepOn does.
+	beat := func(on *conn, m testgroups.Member, epoch int32) {
+		t.Helper()
+		req := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+		req.Version = 1
+		req.Group, req.MemberID, req.MemberEpoch = "g", m.ID, epoch
+		if epoch == 0 {
+			req.RebalanceTimeoutMillis = 60000
+			req.SubscribedTopicNames = []string{testgroups.Topic.Name}
+			req.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+		}
+		resp := kmsg.NewPtrConsumerGroupHeartbeatResponse()
+		g.Step(now, coordinator.Request{Msg: req, Resp: resp})
+		if resp.ErrorCode != 0 {
+			t.Fatalf("heartbeat of %s at epoch %d: error %d", m.ID, epoch, resp.ErrorCode)
+		}
+		s.trackMember(e, on, req)
+		rd := g.Ready()
+		for _, ev := range rd.Events {
+			if ev.Kind == coordinator.EventMemberLeft {
+				e.memberGone()
+			}
+		}
+		g.Advance(rd)
+	}
+	a, stay := members[0], members[1:4]
+	for _, m := range stay {
+		beat(c, m, m.Epoch)
+	}
+	check := func(after string) {
+		t.Helper()
+		for _, cn := range []*conn{c, d} {
+			var ids trackedIDs
+			if p := cn.members[e]; p != nil {
+				ids = *p
+			}
+			if len(ids) > 16 {
+				t.Fatalf("%s a connection's list holds %d IDs: %v", after, len(ids), ids)
+			}
+			for _, m := range members {
+				if g.MemberConn(m.ID) == any(cn) && !slices.Contains(ids, m.ID) {
+					t.Fatalf("%s %s is on a connection whose list lacks it: %v", after, m.ID, ids)
+				}
+			}
+		}
 	}
 	for i := range 1000 {
 		on := c
 		if i%2 == 1 {
 			on = d
 		}
-		beat(on, "member-a")
-		for _, cn := range []*conn{c, d} {
-			ids := cn.members[e]
-			if len(ids) > 16 {
-				t.Fatalf("after %d moves a connection's list holds %d IDs: %v", i+1, len(ids), ids)
-			}
-			for id, at := range e.conns {
-				if at == cn && !slices.Contains(ids, id) {
-					t.Fatalf("after %d moves %s is on a connection whose list lacks it: %v", i+1, id, ids)
-				}
-			}
-		}
+		beat(on, a, a.Epoch)
+		check(fmt.Sprintf("after %d moves", i+1))
 	}
-	e.forgetMember("member-b")
-	beat(c, "member-b")
-	if ids := c.members[e]; len(ids) > 16 || !slices.Contains(ids, "member-b") {
-		t.Fatalf("a member that left and came back: list %v", ids)
+	b := stay[0]
+	beat(d, b, -1)
+	beat(c, b, 0)
+	check("after a member left and joined again")
+	if g.MemberConn(b.ID) != any(c) {
+		t.Fatalf("a member that left and joined again on c: tagged %v", g.MemberConn(b.ID))
 	}
 }

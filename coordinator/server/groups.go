@@ -56,19 +56,19 @@ type groupEntry struct {
 	timer *time.Timer
 	armed time.Time // the NextTick the timer is set for; zero if none
 
-	// conns maps a member ID to the connection of its latest request
-	// (connloss.go); nil while nothing is tracked. connsLeft counts the
-	// members that left a connection's list (moved to another one, or
-	// forgotten): while it is 0, no list of the group needs a clean-up.
-	conns     map[string]*conn
+	// connsLeft counts the members that left a connection's list
+	// (connloss.go: moved to another one, left the group, or lost their
+	// tags with a core reloaded): while it is 0, no list of the group
+	// needs a clean-up.
 	connsLeft int
 
 	// parked counts the requests handed to the core and not yet answered
 	// (slot.enterGroup, slot.unpark), for MaxParkedPerGroup.
 	parked atomic.Int32
 
-	// Per-group gauges, nil with per-group metrics off; unownedStale says
-	// an event of the Ready being performed may have changed unowned.
+	// Per-group gauges, nil with per-group metrics off and until the
+	// group's first event; unownedStale says an event of the Ready being
+	// performed may have changed unowned.
 	groupGauges
 	unowned      prometheus.Gauge
 	unownedStale bool
@@ -143,31 +143,25 @@ func (r *groupRegistry) get(name string, create bool) (e *groupEntry, code int16
 		r.s.log.Warn("group refused: group limit reached", zap.String("group", name), zap.Int("limit", r.s.cfg.MaxGroups))
 		return nil, kerr.CoordinatorNotAvailable.Code, nil
 	}
-	e = r.add(name, nil, r.gauges(name))
+	e = r.add(name, nil)
 	r.s.log.Debug("group created", zap.String("group", name))
 	return e, 0, nil
 }
 
 // groupGauges are a group's per-group gauges, nil with per-group metrics
-// off.
+// off, and until the group's first event (Server.observe): a takeover
+// installs thousands of groups while their members' first requests wait
+// for them, and making a gauge hashes its label and takes the vector's
+// lock (3% of the winner's CPU in BenchmarkTakeover's surge, when made at
+// the install). A group restored has nothing new to show until an event;
+// made at its install, its gauges read 0 until then.
 type groupGauges struct{ generation, members prometheus.Gauge }
 
-// gauges returns name's per-group gauges, made if need be. A takeover
-// installs thousands of groups while their members' requests wait for
-// r.mu's read lock: it makes them before it takes the write lock, as
-// making one hashes its label and takes the vector's own lock.
-func (r *groupRegistry) gauges(name string) groupGauges {
-	if !r.s.cfg.PerGroupMetrics {
-		return groupGauges{}
-	}
-	return groupGauges{r.s.m.generation.WithLabelValues(groupLabel(name)), r.s.m.members.WithLabelValues(groupLabel(name))}
-}
-
 // add registers an entry for name with core g (nil: offline, loaded on
-// first use) and gauges gg, no longer pending; r.mu must be held.
-func (r *groupRegistry) add(name string, g *coordinator.Group, gg groupGauges) *groupEntry {
+// first use), no longer pending; r.mu must be held.
+func (r *groupRegistry) add(name string, g *coordinator.Group) *groupEntry {
 	delete(r.pending, name)
-	e := &groupEntry{name: name, tm: r.tm, g: g, offline: g == nil, groupGauges: gg}
+	e := &groupEntry{name: name, tm: r.tm, g: g, offline: g == nil}
 	r.m[name] = e
 	r.s.m.groups.Set(float64(len(r.m)))
 	return e

@@ -101,14 +101,13 @@ func (s *Server) installGroup(tm *term, name string, now time.Time, g *coordinat
 	if err != nil {
 		g = nil
 	}
-	gg := tm.groups.gauges(name)
 	tm.groups.mu.Lock()
 	if tm.groups.closed {
 		// The server is closing: it takes no group more.
 		tm.groups.mu.Unlock()
 		return false
 	}
-	e := tm.groups.add(name, g, gg)
+	e := tm.groups.add(name, g)
 	tm.groups.mu.Unlock()
 	if err != nil {
 		e.offlineAt = now

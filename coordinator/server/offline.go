@@ -37,6 +37,7 @@ func (s *Server) takeOffline(e *groupEntry, why string, fields ...zap.Field) {
 	e.inc++
 	e.offline, e.offlineAt = true, time.Now()
 	e.g = nil
+	e.connsLeft++ // the members' connection tags went with the core
 	s.stopTimer(e)
 	code := kerr.CoordinatorNotAvailable.Code
 	s.answerWaiting(e, code, errGroupOffline)

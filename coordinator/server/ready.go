@@ -56,7 +56,10 @@ func (s *Server) performReady(e *groupEntry, self *conn) {
 
 // observe logs and counts one event of e's group.
 func (s *Server) observe(e *groupEntry, ev *coordinator.Event) {
-	if e.generation != nil {
+	if s.cfg.PerGroupMetrics {
+		if e.generation == nil {
+			e.groupGauges = groupGauges{s.m.generation.WithLabelValues(groupLabel(e.name)), s.m.members.WithLabelValues(groupLabel(e.name))}
+		}
 		e.generation.Set(float64(ev.Epoch))
 		e.members.Set(float64(ev.Members))
 	}
@@ -82,13 +85,13 @@ func (s *Server) observe(e *groupEntry, ev *coordinator.Event) {
 			zap.String("group", ev.Group), zap.Int32("epoch", ev.Epoch), zap.String("reason", ev.Reason))
 	case coordinator.EventMemberJoined, coordinator.EventMemberLeft:
 		if ev.Kind == coordinator.EventMemberLeft {
-			e.forgetMember(ev.MemberID)
+			e.memberGone()
 		}
 		s.log.Debug(ev.Kind.String(),
 			zap.String("group", ev.Group), zap.String("member", ev.MemberID),
 			zap.Int32("epoch", ev.Epoch), zap.Int("members", ev.Members), zap.String("reason", ev.Reason))
 	case coordinator.EventMemberExpired, coordinator.EventMemberRemoved:
-		e.forgetMember(ev.MemberID)
+		e.memberGone()
 		if ev.Kind == coordinator.EventMemberExpired {
 			s.m.expired(ev.Reason).Inc()
 		}

@@ -91,7 +91,6 @@ func (s *Server) stepOn(c *conn, sl *slot, clientID, name string, create bool, n
 		return nil
 	}
 	sl.enterGroup(e)
-	s.trackMember(e, c, sl.req)
 	req := coordinator.Request{
 		Ref:        sl,
 		Msg:        sl.req,
@@ -100,6 +99,7 @@ func (s *Server) stepOn(c *conn, sl *slot, clientID, name string, create bool, n
 		ClientHost: c.host,
 	}
 	if s.stepCore(e, sl, now, req) {
+		s.trackMember(e, c, sl.req)
 		s.performReady(e, self)
 	}
 	return nil

@@ -41,14 +41,15 @@ func (g *gatedSource) Group(name string) ([]coordinator.Record, uint64, error) {
 // group; a group whose turn has not come is installed by
 // its first request, above its stored epoch; a group the store does not
 // hold is created at once. Once its records are read, the slow group goes
-// on above its stored epoch too.
+// on above its stored epoch too. A group installed that nobody asked for
+// has no per-group gauges yet: they are made at a group's first event.
 func TestTakeoverServesEachGroup(t *testing.T) {
 	const epoch = 7
 	src := &gatedSource{
 		recordsSource: recordsSource{recs: map[string][]coordinator.Record{}},
 		slow:          "z-slow", gate: make(chan struct{}), reached: make(chan struct{}),
 	}
-	for _, name := range []string{"a-ready", "z-slow", "zz-asked"} {
+	for _, name := range []string{"a-ready", "b-quiet", "z-slow", "zz-asked"} {
 		src.recs[name] = []coordinator.Record{&coordinator.GroupRecord{Group: name, Type: coordinator.Consumer, Epoch: epoch}}
 	}
 	opened := false
@@ -91,6 +92,15 @@ func TestTakeoverServesEachGroup(t *testing.T) {
 	})
 	if r.MemberEpoch <= epoch {
 		t.Fatalf("a-ready served at epoch %d: not above its stored %d, a new group instead of its state", r.MemberEpoch, epoch)
+	}
+	if a.lead.Load().groups.lookup("b-quiet") == nil {
+		t.Fatal("b-quiet, installed before the slow group, is not")
+	}
+	if a.find(t, "tenure_group_generation", "group", "b-quiet") != nil || a.find(t, "tenure_group_members", "group", "b-quiet") != nil {
+		t.Fatal("b-quiet has per-group gauges before any event")
+	}
+	if a.metric(t, "tenure_group_members", "group", "a-ready") != 1 {
+		t.Fatalf("a-ready's members gauge %v after a join, want 1", a.metric(t, "tenure_group_members", "group", "a-ready"))
 	}
 	if r := join("z-slow"); r.ErrorCode != kerr.CoordinatorLoadInProgress.Code {
 		t.Fatalf("heartbeat to the group still loading: error %d, want COORDINATOR_LOAD_IN_PROGRESS", r.ErrorCode)

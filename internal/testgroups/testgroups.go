@@ -7,6 +7,8 @@ package testgroups
 import (
 	"encoding/base64"
 	"math/rand/v2"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -130,6 +132,46 @@ func Renamed(recs []coordinator.Record, name string) []coordinator.Record {
 			out[i] = &c
 		default:
 			out[i] = r
+		}
+	}
+	return out
+}
+
+// Decoded returns Renamed(recs, name) with each record holding its own
+// copy of its topic names, as records decoded from the store do (one
+// copy per record, shared by its lists): a group rebuilt from them starts
+// with as many copies as the store's records have.
+func Decoded(recs []coordinator.Record, name string) []coordinator.Record {
+	out := Renamed(recs, name)
+	for _, r := range out {
+		switch r := r.(type) {
+		case *coordinator.MemberRecord:
+			r.Topics = slices.Clone(r.Topics)
+			for i := range r.Topics {
+				r.Topics[i] = strings.Clone(r.Topics[i])
+			}
+		case *coordinator.AssignmentRecord:
+			var last, copied string
+			topic := func(t string) string {
+				if t != last {
+					last, copied = t, strings.Clone(t)
+				}
+				return copied
+			}
+			r.Owned = slices.Clone(r.Owned)
+			for i := range r.Owned {
+				r.Owned[i].Topic = topic(r.Owned[i].Topic)
+			}
+			r.Provisional = slices.Clone(r.Provisional)
+			for i := range r.Provisional {
+				r.Provisional[i].Topic = topic(r.Provisional[i].Topic)
+			}
+			for _, l := range []*[]coordinator.TopicPartition{&r.Pending, &r.Revoking, &r.Target} {
+				*l = slices.Clone(*l)
+				for i := range *l {
+					(*l)[i].Topic = topic((*l)[i].Topic)
+				}
+			}
 		}
 	}
 	return out
