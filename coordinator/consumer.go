@@ -38,8 +38,12 @@ package coordinator
 // with Deleted when it is removed (which also ends every ownership of the
 // member: no AssignmentRecord follows a deletion); an AssignmentRecord
 // whenever a member's epoch, owned partitions or their tokens, pending or
-// revoking partitions, or target change. A restored coordinator takes the
-// targets from these records instead of recomputing them.
+// revoking partitions, or target change, except that the target changes
+// of an epoch bump go out in the bump's GroupRecord (GroupRecord.Targets)
+// and a member's target is written in its AssignmentRecord again only
+// when something else of that changes (at the latest its move to the new
+// epoch). A restored coordinator takes the targets from these records
+// instead of recomputing them.
 //
 // Where tenure departs from Kafka (each is noted where it happens): the
 // successor of a static member takes its partitions under fresh tokens,
@@ -157,7 +161,9 @@ type consumerMember struct {
 	// again. Nil after ReissueGrants.
 	granted []OwnedPartition
 	// targetDirty is set when target changed since the member's last
-	// AssignmentRecord (consumerState.targetDirty lists such members).
+	// AssignmentRecord: the group's GroupRecord carries the target
+	// (GroupRecord.Targets) until the member writes it again
+	// (consumerState.targetDirty lists such members).
 	targetDirty bool
 	// countedAt is the target epoch at which the member was counted as
 	// reconciled in consumerState.reconciled (0: not counted).
@@ -240,10 +246,14 @@ type consumerState struct {
 	// winner's CPU in BenchmarkTakeover's profile).
 	resumedAt time.Time
 
-	// targetDirty are the members whose target a recomputation changed
-	// and whose AssignmentRecord the current step still owes
+	// targetDirty lists the members whose target changed since their
+	// last AssignmentRecord, for the GroupRecord's Targets (an entry whose
+	// member wrote one since, or left, is dropped when the next
+	// GroupRecord is made; takeTargets). targetsOwed is set when a target
+	// changed after the last GroupRecord: the step then writes one more
 	// (persistTargets).
 	targetDirty []*consumerMember
+	targetsOwed bool
 
 	// targetMoves collects the partitions whose target owner changed
 	// since the last generation log entry (noteTargetChange).

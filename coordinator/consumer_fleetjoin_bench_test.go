@@ -26,6 +26,10 @@ type fleetJoin struct {
 	partitions int32
 	gap, rtt   time.Duration
 	coalesce   time.Duration
+	// restart checks the store after every step (restoreChecker) and
+	// then goes on with the group restored from it, as if its
+	// coordinator had crashed and another had taken over.
+	restart bool
 }
 
 // fleetJoinMember is one member of a fleetJoin.
@@ -83,12 +87,29 @@ func (s fleetJoin) run(tb testing.TB) []Record {
 		return true
 	}
 	var tick time.Time
-	step := func(in Input) {
-		g.Step(now, in)
+	store := newRestoreChecker()
+	take := func() {
 		rd := g.Ready()
 		records = append(records, rd.Persist...)
 		tick = rd.NextTick
+		if s.restart {
+			store.apply(tb, rd)
+		}
 		g.Advance(rd)
+	}
+	step := func(in Input) {
+		g.Step(now, in)
+		take()
+		if !s.restart {
+			return
+		}
+		store.check(tb, g, now)
+		r, err := Restore("g", &cfg, rand.New(rand.NewPCG(uint64(len(records)), 2)), now, store.set.Group("g"))
+		if err != nil {
+			tb.Fatal(err)
+		}
+		g = r
+		take()
 	}
 	for steps := 0; !settled(); steps++ {
 		if steps > 100*s.members*s.members {
@@ -149,6 +170,29 @@ func (s fleetJoin) run(tb testing.TB) []Record {
 		push(due, m)
 	}
 	return records
+}
+
+// TestConsumerJoinRestart is a fleet's join with a fail-over after every
+// step: each step's records must let the next coordinator go on exactly
+// where the last one stopped (the targets that only the GroupRecord
+// carries included, and those a restored group must carry on carrying).
+// A group of 48 has more targets to carry than a GroupRecord takes
+// (maxGroupTargets): its members write their own.
+func TestConsumerJoinRestart(t *testing.T) {
+	for _, c := range []struct {
+		members  int
+		coalesce time.Duration
+	}{{16, 0}, {16, 20 * time.Millisecond}, {48, 0}} {
+		t.Run(fmt.Sprintf("members=%d/coalesce=%v", c.members, c.coalesce), func(t *testing.T) {
+			s := fleetJoin16
+			s.members, s.partitions = c.members, int32(4*c.members)
+			s.coalesce, s.restart = c.coalesce, true
+			recs := s.run(t)
+			if n := countRecords(recs)["AssignmentRecord"]; n == 0 {
+				t.Fatal("no AssignmentRecord")
+			}
+		})
+	}
 }
 
 func maxTime(a, b time.Time) time.Time {

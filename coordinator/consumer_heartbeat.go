@@ -698,23 +698,68 @@ func (g *Group) persistAssignment(mem *consumerMember) {
 	})
 }
 
-// persistTargets writes the AssignmentRecord of every member whose target
-// changed in this step and that nothing else persisted since: one record
-// per member however many times its target moved.
+// persistTargets ends a step: if a target changed after the step's last
+// GroupRecord and its member has not written it since, it writes the
+// GroupRecord again, so that the store holds every member's target once
+// the step's records are written. An epoch bump writes the GroupRecord
+// after computing the targets, so this is for the rare change outside a
+// bump (a static member's successor taking over its target).
 func (g *Group) persistTargets() {
 	c := &g.consumer
-	if len(c.targetDirty) == 0 {
+	if !c.targetsOwed {
 		return
 	}
-	slices.SortFunc(c.targetDirty, func(a, b *consumerMember) int { return strings.Compare(a.id, b.id) })
+	c.targetsOwed = false
+	if g.typ != Consumer || g.deleted {
+		return
+	}
 	for _, m := range c.targetDirty {
 		if m.targetDirty && c.members[m.id] == m {
-			g.persistAssignment(m)
+			g.persistGroup()
+			return
 		}
-		m.targetDirty = false
 	}
-	clear(c.targetDirty)
-	c.targetDirty = c.targetDirty[:0]
+}
+
+// maxGroupTargets bounds a GroupRecord's Targets. A bump in a large group
+// moves the targets of few members, which then write their own records
+// within a heartbeat interval; but the joins of a large group starting
+// from cold move most targets again before their members write them, and
+// carrying them all in every GroupRecord would cost each bump the whole
+// group. Past the bound the members' targets go out in their
+// AssignmentRecords instead, each member's once per change, as before.
+const maxGroupTargets = 32
+
+// takeTargets returns, for a GroupRecord, the targets of the members that
+// have not written their current one, sorted by member ID; or, when they
+// are more than maxGroupTargets, no targets and those members, whose
+// AssignmentRecords the caller writes after the GroupRecord. It drops
+// the stale entries of targetDirty.
+func (c *consumerState) takeTargets() ([]MemberTarget, []*consumerMember) {
+	c.targetsOwed = false
+	live := c.targetDirty[:0]
+	for _, m := range c.targetDirty {
+		if m.targetDirty && c.members[m.id] == m {
+			live = append(live, m)
+		}
+	}
+	clear(c.targetDirty[len(live):])
+	// A member written and moved again since is listed twice.
+	slices.SortFunc(live, func(a, b *consumerMember) int { return strings.Compare(a.id, b.id) })
+	live = slices.Compact(live)
+	c.targetDirty = live
+	switch {
+	case len(live) == 0:
+		return nil, nil
+	case len(live) > maxGroupTargets:
+		return nil, slices.Clone(live)
+	}
+	out := make([]MemberTarget, len(live))
+	for i, m := range live {
+		// Shared: a member's target is replaced, never changed in place.
+		out[i] = MemberTarget{MemberID: m.id, Target: m.target}
+	}
+	return out, nil
 }
 
 // consumerCheckStable emits EventRebalanceCompleted when the group becomes

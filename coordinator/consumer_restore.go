@@ -10,8 +10,11 @@ import (
 // restoreConsumer rebuilds the KIP-848 half of a group from its records
 // (Restore). The target assignment comes back as persisted, not
 // recomputed: members keep reconciling towards the target of the epoch
-// they know. Joins that waited for a coalesced epoch bump get it at the
-// first Tick.
+// they know. A member's target is the one the GroupRecord's Targets give
+// it, if any, else its AssignmentRecord's; a member restored with the
+// former stays listed in the GroupRecords to come until it writes its
+// AssignmentRecord. Joins that waited for a coalesced epoch bump get it at
+// the first Tick.
 func (g *Group) restoreConsumer(gr *GroupRecord, rg *recordGroup) error {
 	c := &g.consumer
 	c.assignor = gr.Protocol
@@ -26,6 +29,10 @@ func (g *Group) restoreConsumer(gr *GroupRecord, rg *recordGroup) error {
 	lost, err := resolveClaims(g.name, ownedClaims(rg))
 	if err != nil {
 		return err
+	}
+	targets := make(map[string][]TopicPartition, len(gr.Targets))
+	for _, t := range gr.Targets {
+		targets[t.MemberID] = t.Target
 	}
 	var names topicNames
 	for _, id := range slices.Sorted(maps.Keys(rg.members)) {
@@ -69,6 +76,11 @@ func (g *Group) restoreConsumer(gr *GroupRecord, rg *recordGroup) error {
 		}
 		if a := rg.assignments[id]; a != nil {
 			g.restoreConsumerAssignment(mem, a, lost[id], &names)
+		}
+		if t, ok := targets[id]; ok {
+			mem.target = names.internAll(slices.Clone(t))
+			mem.targetDirty = true
+			c.targetDirty = append(c.targetDirty, mem)
 		}
 		g.insertMember(mem)
 	}

@@ -25,13 +25,14 @@ func (g *Group) bumpEpoch(reason string, recompute bool) {
 	if recompute {
 		c.assignor = c.preferredAssignor(g.cfg)
 	}
-	g.persistGroup()
 	least := 0
 	if recompute {
 		g.resolveTopics()
 		least = g.consumerMinMoves()
 		g.computeTarget()
 	}
+	// After the targets: the record carries the ones that changed.
+	g.persistGroup()
 	g.event(Event{Kind: EventRebalanceStarted, Reason: reason, Members: len(c.members)})
 	g.consumerGeneration(reason, least)
 }
@@ -118,9 +119,9 @@ func (g *Group) computeTarget() {
 // setTarget makes target (sorted) m's part of the target assignment.
 // Every change of a member's target goes through here: it keeps the
 // target index in step, notes the partitions that change target owner for
-// the generation log and, when the target changed, owes the member an
-// AssignmentRecord (persistTargets writes it at the end of the step unless
-// something else persisted the member first).
+// the generation log and, when the target changed, owes the target to the
+// store: the next GroupRecord carries it (takeTargets) unless the member
+// writes its AssignmentRecord first.
 func (g *Group) setTarget(m *consumerMember, target []TopicPartition) {
 	c := &g.consumer
 	c.index.retarget(m, target)
@@ -132,6 +133,7 @@ func (g *Group) setTarget(m *consumerMember, target []TopicPartition) {
 		m.targetDirty = true
 		c.targetDirty = append(c.targetDirty, m)
 	}
+	c.targetsOwed = true
 	c.noteTargetChange(m.id, m.target, target)
 	if c.members[m.id] == m {
 		c.countTarget(len(m.target), -1)

@@ -214,9 +214,24 @@ func (g *Group) replyGranting(req Request, resp kmsg.Response, gr *Grants) {
 
 func (g *Group) persist(r Record) { g.ready.Persist = append(g.ready.Persist, r) }
 
-// persistGroup writes the group's GroupRecord as the group is now.
+// persistGroup writes the group's GroupRecord as the group is now, with
+// the KIP-848 targets its members' AssignmentRecords do not hold yet.
 func (g *Group) persistGroup() {
 	g.tombstone = false // the store's record is this one from now on
+	r := g.groupRecord()
+	var flush []*consumerMember
+	if g.typ == Consumer {
+		r.Targets, flush = g.consumer.takeTargets()
+	}
+	g.persist(r)
+	for _, m := range flush {
+		g.persistAssignment(m)
+	}
+}
+
+// groupRecord is the group's GroupRecord as the group is now, without
+// Targets.
+func (g *Group) groupRecord() *GroupRecord {
 	r := &GroupRecord{Group: g.name, Type: g.typ, Epoch: g.epoch}
 	switch g.typ {
 	case Classic:
@@ -228,7 +243,7 @@ func (g *Group) persistGroup() {
 			r.State = consumerAssigning
 		}
 	}
-	g.persist(r)
+	return r
 }
 
 func (g *Group) event(e Event) {

@@ -317,6 +317,14 @@ func renderRecord(r Record) string {
 		if r.Deleted {
 			s += " deleted"
 		}
+		for i, t := range r.Targets {
+			if i == 0 {
+				s += " targets="
+			} else {
+				s += ","
+			}
+			s += t.MemberID + ":" + renderTPList(t.Target)
+		}
 		return s
 	case *MemberRecord:
 		if r.Deleted {

@@ -96,6 +96,22 @@ type GroupRecord struct {
 	// (Config.ConsumerJoinCoalesce), which a restored group then performs.
 	State   string
 	Deleted bool
+	// Targets are, for a KIP-848 group, the targets of the members whose
+	// AssignmentRecord was written before their target last changed,
+	// sorted by member ID: each replaces the Target of its member's
+	// AssignmentRecord (or is the member's target if it has none). An
+	// epoch bump that moves the targets of many members thus writes one
+	// record, not one per member; each member writes its target again
+	// in the AssignmentRecord of its move to the new epoch, and drops out
+	// of the next GroupRecord's Targets.
+	Targets []MemberTarget
+}
+
+// MemberTarget is one member's part of a KIP-848 target assignment.
+type MemberTarget struct {
+	MemberID string
+	// Target is sorted.
+	Target []TopicPartition
 }
 
 // MemberRecord is written when a member joins or changes its subscription

@@ -89,6 +89,9 @@ func Rebuild(name string, cfg *Config, rng *rand.Rand, recs []Record) (*Group, e
 	g.epoch = restoredEpoch(gr, rg)
 	g.tombstone = gr.Deleted
 	g.resume = &resumeState{}
+	if err := checkTargets(gr); err != nil {
+		return nil, err
+	}
 	for id, a := range rg.assignments {
 		if _, ok := rg.members[id]; !ok {
 			return nil, fmt.Errorf("%w: group %q has an assignment for %q, which is not a member", ErrCorruptRecords, name, id)
@@ -192,6 +195,26 @@ func checkAssignmentRecord(a *AssignmentRecord) error {
 	for _, p := range a.Owned {
 		if p.Partition < 0 || p.Token < epoch.None {
 			return bad("a partition or token is negative")
+		}
+	}
+	return nil
+}
+
+// checkTargets checks that a GroupRecord's Targets are sorted by member,
+// once each, and that each target is a sorted partition set. A member it
+// names that is no longer in the group (one removed since) is ignored.
+func checkTargets(gr *GroupRecord) error {
+	if len(gr.Targets) > 0 && gr.Type != Consumer {
+		return fmt.Errorf("%w: group %q of type %v has targets", ErrCorruptRecords, gr.Group, gr.Type)
+	}
+	for i, t := range gr.Targets {
+		if i > 0 && gr.Targets[i-1].MemberID >= t.MemberID {
+			return fmt.Errorf("%w: group %q: the targets are not sorted by member", ErrCorruptRecords, gr.Group)
+		}
+		for j := 1; j < len(t.Target); j++ {
+			if compareTP(t.Target[j-1], t.Target[j]) >= 0 {
+				return fmt.Errorf("%w: group %q member %q: the target is not a sorted set", ErrCorruptRecords, gr.Group, t.MemberID)
+			}
 		}
 	}
 	return nil

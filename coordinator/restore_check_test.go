@@ -3,6 +3,7 @@ package coordinator
 import (
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -44,6 +45,11 @@ func (c *restoreChecker) check(t testing.TB, g *Group, now time.Time) {
 func (c *restoreChecker) checkErr(g *Group, now time.Time) error {
 	stored := c.set.Group(g.name)
 	snap := g.Snapshot()
+	for _, r := range snap {
+		if gr, ok := r.(*GroupRecord); ok && gr.Targets != nil {
+			return fmt.Errorf("the snapshot's GroupRecord has targets: %+v", *gr)
+		}
+	}
 	if gr, ok := first(stored).(*GroupRecord); ok && gr.Deleted && !g.deleted {
 		// Restored from its tombstone and not used since.
 		if len(snap) != 1 || !g.Empty() || g.epoch != gr.Epoch {
@@ -56,12 +62,12 @@ func (c *restoreChecker) checkErr(g *Group, now time.Time) error {
 		// Nothing ever needed a GroupRecord: the group must be as
 		// NewGroup made it, offsets aside.
 		fresh := GroupRecord{Group: g.name, Type: Classic, State: classicEmpty.String()}
-		if gr := snap[0].(*GroupRecord); *gr != fresh {
+		if gr := snap[0].(*GroupRecord); !reflect.DeepEqual(*gr, fresh) {
 			return fmt.Errorf("the store has no GroupRecord for a group at %+v", *gr)
 		}
 		want = snap[1:]
 	}
-	if got, live := renderSnapshot(stored), renderSnapshot(want); got != live {
+	if got, live := renderSnapshot(withTargets(stored)), renderSnapshot(want); got != live {
 		return fmt.Errorf("the store does not hold the group's state:\nstored:\n%slive:\n%s", got, live)
 	}
 	r, err := Restore(g.name, g.cfg, rand.New(rand.NewPCG(3, 4)), now, stored)
@@ -83,6 +89,55 @@ func (c *restoreChecker) checkErr(g *Group, now time.Time) error {
 		return fmt.Errorf("restored group: %w\n%s", err, r)
 	}
 	return nil
+}
+
+// withTargets returns a group's records as a snapshot has them: each
+// member's AssignmentRecord with the target the GroupRecord's Targets give
+// it (a member with none gets one), and the GroupRecord without Targets.
+func withTargets(recs []Record) []Record {
+	gr, ok := first(recs).(*GroupRecord)
+	if !ok || gr.Targets == nil {
+		return recs
+	}
+	targets := make(map[string][]TopicPartition, len(gr.Targets))
+	for _, t := range gr.Targets {
+		targets[t.MemberID] = t.Target
+	}
+	bare := *gr
+	bare.Targets = nil
+	out := []Record{&bare}
+	var members []string
+	assigned := make(map[string]bool)
+	for _, r := range recs[1:] {
+		switch r := r.(type) {
+		case *MemberRecord:
+			members = append(members, r.MemberID)
+		case *AssignmentRecord:
+			assigned[r.MemberID] = true
+			if t, ok := targets[r.MemberID]; ok {
+				a := *r
+				a.Target = t
+				out = append(out, &a)
+				continue
+			}
+		case *OffsetRecord:
+			// The assignments end here; add those of the members that
+			// have none.
+			for _, id := range members {
+				if t, ok := targets[id]; ok && !assigned[id] {
+					out = append(out, &AssignmentRecord{Group: gr.Group, MemberID: id, Target: t})
+					assigned[id] = true
+				}
+			}
+		}
+		out = append(out, r)
+	}
+	for _, id := range members {
+		if t, ok := targets[id]; ok && !assigned[id] {
+			out = append(out, &AssignmentRecord{Group: gr.Group, MemberID: id, Target: t})
+		}
+	}
+	return out
 }
 
 func first(recs []Record) Record {

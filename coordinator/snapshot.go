@@ -16,7 +16,9 @@ func (g *Group) Snapshot() []Record {
 	}
 	saved, tombstone := g.ready.Persist, g.tombstone
 	g.ready.Persist = nil
-	g.persistGroup()
+	// Every member's AssignmentRecord below holds its target: the
+	// GroupRecord needs no Targets.
+	g.persist(g.groupRecord())
 	switch g.typ {
 	case Classic:
 		for _, m := range g.classic.sortedMembers() {

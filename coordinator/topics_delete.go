@@ -109,12 +109,8 @@ func (g *Group) consumerTopicsDeleted(now time.Time, gone map[string]struct{}) {
 		g.bumpEpoch("topics-changed", true)
 		g.consumerCheckStable()
 	}
-	// One AssignmentRecord per member: those whose target moved are
-	// written by persistTargets.
 	for _, mem := range changed {
-		if !mem.targetDirty {
-			g.persistAssignment(mem)
-		}
+		g.persistAssignment(mem)
 	}
 }
 

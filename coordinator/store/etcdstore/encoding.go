@@ -27,10 +27,11 @@ import (
 // omitted while a pointer to "" is written as "". JSON strings must be
 // UTF-8, and Kafka strings need not be: a record with any string that is
 // not valid UTF-8 has "x":true and every string of it in base64.
-const valueVersion = 2
+const valueVersion = 3
 
 // Version 2 added the members' drained flags (written with "v":2 only when
-// set) and the generation log's values.
+// set) and the generation log's values; version 3 the group's targets
+// (written with "v":3 only when the record has them).
 
 type groupValue struct {
 	V            int    `json:"v,omitzero"`
@@ -42,6 +43,14 @@ type groupValue struct {
 	Leader       string `json:"l,omitzero"`
 	State        string `json:"s,omitzero"`
 	Deleted      bool   `json:"d,omitzero"`
+	// Targets are the record's Targets (v3).
+	Targets []targetValue `json:"tg,omitzero"`
+}
+
+// targetValue is one member's target in a group value.
+type targetValue struct {
+	Member string  `json:"m"`
+	Target []tpRun `json:"t,omitzero"`
 }
 
 type memberValue struct {
@@ -147,7 +156,14 @@ type topicValue struct {
 
 // strs lists a value's strings, for the base64 fallback.
 func (v *groupValue) strs() []*string {
-	return []*string{&v.ProtocolType, &v.Protocol, &v.Leader, &v.State}
+	s := []*string{&v.ProtocolType, &v.Protocol, &v.Leader, &v.State}
+	for i := range v.Targets {
+		s = append(s, &v.Targets[i].Member)
+		for j := range v.Targets[i].Target {
+			s = append(s, &v.Targets[i].Target[j].Topic)
+		}
+	}
+	return s
 }
 
 func (v *memberValue) strs() []*string {
@@ -275,10 +291,18 @@ func encodeValue(r coordinator.Record) []byte {
 
 // marshalGroup is the general encoder of a group value.
 func marshalGroup(r *coordinator.GroupRecord) []byte {
-	return marshal(&groupValue{
+	v := &groupValue{
 		Type: uint8(r.Type), Epoch: r.Epoch, ProtocolType: r.ProtocolType, Protocol: r.Protocol,
 		Leader: r.Leader, State: r.State, Deleted: r.Deleted,
-	})
+	}
+	if r.Targets != nil {
+		v.V = 3
+		v.Targets = make([]targetValue, len(r.Targets))
+		for i, t := range r.Targets {
+			v.Targets[i] = targetValue{Member: t.MemberID, Target: runs(t.Target, tpOf, false)}
+		}
+	}
+	return marshal(v)
 }
 
 // marshalMember is the general encoder of a member value.
@@ -453,10 +477,21 @@ func decodeValue(pk parsedKey, data []byte) (coordinator.Record, error) {
 				return nil, err
 			}
 		}
-		return &coordinator.GroupRecord{
+		r := &coordinator.GroupRecord{
 			Group: pk.group, Type: coordinator.GroupType(v.Type), Epoch: v.Epoch, ProtocolType: v.ProtocolType,
 			Protocol: v.Protocol, Leader: v.Leader, State: v.State, Deleted: v.Deleted,
-		}, nil
+		}
+		if v.Targets != nil {
+			r.Targets = make([]coordinator.MemberTarget, len(v.Targets))
+			for i, t := range v.Targets {
+				tps, err := unruns(t.Target, joinTP, false)
+				if err != nil {
+					return nil, err
+				}
+				r.Targets[i] = coordinator.MemberTarget{MemberID: t.Member, Target: tps}
+			}
+		}
+		return r, nil
 	case kindMember:
 		v, ok := decodeMemberFast(data)
 		if !ok {

@@ -9,10 +9,11 @@ import (
 	"github.com/tenure-dev/tenure/epoch"
 )
 
-// A join writes a group value (its epoch bump), a member value and, as the
-// group reconciles, about fourteen assignment values per member (16 joins
-// one at a time; each bump moves every member again), and every node of a
-// set decodes each of them as its watch delivers it (the mirror). With
+// A join writes a group value (its epoch bump, with the targets it moved),
+// a member value and, as the group reconciles, a few assignment values per
+// member (about fourteen when the targets went out in them too), and every
+// node of a set decodes each of them as its watch delivers it (the
+// mirror). With
 // encoding/json these took a fifth of a node's CPU in BenchmarkJoin, the
 // encoding another sixteenth. The values tenure writes have one shape each,
 // which the functions here write and read directly, as encoding_offset.go
@@ -26,12 +27,14 @@ import (
 // bytes; for every value the fast decoder takes, it reads what the general
 // one reads (FuzzEncodeGroupValues, FuzzDecodeGroupValues).
 
-// groupFields, memberFields, assignmentFields and runFields are the keys
-// of groupValue, memberValue, assignmentValue and tpRun in the order
+// groupFields, targetFields, memberFields, assignmentFields and runFields
+// are the keys of groupValue, targetValue, memberValue, assignmentValue
+// and tpRun in the order
 // encoding/json writes them, with their colons; "x" is left out, so that
 // a value with it goes to the general decoder.
 var (
-	groupFields      = [...]string{`"v":`, `"t":`, `"e":`, `"pt":`, `"p":`, `"l":`, `"s":`, `"d":`}
+	groupFields      = [...]string{`"v":`, `"t":`, `"e":`, `"pt":`, `"p":`, `"l":`, `"s":`, `"d":`, `"tg":`}
+	targetFields     = [...]string{`"m":`, `"t":`}
 	memberFields     = [...]string{`"v":`, `"i":`, `"c":`, `"h":`, `"r":`, `"st":`, `"rt":`, `"ts":`, `"re":`, `"sa":`, `"ps":`, `"dr":`, `"rd":`}
 	protocolFields   = [...]string{`"n":`, `"m":`}
 	assignmentFields = [...]string{`"v":`, `"e":`, `"pe":`, `"o":`, `"pv":`, `"pn":`, `"rv":`, `"tg":`, `"raw":`}
@@ -102,8 +105,21 @@ func appendGroupFast(dst []byte, r *coordinator.GroupRecord) ([]byte, bool) {
 	if !plainASCII(r.ProtocolType) || !plainASCII(r.Protocol) || !plainASCII(r.Leader) || !plainASCII(r.State) {
 		return dst, false
 	}
+	for _, t := range r.Targets {
+		if !plainASCII(t.MemberID) {
+			return dst, false
+		}
+		for _, p := range t.Target {
+			if !plainASCII(p.Topic) {
+				return dst, false
+			}
+		}
+	}
 	w := newObjectWriter(dst)
 	f := &groupFields
+	if r.Targets != nil {
+		w.int(f[0], 3)
+	}
 	w.int(f[1], int64(uint8(r.Type)))
 	w.int(f[2], int64(r.Epoch))
 	w.str(f[3], r.ProtocolType)
@@ -111,6 +127,24 @@ func appendGroupFast(dst []byte, r *coordinator.GroupRecord) ([]byte, bool) {
 	w.str(f[5], r.Leader)
 	w.str(f[6], r.State)
 	w.bool(f[7], r.Deleted)
+	if r.Targets != nil {
+		w.key(f[8])
+		w.b = append(w.b, '[')
+		for i, t := range r.Targets {
+			if i > 0 {
+				w.b = append(w.b, ',')
+			}
+			tw := newObjectWriter(w.b)
+			tw.key(targetFields[0])
+			tw.b = appendPlainString(tw.b, t.MemberID)
+			if t.Target != nil {
+				tw.key(targetFields[1])
+				tw.b = appendRuns(tw.b, t.Target, tpOf, false)
+			}
+			w.b = tw.end()
+		}
+		w.b = append(w.b, ']')
+	}
 	return w.end(), true
 }
 
@@ -273,7 +307,7 @@ func appendRuns[P any](b []byte, ps []P, split func(P) (string, int32, int64), w
 
 // decodeGroupFast decodes data if it has the shape tenure writes.
 func decodeGroupFast(data []byte) (v groupValue, ok bool) {
-	d := valueScanner{data: data}
+	d := runScanner{valueScanner: valueScanner{data: data}}
 	done, ok := d.open('{', '}')
 	for i := 0; ok && !done; i++ {
 		if i = d.key(groupFields[:], i); i < 0 {
@@ -298,12 +332,92 @@ func decodeGroupFast(data []byte) (v groupValue, ok bool) {
 			v.State, ok = d.string()
 		case 7:
 			v.Deleted, ok = d.bool()
+		case 8:
+			v.Targets, ok = d.targets()
 		}
 		if ok {
 			done, ok = d.next('}')
 		}
 	}
 	return v, ok && d.end()
+}
+
+// targets reads a group value's targets as the general decoder reads them.
+func (d *runScanner) targets() ([]targetValue, bool) {
+	out := []targetValue{}
+	done, ok := d.open('[', ']')
+	for ok && !done {
+		var t targetValue
+		objDone, objOK := d.open('{', '}')
+		for i := 0; objOK && !objDone; i++ {
+			if i = d.key(targetFields[:], i); i < 0 {
+				return nil, false
+			}
+			if i == 0 {
+				t.Member, objOK = d.string()
+			} else {
+				t.Target, objOK = d.tpRuns()
+			}
+			if objOK {
+				objDone, objOK = d.next('}')
+			}
+		}
+		if ok = objOK; ok {
+			out = append(out, t)
+			done, ok = d.next(']')
+		}
+	}
+	return out, ok
+}
+
+// tpRuns reads an array of runs as the general decoder reads it into
+// tpRuns (runs reads the entries they stand for instead).
+func (d *runScanner) tpRuns() ([]tpRun, bool) {
+	out := []tpRun{}
+	done, ok := d.open('[', ']')
+	for ok && !done {
+		var r tpRun
+		objDone, objOK := d.open('{', '}')
+		for i := 0; objOK && !objDone; i++ {
+			if i = d.key(runFields[:], i); i < 0 {
+				return nil, false
+			}
+			switch i {
+			case 0:
+				r.Topic, objOK = d.topicName()
+			case 1:
+				r.Partitions = []int32{}
+				listDone, listOK := d.open('[', ']')
+				for listOK && !listDone {
+					var p int32
+					if p, listOK = d.int32(); listOK {
+						r.Partitions = append(r.Partitions, p)
+						listDone, listOK = d.next(']')
+					}
+				}
+				objOK = listOK
+			case 2:
+				r.K = []int64{}
+				listDone, listOK := d.open('[', ']')
+				for listOK && !listDone {
+					var k int64
+					if k, listOK = d.int(math.MinInt64, math.MaxInt64); listOK {
+						r.K = append(r.K, k)
+						listDone, listOK = d.next(']')
+					}
+				}
+				objOK = listOK
+			}
+			if objOK {
+				objDone, objOK = d.next('}')
+			}
+		}
+		if ok = objOK; ok {
+			out = append(out, r)
+			done, ok = d.next(']')
+		}
+	}
+	return out, ok
 }
 
 // decodeMemberFast decodes data if it has the shape tenure writes.

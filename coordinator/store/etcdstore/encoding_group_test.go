@@ -69,10 +69,32 @@ func randGroupValueRecord(rng *rand.Rand) coordinator.Record {
 		}
 		return str()
 	}
+	tps := func() []coordinator.TopicPartition {
+		n := size()
+		if n < 0 {
+			return nil
+		}
+		l := make([]coordinator.TopicPartition, n)
+		for i := range l {
+			prev := ""
+			if i > 0 {
+				prev = l[i-1].Topic
+			}
+			l[i] = coordinator.TopicPartition{Topic: topic(prev), Partition: i32()}
+		}
+		return l
+	}
 	switch rng.IntN(3) {
 	case 0:
-		return &coordinator.GroupRecord{Group: "g", Type: coordinator.GroupType(rng.IntN(256)), Epoch: i32(),
+		r := &coordinator.GroupRecord{Group: "g", Type: coordinator.GroupType(rng.IntN(256)), Epoch: i32(),
 			ProtocolType: str(), Protocol: str(), Leader: str(), State: str(), Deleted: rng.IntN(2) == 0}
+		if n := size(); n >= 0 {
+			r.Targets = make([]coordinator.MemberTarget, n)
+			for i := range r.Targets {
+				r.Targets[i] = coordinator.MemberTarget{MemberID: str(), Target: tps()}
+			}
+		}
+		return r
 	case 1:
 		r := &coordinator.MemberRecord{Group: "g", MemberID: "m", InstanceID: str(), ClientID: str(), ClientHost: str(),
 			RackID: str(), SessionTimeout: time.Duration(i64()), RebalanceTimeout: time.Duration(i64()), TopicRegex: str(),
@@ -113,16 +135,7 @@ func randGroupValueRecord(rng *rand.Rand) coordinator.Record {
 		}
 	}
 	for _, l := range []*[]coordinator.TopicPartition{&r.Pending, &r.Revoking, &r.Target} {
-		if n := size(); n >= 0 {
-			*l = make([]coordinator.TopicPartition, n)
-			for i := range *l {
-				prev := ""
-				if i > 0 {
-					prev = (*l)[i-1].Topic
-				}
-				(*l)[i] = coordinator.TopicPartition{Topic: topic(prev), Partition: i32()}
-			}
-		}
+		*l = tps()
 	}
 	return r
 }
@@ -140,6 +153,12 @@ func checkEncodeGroupValue(t *testing.T, r coordinator.Record) {
 		want = marshalGroup(r)
 		got, ok = appendGroupFast(dst, r)
 		strs = []string{r.ProtocolType, r.Protocol, r.Leader, r.State}
+		for _, t := range r.Targets {
+			strs = append(strs, t.MemberID)
+			for _, p := range t.Target {
+				strs = append(strs, p.Topic)
+			}
+		}
 	case *coordinator.MemberRecord:
 		want = marshalMember(r)
 		got, ok = appendMemberFast(dst, r)
@@ -292,6 +311,9 @@ func FuzzDecodeGroupValues(f *testing.F) {
 		`{"o":[{"t":"a","p":[1],"k":[2]},{"t":"a","p":[3],"k":[4]},{"t":"b","p":[5],"k":[6]}],"pv":[{"t":"a","p":[3],"k":[4]}]}`,
 		`{"tg":[{"t":"a","p":[1],"k":[2]}]}`, `{"tg":[{"t":"a","p":[1],"k":[null]}]}`, `{"tg":[{"t":"ab","p":[1]},{"t":"a","p":[2]}]}`,
 		`{"tg":[{"t":"a","p":[1]},{"t":"a\"","p":[2]}]}`, `{"tg":[{"t":"","p":[1]},{"t":"","p":[2]}]}`,
+		`{"v":3,"e":2,"tg":[{"m":"a","t":[{"t":"x","p":[1,2]}]},{"m":"b"}]}`, `{"tg":[]}`, `{"tg":[{}]}`, `{"tg":[{"m":""}]}`,
+		`{"tg":[{"t":[],"m":"a"}]}`, `{"tg":[{"m":"a","t":[{"t":"x","p":[1],"k":[5]}]}]}`, `{"tg":[{"m":"a","t":[{"t":"x"}]}]}`,
+		`{"tg":[{"m":"a","t":[{"t":"x","p":[]},{"t":"x","p":[3]}]}]}`, `{"tg":[{"m":"a","t":null}]}`, `{"tg":null}`, `{"tg":[{"m":"a","x":1}]}`,
 		`{"o":[{"p":[1]}]}`, `{"o":[{"t":"a","p":null}]}`, `{"o":[{"t":"a","p":[1],"x":1}]}`, `{"o":[]}`, `{"o":[{}]}`,
 		`{"pn":[{"t":"a","p":[2147483648]}]}`, `{"raw":""}`, `{"raw":"AAE="}`, `{"raw":"AAE"}`, `{"raw":null}`,
 		`{"e":1,"pe":2,"o":[{"t":"a","p":[1],"k":[1]}]}x`, `{"pe":2,"e":1}`, `{"e":1 }`, `{"e" :1}`,
