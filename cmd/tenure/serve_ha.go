@@ -225,6 +225,7 @@ func handOffGrace(heartbeat time.Duration) time.Duration {
 func (c *haCluster) Shards() int                         { return c.node.ShardCount() }
 func (c *haCluster) ShardOf(group string) int            { return ha.ShardOf(group, c.node.ShardCount()) }
 func (c *haCluster) ShardTerms() <-chan server.ShardTerm { return c.shardTerms }
+func (c *haCluster) StandbyShards() []int                { return c.node.StandbyShards() }
 
 func (c *haCluster) ShardOwner(s int) (server.Node, bool) {
 	n, ok := c.node.ShardOwner(s)

@@ -46,7 +46,9 @@ type Config struct {
 
 	// Standby, with Cluster, keeps this node a warm standby: it follows
 	// the store of the groups it does not coordinate (every group while
-	// it follows a leader; with shards, those of the shards others own)
+	// it follows a leader; with shards, those of the shards it may take
+	// next, when the Cluster is a ShardSuccession and Standby a
+	// ShardFollower, else of every shard others own)
 	// and keeps them rebuilt, so that a term it wins serves at once,
 	// without loading the store (etcdstore.Mirror). Nil: each term loads
 	// the store when it starts.

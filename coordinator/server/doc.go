@@ -98,7 +98,9 @@
 // With Config.Standby (an etcdstore.Mirror) a node is a warm standby: it
 // keeps every group it may take over rebuilt from the mirror
 // (coordinator.Rebuild), and a term it wins syncs the mirror, resumes
-// those groups and serves, without loading the store (standby.go).
+// those groups and serves, without loading the store (standby.go). With
+// shards, the mirror follows only the shards the cluster says this node
+// may take next (ShardSuccession, ShardFollower).
 //
 // What survivors tell stock clients when a node dies for good (view.go,
 // peers.go; docs/DESIGN.md has the measured story): each node probes the
@@ -221,6 +223,7 @@
 //	tenure_coordinating                       gauge (1 while this node coordinates the groups)
 //	tenure_coordinator_terms_total            counter (terms served: loads of every group)
 //	tenure_takeover_groups_total{from}        counter (groups a term started with: standby, mirror, store)
+//	tenure_standby_shards                     gauge (shards the warm standby follows)
 //	tenure_takeover_waits_total{outcome}      counter (requests that waited for a load or install: served, timeout)
 //	tenure_authentications_total{mechanism,result} counter (SASL: ok, failed; none/refused)
 //	tenure_authorization_denied_total{api}    counter (authorization refusals)

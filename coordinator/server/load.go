@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -36,7 +37,11 @@ func (s *Server) load(ctx context.Context, tm *term) (*takeover, error) {
 			s.m.terms.Inc()
 			return to, nil
 		}
-		log.Warn("the standby cannot take the term over; loading the store", zap.Error(err))
+		if errors.Is(err, errNotFollowed) {
+			log.Debug("the standby does not follow the shard; loading it from the store")
+		} else {
+			log.Warn("the standby cannot take the term over; loading the store", zap.Error(err))
+		}
 	}
 	// A term's load may take as long as the term lasts (runTerm ends ctx
 	// with it): a large store takes longer than one write's timeout, and

@@ -33,6 +33,7 @@ type metrics struct {
 	groupsOffline    *prometheus.CounterVec
 	groupLoads       *prometheus.CounterVec
 	takeovers        *prometheus.CounterVec
+	standbyShards    prometheus.Gauge
 	corePanics       prometheus.Counter
 	leading          prometheus.Gauge
 	terms            prometheus.Counter
@@ -156,6 +157,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "tenure_takeover_groups_total",
 			Help: "Groups a term started with, by where they came from: standby (rebuilt ahead of the takeover, resumed at once), mirror (restored at the takeover from the standby's copy of the store, which had changed since the rebuild) or store (loaded from the store: no standby, or it could not catch up).",
 		}, []string{"from"}),
+		standbyShards: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "tenure_standby_shards",
+			Help: "Shards whose writes this node's warm standby follows (with shards: those it may take next; the others' takeovers load the store).",
+		}),
 		leading: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "tenure_coordinating",
 			Help: "1 while this node coordinates groups (the leader of its HA set, a single node, or with shards the owner of at least one), else 0.",
@@ -225,7 +230,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			m.requests, m.heartbeat, m.rebalances, m.handoff, m.generation, m.members, m.unowned,
 			m.commitsRejected, m.expiredVec, m.connections, m.connClosed, m.limits, m.groups, m.topics,
 			m.storeFailures, m.persistSeconds, m.batchRecords, m.batchWrites, m.groupsOffline,
-			m.groupLoads, m.takeovers, m.corePanics, m.leading, m.terms, m.authentications,
+			m.groupLoads, m.takeovers, m.standbyShards, m.corePanics, m.leading, m.terms, m.authentications,
 			m.deniedVec, m.acls, m.throttled, m.throttleSeconds,
 			m.peersDown, m.viewChanges, m.findHeld, m.connLossSettling, m.takeoverWaits,
 		} {

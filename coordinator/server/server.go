@@ -241,6 +241,9 @@ func (s *Server) Serve(ctx context.Context, lns ...net.Listener) error {
 			var wg sync.WaitGroup
 			defer wg.Wait()
 			if s.standby != nil {
+				// Follow what this node may take before its first term
+				// asks the standby for it.
+				s.standby.shards()
 				wg.Go(func() { s.standby.run(termCtx) })
 			}
 			s.runTerms(termCtx)

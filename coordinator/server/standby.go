@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync"
 	"time"
@@ -10,12 +11,14 @@ import (
 )
 
 // A Standby follows the group store of an HA set from a node that does
-// not write it (etcdstore.Mirror): the records of every group of every
-// shard, current to within the store's watch.
+// not write it (etcdstore.Mirror): the records of the groups of the
+// shards it follows, current to within the store's watch.
 type Standby interface {
 	// Sync waits until the standby holds every write the store
-	// acknowledged before the call, and returns its revision.
-	Sync(ctx context.Context) (int64, error)
+	// acknowledged before the call to shard's groups (-1: one leader),
+	// and returns its revision; it fails if it does not follow the
+	// shard.
+	Sync(ctx context.Context, shard int) (int64, error)
 	// Versions returns the groups of shard (-1: one leader) with the
 	// version of their records, which changes whenever they do.
 	Versions(shard int) map[string]uint64
@@ -27,6 +30,27 @@ type Standby interface {
 	// when it was rebuilt had only offsets committed since.
 	StateVersions(shard int) map[string]uint64
 }
+
+// A ShardFollower is a Standby that follows only the shards it is told
+// to (etcdstore.Mirror.Follow), and holds nothing of the others.
+type ShardFollower interface {
+	// Follow makes the shards followed those given: one not followed
+	// yet is read and then followed, one no longer given is dropped.
+	Follow(shards []int)
+}
+
+// A ShardSuccession is a ShardedCluster that knows which shards this
+// node may take next (ha.Node.StandbyShards): those placed on it that it
+// does not hold yet, and those it would take if any one other node left.
+// With it, a ShardFollower standby follows those shards only, so that a
+// write of the set reaches its owner and one standby, not every node.
+type ShardSuccession interface {
+	StandbyShards() []int
+}
+
+// errNotFollowed is prepare's error for a shard the standby does not
+// follow: the term loads the store, as it would without a standby.
+var errNotFollowed = errors.New("server: the standby does not follow the shard")
 
 // standbyInterval is how often the standby rebuilds the groups whose
 // records changed; standbyBudget is the most it rebuilds at a time and
@@ -85,6 +109,13 @@ type standby struct {
 	built map[string]*builtGroup
 	seen  map[string]uint64    // the version each group had at the last pass
 	moved map[string]time.Time // when a pass last saw each group's version change
+
+	// followMu orders the standby's Follow calls with the takeovers'
+	// pins: a shard whose takeover reads the mirror (between prepare and
+	// the end of run) stays followed, or its groups would read as absent.
+	followMu  sync.Mutex
+	following map[int]bool // the shards last given to Follow; nil: every shard
+	taking    map[int]int  // pins of the shards being taken over
 }
 
 // builtGroup is one group rebuilt ahead of a takeover.
@@ -102,7 +133,8 @@ type builtGroup struct {
 }
 
 func newStandby(s *Server, src Standby) *standby {
-	return &standby{s: s, src: src, built: map[string]*builtGroup{}, seen: map[string]uint64{}, moved: map[string]time.Time{}}
+	return &standby{s: s, src: src, built: map[string]*builtGroup{}, seen: map[string]uint64{}, moved: map[string]time.Time{},
+		taking: map[int]int{}}
 }
 
 // run rebuilds the changed groups every standbyInterval until ctx ends.
@@ -120,19 +152,73 @@ func (sb *standby) run(ctx context.Context) {
 	}
 }
 
-// shards are the shards this node may take over: with one leader, -1;
-// with shards, every shard. led reports whether it leads one at now.
+// shards are the shards this node may take over, which the standby
+// follows: with one leader, -1; with shards, those the cluster says this
+// node may take next (ShardSuccession) and those being taken over, or
+// every shard if the cluster cannot say or the standby follows every
+// shard anyway. A ShardFollower is told to follow them.
 func (sb *standby) shards() []int {
 	if sb.s.sharded == nil {
 		return []int{-1}
 	}
-	out := make([]int, len(sb.s.shards))
-	for i := range out {
-		out[i] = i
+	f, ok := sb.src.(ShardFollower)
+	next, nok := sb.s.sharded.(ShardSuccession)
+	if !ok || !nok {
+		out := make([]int, len(sb.s.shards))
+		for i := range out {
+			out[i] = i
+		}
+		if ok {
+			f.Follow(out)
+		}
+		return out
+	}
+	sb.followMu.Lock()
+	defer sb.followMu.Unlock()
+	out := next.StandbyShards()
+	if len(sb.taking) > 0 {
+		// No shard starts being followed while one is taken over: its
+		// read would compete with the takeover (a node that took a dead
+		// node's shards is next in line for all of another's). A pass
+		// after the takeover adds it.
+		out = slices.DeleteFunc(out, func(shard int) bool { return !sb.following[shard] })
+	}
+	for shard, n := range sb.taking {
+		if n > 0 && !slices.Contains(out, shard) {
+			out = append(out, shard)
+		}
+	}
+	slices.Sort(out)
+	f.Follow(out)
+	sb.s.m.standbyShards.Set(float64(len(out)))
+	sb.following = make(map[int]bool, len(out))
+	for _, shard := range out {
+		sb.following[shard] = true
 	}
 	return out
 }
 
+// pin keeps shard followed until unpin, and reports whether it is
+// followed now: a shard not followed is loaded from the store.
+func (sb *standby) pin(shard int) bool {
+	sb.followMu.Lock()
+	defer sb.followMu.Unlock()
+	if shard >= 0 && sb.following != nil && !sb.following[shard] {
+		return false
+	}
+	sb.taking[shard]++
+	return true
+}
+
+func (sb *standby) unpin(shard int) {
+	sb.followMu.Lock()
+	defer sb.followMu.Unlock()
+	if sb.taking[shard]--; sb.taking[shard] <= 0 {
+		delete(sb.taking, shard)
+	}
+}
+
+// led reports whether this node leads shard at now.
 func (sb *standby) led(shard int, now time.Time) bool {
 	if shard < 0 {
 		return sb.s.leading(now) != nil || sb.s.loadingLead.Load()
@@ -148,7 +234,17 @@ func (sb *standby) led(shard int, now time.Time) bool {
 // and of the groups gone from the store.
 func (sb *standby) pass(now, stop time.Time) {
 	budget := standbyBudget
-	for _, shard := range sb.shards() {
+	shards := sb.shards()
+	sb.mu.Lock()
+	for name, b := range sb.built {
+		if !slices.Contains(shards, b.shard) {
+			delete(sb.built, name)
+			delete(sb.seen, name)
+			delete(sb.moved, name)
+		}
+	}
+	sb.mu.Unlock()
+	for _, shard := range shards {
 		if sb.led(shard, now) {
 			sb.mu.Lock()
 			for name, b := range sb.built {

@@ -46,14 +46,22 @@ type takeover struct {
 // other name is a group the store does not hold. It returns an error,
 // having marked nothing, if the mirror cannot say so; the caller then
 // loads the store.
-func (sb *standby) prepare(ctx context.Context, tm *term) (*takeover, error) {
+func (sb *standby) prepare(ctx context.Context, tm *term) (to *takeover, err error) {
+	if !sb.pin(tm.shard) {
+		return nil, errNotFollowed
+	}
+	defer func() {
+		if err != nil {
+			sb.unpin(tm.shard)
+		}
+	}()
 	sctx, cancel := context.WithTimeout(ctx, sb.s.cfg.StoreTimeout)
-	rev, err := sb.src.Sync(sctx)
+	rev, err := sb.src.Sync(sctx, tm.shard)
 	cancel()
 	if err != nil {
 		return nil, fmt.Errorf("server: the standby cannot catch up: %w", err)
 	}
-	to := &takeover{sb: sb, tm: tm, rev: rev, versions: sb.src.Versions(tm.shard)}
+	to = &takeover{sb: sb, tm: tm, rev: rev, versions: sb.src.Versions(tm.shard)}
 	sb.mu.Lock()
 	to.built = make(map[string]*builtGroup, len(to.versions))
 	for name := range to.versions {
@@ -76,6 +84,7 @@ func (sb *standby) prepare(ctx context.Context, tm *term) (*takeover, error) {
 // requests are refused anyway), and returns where they came from.
 func (to *takeover) run(ctx context.Context) (warm, cold, offline int) {
 	s, tm := to.sb.s, to.tm
+	defer to.sb.unpin(tm.shard)
 	gen0 := s.topics.gen.Load()
 	for _, name := range to.names {
 		if ctx.Err() != nil || !tm.valid(time.Now()) {

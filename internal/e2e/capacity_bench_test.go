@@ -255,7 +255,7 @@ func startCapacity(b *testing.B, name, bin string) capTarget {
 			b.Fatalf("case %q: the embedded store serves one node", name)
 		}
 		if bin == "" {
-			bin = proctest.Build(b, "github.com/tenure-dev/tenure/cmd/tenure")[0]
+			bin = build(b, "github.com/tenure-dev/tenure/cmd/tenure")[0]
 		}
 		if *capProfile != "" {
 			b.Fatalf("case %q: -e2e.capacity-profile profiles the etcd cases (the nodes' --http)", name)

@@ -30,7 +30,7 @@ import (
 //
 //	go test -run '^$' -bench BenchmarkCrashReown -benchtime 1x ./internal/e2e/
 func BenchmarkCrashReown(b *testing.B) {
-	bins := proctest.Build(b, mod+"cmd/tenure", mod+"internal/kgoconsumer")
+	bins := build(b, mod+"cmd/tenure", mod+"internal/kgoconsumer")
 	for _, proto := range []struct {
 		name      string
 		heartbeat time.Duration // the members' interval

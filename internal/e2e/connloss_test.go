@@ -33,13 +33,14 @@ func TestConnLossProcesses(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs processes for about 15 s")
 	}
+	t.Parallel()
 	const (
 		session   = 12 * time.Second
 		heartbeat = 500 * time.Millisecond
 		grace     = time.Second
 		n         = 3 // partitions per consumer
 	)
-	bins := proctest.Build(t, mod+"cmd/tenure", mod+"internal/kgoconsumer")
+	bins := build(t, mod+"cmd/tenure", mod+"internal/kgoconsumer")
 	srv := proctest.StartServe(t, "tenure", bins[0], "serve", "--listen", "{addr}", "--store", "memory", "--http", "",
 		"--log-level", "info", "--consumer-session-timeout", session.String(),
 		"--consumer-heartbeat-interval", heartbeat.String(), "--conn-loss-grace", grace.String())
@@ -86,7 +87,8 @@ func TestConnLossProxyReset(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs processes for about 20 s")
 	}
-	bins := proctest.Build(t, mod+"cmd/tenure", mod+"internal/kgoconsumer")
+	t.Parallel()
+	bins := build(t, mod+"cmd/tenure", mod+"internal/kgoconsumer")
 	for _, proto := range []string{"consumer", "classic"} {
 		t.Run("protocol="+proto, func(t *testing.T) {
 			proxies := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())

@@ -65,7 +65,7 @@ type haOpts struct {
 func startHASet(t *testing.T) *haSet { return startHASetWith(t, haOpts{}) }
 
 func startHASetWith(t testing.TB, opts haOpts) *haSet {
-	bins := proctest.Build(t, "github.com/tenure-dev/tenure/cmd/tenure", "go.etcd.io/etcd/server/v3")
+	bins := build(t, "github.com/tenure-dev/tenure/cmd/tenure", "go.etcd.io/etcd/server/v3")
 	h := &haSet{t: t, tenure: cmp.Or(opts.tenure, bins[0]), opts: opts}
 	members := cmp.Or(opts.etcdMembers, 3)
 	// The etcd members need each other's peer addresses before they
@@ -225,6 +225,7 @@ func TestFailoverKill9(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs real processes")
 	}
+	t.Parallel()
 	h := startHASet(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -517,6 +518,7 @@ func TestFailoverDeposedLeader(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs real processes")
 	}
+	t.Parallel()
 	h := startHASet(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -596,6 +598,7 @@ func TestQuorumLoss(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs real processes")
 	}
+	t.Parallel()
 	h := startHASet(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

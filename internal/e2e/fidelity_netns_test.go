@@ -73,7 +73,7 @@ func runNetnsHostCrash(t *testing.T) (time.Duration, int64, bool) {
 		t.Logf("host crash in a network namespace: cannot make one here: %v", err)
 		return 0, 0, false
 	}
-	bins := proctest.Build(t, mod+"cmd/tenure", mod+"internal/memberconsumer")
+	bins := build(t, mod+"cmd/tenure", mod+"internal/memberconsumer")
 	addr := fmt.Sprintf("%s:%d", netnsHost, netnsPort)
 	srv, err := proctest.StartOn("tenure", addr, bins[0], "serve", "--listen", "{addr}", "--store", "memory", "--http", "",
 		"--log-level", "warn", "--consumer-session-timeout", fidSession.String(),

@@ -29,7 +29,7 @@ const (
 // member other than the victim says it works on each of the victim's
 // partitions, and the epoch bumps.
 func runProcesses(t *testing.T, procs fidProcs, f fidFault) (time.Duration, int64) {
-	bins := proctest.Build(t, mod+"cmd/tenure", mod+"internal/memberconsumer", mod+"internal/kgoconsumer")
+	bins := build(t, mod+"cmd/tenure", mod+"internal/memberconsumer", mod+"internal/kgoconsumer")
 	srv := proctest.Start(t, "tenure", bins[0], "serve", "--listen", "{addr}", "--store", "memory", "--http", "",
 		"--log-level", "warn", "--consumer-session-timeout", fidSession.String(),
 		"--consumer-heartbeat-interval", fidInterval.String(), "--conn-loss-grace", fidGrace.String())

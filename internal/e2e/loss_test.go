@@ -66,7 +66,8 @@ func TestPermanentLoss(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs real processes")
 	}
-	bins := proctest.Build(t, "github.com/tenure-dev/tenure/cmd/tenure", "go.etcd.io/etcd/server/v3")
+	t.Parallel()
+	bins := build(t, "github.com/tenure-dev/tenure/cmd/tenure", "go.etcd.io/etcd/server/v3")
 	if *lossTenure != "" {
 		bins[0] = *lossTenure
 	}

@@ -51,7 +51,7 @@ func BenchmarkRestart1000Groups(b *testing.B) {
 	st.Close()
 	emb.Close()
 
-	bin := proctest.Build(b, "github.com/tenure-dev/tenure/cmd/tenure")[0]
+	bin := build(b, "github.com/tenure-dev/tenure/cmd/tenure")[0]
 	m := members[0]
 	beat := kmsg.NewPtrConsumerGroupHeartbeatRequest()
 	beat.Version = 1

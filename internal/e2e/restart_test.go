@@ -40,7 +40,8 @@ func TestRestartKeepsEverything(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs real processes")
 	}
-	bins := proctest.Build(t, "github.com/tenure-dev/tenure/cmd/tenure", "go.etcd.io/etcd/server/v3")
+	t.Parallel()
+	bins := build(t, "github.com/tenure-dev/tenure/cmd/tenure", "go.etcd.io/etcd/server/v3")
 	tenure, etcd := bins[0], bins[1]
 	t.Run("embedded", func(t *testing.T) {
 		data := filepath.Join(t.TempDir(), "data")

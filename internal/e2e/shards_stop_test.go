@@ -22,10 +22,15 @@ func TestShardsGracefulStop(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs real processes")
 	}
+	t.Parallel()
 	h := startHASetWith(t, haOpts{etcdMembers: 1, http: true, args: []string{"--shards", "6",
 		"--consumer-session-timeout", "6s", "--consumer-heartbeat-interval", "1s", "--log-level", "warn"}})
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
+	// The consumers poll until the test ends, and each request has a
+	// deadline of its own (call): one deadline for every step ended the
+	// consumers' polls and the last steps' requests once the steps took
+	// longer than it, as on a loaded machine (85 s of 90 seen).
+	ctx := t.Context()
+	call := func() (context.Context, context.CancelFunc) { return context.WithTimeout(ctx, 10*time.Second) }
 	createTopicOn(t, h.nodes[0].Addr, topic, partitions)
 	var groups []string
 	var consumers []*stockConsumer
@@ -37,11 +42,13 @@ func TestShardsGracefulStop(t *testing.T) {
 	for _, sc := range consumers {
 		sc.waitSettled(t)
 	}
-	ids, err := h.nodeIDs(ctx)
+	cctx, cancel := call()
+	ids, err := h.nodeIDs(cctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	coords, err := coordinatorsAt(ctx, h.nodes[0].Addr, groups)
+	coords, err := coordinatorsAt(cctx, h.nodes[0].Addr, groups)
+	cancel()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +73,9 @@ func TestShardsGracefulStop(t *testing.T) {
 	t.Logf("node %d (%d of the groups) stopped in %v", ids[victim], most, time.Since(stopped).Round(time.Millisecond))
 	others := slices.DeleteFunc(slices.Clone(h.addrs()), func(a string) bool { return a == h.nodes[victim].Addr })
 	testenv.Eventually(t, 10*time.Second, "every group coordinated by a node still up", func() bool {
-		c, err := coordinatorsAt(ctx, others[0], groups)
+		cctx, cancel := call()
+		defer cancel()
+		c, err := coordinatorsAt(cctx, others[0], groups)
 		if err != nil {
 			return false
 		}
@@ -86,7 +95,9 @@ func TestShardsGracefulStop(t *testing.T) {
 
 	h.start(victim)
 	testenv.Eventually(t, 20*time.Second, "the restarted node to take its share", func() bool {
-		n, err := h.shardsLed(ctx, victim)
+		cctx, cancel := call()
+		defer cancel()
+		n, err := h.shardsLed(cctx, victim)
 		return err == nil && n == 2
 	})
 	time.Sleep(8 * time.Second)

@@ -47,6 +47,7 @@ func TestShards(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs real processes")
 	}
+	t.Parallel()
 	h := startHASetWith(t, haOpts{etcdMembers: 1, http: true,
 		args: []string{"--shards", strconv.Itoa(testShards), "--log-level", "warn"}})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -74,10 +75,35 @@ func TestShards(t *testing.T) {
 	f.check(t)
 
 	victim := 1
+	// Each node's standby follows the shards it would take (ha's
+	// StandbyShards), not every shard: the survivors must then take all
+	// of the dead node's groups from their standbys, loading none.
+	loaded := func(i int) float64 {
+		v, _ := h.metric(ctx, i, `tenure_takeover_groups_total{from="store"}`)
+		return v
+	}
+	testenv.Eventually(t, 30*time.Second, "every node's standby to follow the shards it may take", func() bool {
+		for i := range h.nodes {
+			if v, err := h.metric(ctx, i, "tenure_standby_shards"); err != nil || v == 0 || v == testShards {
+				return false
+			}
+		}
+		return true
+	})
+	loadedBefore := map[int]float64{}
+	for i := range h.nodes {
+		loadedBefore[i] = loaded(i)
+	}
 	histories := sc.histories()
 	h.nodes[victim].Kill()
 	killed := time.Now()
 	afterKill := sc.waitServed(ctx, "after the kill")
+	for i := range h.nodes {
+		if i != victim && loaded(i) != loadedBefore[i] {
+			t.Errorf("node %d loaded %v groups from the store after the kill: a shard it took was not followed by its standby",
+				i, loaded(i)-loadedBefore[i])
+		}
+	}
 	var lastBack time.Time
 	for _, g := range f.groups {
 		hist := g.history()

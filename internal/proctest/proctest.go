@@ -26,24 +26,35 @@ import (
 // is not a major version ("go.etcd.io/etcd/server/v3" builds "server").
 func Build(tb testing.TB, pkgs ...string) []string {
 	tb.Helper()
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		tb.Fatalf("building test binaries needs the go command: %v", err)
-	}
 	dir := tb.TempDir()
 	var bins []string
 	for _, pkg := range pkgs {
-		name := path.Base(pkg)
-		if len(name) > 1 && name[0] == 'v' && strings.Trim(name[1:], "0123456789") == "" {
-			name = path.Base(path.Dir(pkg))
-		}
-		out := filepath.Join(dir, name)
-		if b, err := exec.Command(goBin, "build", "-o", out, pkg).CombinedOutput(); err != nil {
-			tb.Fatalf("go build %s: %v\n%s", pkg, err, b)
+		out, err := BuildInto(dir, pkg)
+		if err != nil {
+			tb.Fatal(err)
 		}
 		bins = append(bins, out)
 	}
 	return bins
+}
+
+// BuildInto builds pkg as Build does, into dir, and returns the binary's
+// path. For binaries that outlive one test, such as those that a
+// package's parallel tests share.
+func BuildInto(dir, pkg string) (string, error) {
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		return "", fmt.Errorf("building test binaries needs the go command: %w", err)
+	}
+	name := path.Base(pkg)
+	if len(name) > 1 && name[0] == 'v' && strings.Trim(name[1:], "0123456789") == "" {
+		name = path.Base(path.Dir(pkg))
+	}
+	out := filepath.Join(dir, name)
+	if b, err := exec.Command(goBin, "build", "-o", out, pkg).CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build %s: %w\n%s", pkg, err, b)
+	}
+	return out, nil
 }
 
 // Process is a child process of a test: a server whose output is kept for

@@ -20,9 +20,10 @@
 // topics, users, ACLs and the generation logs stay shared. The shard count
 // is fixed once a prefix is used (ErrShardCount).
 //
-// Mirror follows a prefix's group records of every shard from a node that
-// does not write them, through one watch, so that a warm standby takes a
-// term over without a load (mirror.go).
+// Mirror follows a prefix's group records (of a sharded prefix, the
+// shards given to Follow) from a node that does not write them, through a
+// watch per shard, so that a warm standby takes a term over without a
+// load (mirror.go).
 //
 // Persist writes a batch of records as a few transactions, in order, each
 // guarded (Guard, for fail-over) and fenced, so that a write that fails

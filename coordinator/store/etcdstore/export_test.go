@@ -2,16 +2,23 @@ package etcdstore
 
 import "github.com/tenure-dev/tenure/coordinator"
 
-// PauseMirror ends m's watch and keeps it from starting again until
+// PauseMirror ends m's watches and keeps them from starting again until
 // resume is called, as an etcd out of reach would: the mirror falls
 // behind the writes made meanwhile.
 func PauseMirror(m *Mirror) (resume func()) {
 	hold := make(chan struct{})
 	m.mu.Lock()
 	m.hold = hold
-	stop := m.breakWatch
+	var stops []func()
+	for _, u := range m.units {
+		if u.breakWatch != nil {
+			stops = append(stops, u.breakWatch)
+		}
+	}
 	m.mu.Unlock()
-	stop()
+	for _, stop := range stops {
+		stop()
+	}
 	return func() {
 		m.mu.Lock()
 		m.hold = nil

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -13,46 +14,68 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc/metadata"
 
 	"github.com/tenure-dev/tenure/coordinator"
 )
 
-// A Mirror is a warm standby's copy of the group records of a prefix, of
-// every shard, kept current by one watch of the prefix: a node that does
-// not coordinate a group (an HA follower, or a node of a sharded set for
-// the shards others own) follows what their coordinators write, so that
-// when it takes them over it loads nothing but checks, with Sync, that it
-// has seen every write up to now.
+// A Mirror is a warm standby's copy of the group records of a prefix,
+// kept current by the store's watch: a node that does not coordinate a
+// group (an HA follower, or a node of a sharded set for the shards it
+// may take from others) follows what their coordinators write, so that
+// when it takes them over it loads nothing but checks, with Sync, that
+// it has seen every write up to now.
 //
-// It reads everything once, at one revision, and from then on applies the
-// watch's events from the revision after. A watch that breaks (etcd
+// It follows the topics and the unsharded layout's groups from the
+// start, and of a sharded prefix only the shards given to Follow: a
+// node of a set follows the shards it is next in line for, not those it
+// writes itself nor those another node would take, so that a write of
+// the set reaches one standby's watch instead of every node's. Each
+// followed range (the topics, the groups, a shard) is read once, at one
+// revision, and from then on follows its own watch from the revision
+// after, with a revision of its own. A watch that breaks (etcd
 // unreachable, a leader election) is started again from the revision
-// after the last one applied: the mirror catches up, never starting from
-// scratch, unless etcd compacted that revision meanwhile, when it reads
-// everything again (logged: the only full reload after the first). A
-// Mirror writes nothing and is safe for concurrent use.
+// after the last one applied: the range catches up, never starting from
+// scratch, unless etcd compacted that revision meanwhile, when that
+// range is read again (logged). A Mirror writes nothing and is safe for
+// concurrent use.
 type Mirror struct {
 	cli  *clientv3.Client
 	cfg  cfg
 	keys keys
 
-	wctx   context.Context // the watch's: RequestProgress needs its stream
+	ctx    context.Context // the watches'
 	cancel context.CancelFunc
-	done   chan struct{}
+	wg     sync.WaitGroup
 
 	// hold, when set, keeps a broken watch from starting again until it
-	// is closed; breakWatch ends the current watch (tests' fell-behind).
-	hold       chan struct{}
-	breakWatch context.CancelFunc
+	// is closed (tests' fell-behind).
+	hold chan struct{}
 
 	mu       sync.Mutex
-	rev      int64 // every write up to it is applied
-	advanced chan struct{}
+	units    map[int]*unit // by shard: topicsUnit, -1 (the unsharded layout) and the shards followed
+	advanced chan struct{} // closed when a unit's revision moves
 	state
 	version uint64 // of the last change applied to a group
-	loads   int    // full reads, the first included
+	watches uint64 // watches started, each on a stream of its own
+	loads   int    // reads of a range, the first ones included
 	resumes int    // watches started again from rev+1
 	err     error  // why the mirror stopped, once it has
+}
+
+// topicsUnit is the unit of the topics.
+const topicsUnit = -2
+
+// A unit is one range the mirror follows: the topics, the unsharded
+// groups, or a shard's groups. Its fields but the range's are guarded by
+// Mirror.mu.
+type unit struct {
+	shard      int
+	start, end string
+	stop       context.CancelFunc // ends the unit's follow
+	rev        int64              // every write of the range up to it is applied; 0 until read
+	watch      context.Context    // the current watch's (RequestProgress needs its stream); nil between watches
+	breakWatch context.CancelFunc // ends the current watch
 }
 
 // state is what a mirror holds.
@@ -67,7 +90,7 @@ func newState() state {
 }
 
 // mirrorGroup is one group's latest records. A standby follows every
-// write of the set, and most of them are offset commits, of which it
+// write of the shards it may take, and most of them are offset commits, of which it
 // needs only the last of each partition, when the group is read (a
 // rebuild or a takeover): so offset values are kept as etcd sends them
 // and decoded when the group is read, not each one as it comes (which
@@ -101,151 +124,271 @@ func (g *mirrorGroup) empty() bool {
 // ErrMirrorClosed is returned by a Mirror's methods after Close.
 var ErrMirrorClosed = errors.New("etcdstore: mirror closed")
 
-// NewMirror reads the group records of every shard under the prefix of
-// cli's cluster (Prefix; Logger and PageSize apply too, the other options
-// do not) and follows them until Close. cli stays the caller's.
+// ErrNotFollowed is Sync's error for a shard the mirror does not follow
+// (Follow): it holds none of its groups, and a node that takes the shard
+// loads it from the store.
+var ErrNotFollowed = errors.New("etcdstore: the mirror does not follow the shard")
+
+// NewMirror reads the topics and the unsharded layout's group records
+// under the prefix of cli's cluster (Prefix; Logger and PageSize apply
+// too, the other options do not) and follows them, and the shards given
+// to Follow, until Close. cli stays the caller's.
 func NewMirror(ctx context.Context, cli *clientv3.Client, opts ...Opt) (*Mirror, error) {
 	c := newCfg(opts)
 	if err := c.validate(); err != nil {
 		return nil, err
 	}
-	m := &Mirror{cli: cli, cfg: c, keys: prefixKeys(c.prefix), advanced: make(chan struct{}), done: make(chan struct{}),
-		breakWatch: func() {}}
-	if err := m.reload(ctx, "start"); err != nil {
-		return nil, err
+	m := &Mirror{cli: cli, cfg: c, keys: prefixKeys(c.prefix), advanced: make(chan struct{}), units: map[int]*unit{},
+		state: newState()}
+	m.ctx, m.cancel = context.WithCancel(clientv3.WithRequireLeader(context.Background()))
+	start := time.Now()
+	var base []*unit
+	for _, shard := range []int{topicsUnit, -1} {
+		u := m.newUnitLocked(shard)
+		if err := m.read(ctx, u); err != nil {
+			m.cancel()
+			return nil, err
+		}
+		base = append(base, u)
 	}
-	m.wctx, m.cancel = context.WithCancel(clientv3.WithRequireLeader(context.Background()))
-	go m.follow()
+	m.loads = 1 // the two ranges read as one
+	m.cfg.log.Info("etcd store mirror: read the topics and groups", zap.String("prefix", m.keys.prefix),
+		zap.Int("groups", len(m.groups)), zap.Duration("took", time.Since(start)))
+	for _, u := range base {
+		m.startLocked(u, true)
+	}
 	return m, nil
 }
 
-// ranges are the directories a mirror reads: the topics and the groups
-// of either layout (a prefix has one of them).
-func (m *Mirror) ranges() []keyRange {
-	var out []keyRange
-	for _, d := range []string{topicsDir, groupsDir, shardsDir} {
-		out = append(out, keyRange{m.keys.prefix + d, prefixEnd(m.keys.prefix + d)})
+// newUnitLocked adds the unit of shard, not started.
+func (m *Mirror) newUnitLocked(shard int) *unit {
+	var dir string
+	switch {
+	case shard == topicsUnit:
+		dir = m.keys.prefix + topicsDir
+	case shard < 0:
+		dir = m.keys.prefix + groupsDir
+	default:
+		dir = m.keys.prefix + shardsDir + strconv.Itoa(shard) + "/"
 	}
+	u := &unit{shard: shard, start: dir, end: prefixEnd(dir)}
+	m.units[shard] = u
+	return u
+}
+
+// startLocked starts following u (read tells whether it is read already).
+func (m *Mirror) startLocked(u *unit, read bool) {
+	ctx, stop := context.WithCancel(m.ctx)
+	u.stop = stop
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		m.follow(ctx, u, read)
+	}()
+}
+
+// Follow makes the shards the mirror follows those given (of a sharded
+// prefix; the topics and the unsharded layout are always followed): a
+// shard not followed yet is read, in the background, and then followed
+// (Sync waits for it), and one no longer given is dropped with its
+// groups. A node calls it with the shards it may take.
+func (m *Mirror) Follow(shards []int) {
+	want := make(map[int]bool, len(shards))
+	for _, s := range shards {
+		if s >= 0 {
+			want[s] = true
+		}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.err != nil {
+		return
+	}
+	for s, u := range m.units {
+		if s >= 0 && !want[s] {
+			u.stop()
+			delete(m.units, s)
+			m.dropShardLocked(s)
+		}
+	}
+	for s := range want {
+		if m.units[s] == nil {
+			m.startLocked(m.newUnitLocked(s), false)
+		}
+	}
+}
+
+// Followed returns the shards the mirror follows, sorted.
+func (m *Mirror) Followed() []int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []int
+	for s := range m.units {
+		if s >= 0 {
+			out = append(out, s)
+		}
+	}
+	slices.Sort(out)
 	return out
 }
 
-// reload reads everything at one revision and replaces the mirror's
-// state with it.
-func (m *Mirror) reload(ctx context.Context, why string) error {
-	start := time.Now()
+// dropShardLocked forgets the groups of shard.
+func (m *Mirror) dropShardLocked(shard int) {
+	for name, g := range m.byShard[shard] {
+		if m.groups[name] == g {
+			delete(m.groups, name)
+		}
+	}
+	delete(m.byShard, shard)
+}
+
+// read reads u's range at one revision and replaces what the mirror
+// holds of it. It gives up if u is no longer followed.
+func (m *Mirror) read(ctx context.Context, u *unit) error {
 	for attempt := 1; ; attempt++ {
 		st := newState()
-		var rev int64
-		var err error
-		for _, r := range m.ranges() {
-			rev, err = pages(ctx, m.cli, r.start, r.end, rev, m.cfg.pageSize, func(kv *mvccpb.KeyValue) {
-				st.applyKV(m.keys, kv, 0)
-			})
-			if err != nil {
-				break
-			}
-		}
+		rev, err := pages(ctx, m.cli, u.start, u.end, 0, m.cfg.pageSize, func(kv *mvccpb.KeyValue) {
+			st.applyKV(m.keys, kv, 0)
+		})
 		if isCompacted(err) && attempt < maxLoadAttempts {
 			continue
 		}
 		if err != nil {
-			return fmt.Errorf("etcdstore: mirror: reading %q: %w", m.keys.prefix, err)
+			return fmt.Errorf("etcdstore: mirror: reading %q: %w", u.start, err)
 		}
 		m.mu.Lock()
-		m.version++
-		for _, g := range st.groups {
-			g.version, g.state = m.version, m.version
+		defer m.mu.Unlock()
+		if m.units[u.shard] != u {
+			return ErrNotFollowed
 		}
-		m.state = st
+		m.version++
+		if u.shard == topicsUnit {
+			m.topics = st.topics
+		} else {
+			m.dropShardLocked(u.shard)
+			for name, g := range st.groups {
+				g.version, g.state = m.version, m.version
+				m.groups[name] = g
+			}
+			if len(st.groups) > 0 {
+				m.byShard[u.shard] = st.byShard[u.shard]
+			}
+		}
 		m.loads++
-		m.setRevLocked(rev)
-		m.mu.Unlock()
-		m.cfg.log.Info("etcd store mirror: read everything", zap.String("prefix", m.keys.prefix), zap.String("why", why),
-			zap.Int("groups", len(st.groups)), zap.Int64("revision", rev), zap.Duration("took", time.Since(start)))
+		m.setRevLocked(u, rev)
 		return nil
 	}
 }
 
 func isCompacted(err error) bool { return errors.Is(err, rpctypes.ErrCompacted) }
 
-// setRevLocked records that every write up to rev is applied.
-func (m *Mirror) setRevLocked(rev int64) {
-	if rev <= m.rev {
+// setRevLocked records that every write of u's range up to rev is
+// applied.
+func (m *Mirror) setRevLocked(u *unit, rev int64) {
+	if rev <= u.rev {
 		return
 	}
-	m.rev = rev
+	u.rev = rev
 	close(m.advanced)
 	m.advanced = make(chan struct{})
 }
 
-// follow applies the watch's events until Close, starting the watch again
-// from the revision after the last applied when it breaks, and reading
-// everything again when that revision is compacted.
-func (m *Mirror) follow() {
-	defer close(m.done)
-	for first := true; m.wctx.Err() == nil; first = false {
+// follow reads u's range unless read says it is read, and applies its
+// watch's events until ctx ends, starting the watch again from the
+// revision after the last applied when it breaks, and reading the range
+// again when that revision is compacted.
+//
+// Each watch has a gRPC stream of its own: etcd answers a progress
+// request for every watcher of a stream at once, on behalf of all
+// (WatchId -1), so a watcher created on a stream while a notification
+// was on its way could take that notification, made before it existed,
+// for its own; alone on its stream, a watcher only gets notifications
+// made for it.
+func (m *Mirror) follow(ctx context.Context, u *unit, read bool) {
+	resumed := false
+	for ctx.Err() == nil {
+		if !read {
+			start := time.Now()
+			if err := m.read(ctx, u); err != nil {
+				if ctx.Err() != nil || errors.Is(err, ErrNotFollowed) {
+					return
+				}
+				m.cfg.log.Warn("etcd store mirror: cannot read a range yet", zap.String("range", u.start), zap.Error(err))
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(watchRetry):
+				}
+				continue
+			}
+			read, resumed = true, false
+			m.cfg.log.Debug("etcd store mirror: read a range", zap.String("range", u.start), zap.Duration("took", time.Since(start)))
+		}
 		m.mu.Lock()
-		from := m.rev + 1
-		if !first {
+		from := u.rev + 1
+		if resumed {
 			m.resumes++
 		}
-		compacted := false
-		wctx, cancel := context.WithCancel(m.wctx)
-		m.breakWatch = cancel
+		m.watches++
+		wctx, cancel := context.WithCancel(metadata.AppendToOutgoingContext(ctx, "tenure-mirror-watch", strconv.FormatUint(m.watches, 10)))
+		u.breakWatch = cancel
 		hold := m.hold
 		m.mu.Unlock()
 		if hold != nil {
 			select {
 			case <-hold:
-			case <-m.wctx.Done():
+			case <-ctx.Done():
 			}
 		}
-		wch := m.cli.Watch(wctx, m.keys.prefix, clientv3.WithPrefix(), clientv3.WithRev(from))
-		for wr := range wch {
+		m.mu.Lock()
+		u.watch = wctx
+		m.mu.Unlock()
+		compacted := false
+		for wr := range m.cli.Watch(wctx, u.start, clientv3.WithRange(u.end), clientv3.WithRev(from)) {
 			if wr.CompactRevision != 0 {
 				compacted = true
 				break
 			}
 			if err := wr.Err(); err != nil {
 				m.cfg.log.Warn("etcd store mirror: watch failed; starting it again from the last revision applied",
-					zap.Int64("from", from), zap.Error(err))
+					zap.String("range", u.start), zap.Int64("from", from), zap.Error(err))
 				break
 			}
-			m.apply(wr)
+			m.apply(u, wr)
 		}
 		cancel()
-		if m.wctx.Err() != nil {
+		m.mu.Lock()
+		u.watch = nil
+		behind := u.rev
+		m.mu.Unlock()
+		resumed = true
+		if ctx.Err() != nil {
 			return
 		}
 		if compacted {
-			m.mu.Lock()
-			behind := m.rev
-			m.mu.Unlock()
-			m.cfg.log.Warn("etcd store mirror: fell behind a compaction; reading everything again",
-				zap.String("prefix", m.keys.prefix), zap.Int64("applied", behind))
-			err := m.reload(m.wctx, "compacted")
-			if err == nil {
-				continue
-			}
-			if m.wctx.Err() == nil {
-				m.cfg.log.Warn("etcd store mirror: cannot read everything yet", zap.Error(err))
-			}
+			m.cfg.log.Warn("etcd store mirror: fell behind a compaction; reading the range again",
+				zap.String("range", u.start), zap.Int64("applied", behind))
+			read = false
+			continue
 		}
 		select {
-		case <-m.wctx.Done():
+		case <-ctx.Done():
 			return
 		case <-time.After(watchRetry):
 		}
 	}
 }
 
-// apply applies one watch response: its events, or, for a progress
+// apply applies one watch response of u: its events, or, for a progress
 // notification, the revision up to which the watch has sent everything.
-func (m *Mirror) apply(wr clientv3.WatchResponse) {
+func (m *Mirror) apply(u *unit, wr clientv3.WatchResponse) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.units[u.shard] != u {
+		return // dropped by Follow; its groups are gone
+	}
 	if wr.IsProgressNotify() {
-		m.setRevLocked(wr.Header.Revision)
+		m.setRevLocked(u, wr.Header.Revision)
 		return
 	}
 	if len(wr.Events) == 0 {
@@ -261,7 +404,7 @@ func (m *Mirror) apply(wr clientv3.WatchResponse) {
 	}
 	// A response holds whole revisions: every write up to its last
 	// event's is applied.
-	m.setRevLocked(wr.Events[len(wr.Events)-1].Kv.ModRevision)
+	m.setRevLocked(u, wr.Events[len(wr.Events)-1].Kv.ModRevision)
 }
 
 // applyKV takes a key's new value into topics and groups; an offset's
@@ -377,14 +520,23 @@ func (st *state) groupOf(pk parsedKey) *mirrorGroup {
 	return g
 }
 
-// Sync waits until the mirror has applied every write etcd acknowledged
-// before Sync was called: it reads etcd's current revision (a
-// linearizable read) and waits for the watch to reach it, asking etcd for
-// a progress notification while it has no events to send. A node that
-// takes a term over calls it after its term began, so the mirror then
-// holds every write of the previous coordinator, whose writes stopped
-// before that.
-func (m *Mirror) Sync(ctx context.Context) (int64, error) {
+// Sync waits until the mirror holds every write etcd acknowledged
+// before Sync was called to shard's groups (-1: the unsharded layout's)
+// and to the topics, and returns the shard's revision: it reads etcd's
+// current revision (a linearizable read) and waits for the shard's watch
+// and the topics' to reach it, asking etcd for a progress notification
+// while they have no events to send. A node that takes a term over calls
+// it after its term began, so the mirror then holds every write of the
+// previous coordinator, whose writes stopped before that. A shard not
+// followed fails with ErrNotFollowed at once; one followed only lately
+// is waited for until it is read.
+func (m *Mirror) Sync(ctx context.Context, shard int) (int64, error) {
+	m.mu.Lock()
+	_, followed := m.units[shard]
+	m.mu.Unlock()
+	if !followed {
+		return 0, fmt.Errorf("%w: shard %d", ErrNotFollowed, shard)
+	}
 	resp, err := m.cli.Get(ctx, m.keys.format(), clientv3.WithCountOnly())
 	if err != nil {
 		return 0, fmt.Errorf("etcdstore: mirror: reading the revision: %w", err)
@@ -392,33 +544,51 @@ func (m *Mirror) Sync(ctx context.Context) (int64, error) {
 	want := resp.Header.Revision
 	for {
 		m.mu.Lock()
-		rev, advanced, err := m.rev, m.advanced, m.err
-		m.mu.Unlock()
-		if rev >= want {
-			return rev, nil
+		g, t := m.units[shard], m.units[topicsUnit]
+		advanced, err := m.advanced, m.err
+		if g == nil && err == nil {
+			err = fmt.Errorf("%w: shard %d", ErrNotFollowed, shard)
 		}
+		var rev, trev int64
+		var behind []context.Context
+		if err == nil {
+			rev, trev = g.rev, t.rev
+			for _, u := range []*unit{g, t} {
+				if u.rev < want && u.watch != nil {
+					behind = append(behind, u.watch)
+				}
+			}
+		}
+		m.mu.Unlock()
 		if err != nil {
 			return 0, err
 		}
-		// Ignored by etcd while the watch is catching up: ask again.
-		_ = m.cli.RequestProgress(m.wctx)
+		if rev >= want && trev >= want {
+			return rev, nil
+		}
+		for _, w := range behind {
+			// Ignored by etcd while the watch is catching up: ask again.
+			_ = m.cli.RequestProgress(w)
+		}
 		select {
 		case <-advanced:
 		case <-time.After(50 * time.Millisecond):
 		case <-ctx.Done():
-			return 0, fmt.Errorf("etcdstore: mirror: at revision %d, waiting for %d: %w", rev, want, ctx.Err())
-		case <-m.done:
-			return 0, ErrMirrorClosed
+			return 0, fmt.Errorf("etcdstore: mirror: shard %d at revision %d, waiting for %d: %w", shard, rev, want, ctx.Err())
 		}
 	}
 }
 
 // Revision returns the revision up to which the mirror has applied every
-// write.
-func (m *Mirror) Revision() int64 {
+// write to shard's groups (-1: the unsharded layout's); 0 if it does not
+// follow the shard or has not read it yet.
+func (m *Mirror) Revision(shard int) int64 {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.rev
+	if u := m.units[shard]; u != nil {
+		return u.rev
+	}
+	return 0
 }
 
 // Versions returns the groups of shard (-1: of the unsharded layout) with
@@ -486,7 +656,7 @@ func (m *Mirror) Records(shard int) ([]coordinator.Record, error) {
 
 // MirrorStats is what a mirror has done, for tests and logs.
 type MirrorStats struct {
-	Loads   int // full reads, the first included
+	Loads   int // reads of a range: the first (the topics and groups), a shard followed, a range compacted under its watch
 	Resumes int // watches started again from the revision after the last applied
 	Groups  int
 }
@@ -536,7 +706,7 @@ func (g *mirrorGroup) records(k keys, out []coordinator.Record) ([]coordinator.R
 // records already read stay readable.
 func (m *Mirror) Close() error {
 	m.cancel()
-	<-m.done
+	m.wg.Wait()
 	m.mu.Lock()
 	m.err = ErrMirrorClosed
 	m.mu.Unlock()

@@ -1,6 +1,7 @@
 package etcdstore_test
 
 import (
+	"errors"
 	"fmt"
 	"reflect"
 	"runtime"
@@ -53,7 +54,7 @@ func mirrorWrites(t *testing.T, s *etcdstore.Store, round int) {
 // loads: every record, and each group's as LoadGroup reads it.
 func sameAsStore(t *testing.T, m *etcdstore.Mirror, s *etcdstore.Store, shard int) {
 	t.Helper()
-	if _, err := m.Sync(testenv.Context(t)); err != nil {
+	if _, err := m.Sync(testenv.Context(t), shard); err != nil {
 		t.Fatalf("Sync: %v", err)
 	}
 	want := load(t, s)
@@ -106,7 +107,7 @@ func TestMirrorFollows(t *testing.T) {
 	}
 	// Sync with nothing written: etcd's progress notification says the
 	// watch has sent everything.
-	if _, err := m.Sync(testenv.Context(t)); err != nil {
+	if _, err := m.Sync(testenv.Context(t), -1); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -120,16 +121,17 @@ func TestMirrorCatchesUp(t *testing.T) {
 	m := openMirror(t, cli, prefix)
 	sameAsStore(t, m, s, -1)
 	resume := etcdstore.PauseMirror(m)
-	at := m.Revision()
+	at := m.Revision(-1)
 	mirrorWrites(t, s, 1)
 	time.Sleep(100 * time.Millisecond)
-	if m.Revision() != at {
-		t.Fatalf("a paused mirror went from revision %d to %d", at, m.Revision())
+	if m.Revision(-1) != at {
+		t.Fatalf("a paused mirror went from revision %d to %d", at, m.Revision(-1))
 	}
 	resume()
 	sameAsStore(t, m, s, -1)
-	if st := m.Stats(); st.Loads != 1 || st.Resumes != 1 {
-		t.Errorf("stats %+v, want one load and one resume", st)
+	// One resume for each range followed: the topics and the groups.
+	if st := m.Stats(); st.Loads != 1 || st.Resumes != 2 {
+		t.Errorf("stats %+v, want one load and two resumes", st)
 	}
 }
 
@@ -150,13 +152,18 @@ func TestMirrorCompacted(t *testing.T) {
 	}
 	resume()
 	sameAsStore(t, m, s, -1)
-	if st := m.Stats(); st.Loads != 2 {
-		t.Errorf("stats %+v, want two loads", st)
+	// The first read, and one for each range followed: the topics and
+	// the groups.
+	if st := m.Stats(); st.Loads != 3 {
+		t.Errorf("stats %+v, want three loads", st)
 	}
 }
 
-// TestMirrorShards: one mirror follows every shard of a prefix, and holds
-// for each what that shard's store loads.
+// TestMirrorShards: a mirror follows the shards given to Follow, each
+// holding what that shard's store loads, and nothing of the others: a
+// shard it does not follow fails Sync with ErrNotFollowed. A shard
+// followed later is read with the writes made before, and a shard no
+// longer followed is dropped with its groups.
 func TestMirrorShards(t *testing.T) {
 	cli := etcd.Client(t)
 	prefix := uniquePrefix(t)
@@ -166,16 +173,41 @@ func TestMirrorShards(t *testing.T) {
 		stores = append(stores, openShard(t, cli, prefix, i, shards))
 	}
 	m := openMirror(t, cli, prefix)
+	m.Follow([]int{0, 2})
 	recs := stableGroup(t, "template")
-	for i := range 12 {
-		name := fmt.Sprintf("g%02d", i)
-		persist(t, stores[i%shards], testgroups.Renamed(recs, name)...)
+	write := func(round int) {
+		for i := range 12 {
+			persist(t, stores[i%shards], testgroups.Renamed(recs, fmt.Sprintf("r%d-g%02d", round, i))...)
+		}
 	}
-	for i, s := range stores {
-		sameAsStore(t, m, s, i)
+	write(0)
+	for _, i := range []int{0, 2} {
+		sameAsStore(t, m, stores[i], i)
 	}
+	notFollowed := func(shard int) {
+		t.Helper()
+		if _, err := m.Sync(testenv.Context(t), shard); !errors.Is(err, etcdstore.ErrNotFollowed) {
+			t.Errorf("Sync of shard %d, not followed: %v, want ErrNotFollowed", shard, err)
+		}
+		if v := m.Versions(shard); len(v) != 0 {
+			t.Errorf("groups of shard %d, not followed: %v", shard, v)
+		}
+	}
+	notFollowed(1)
 	if v := m.Versions(-1); len(v) != 0 {
 		t.Errorf("groups of the unsharded layout in a sharded prefix: %v", v)
+	}
+
+	m.Follow([]int{1, 2})
+	write(1)
+	sameAsStore(t, m, stores[1], 1)
+	sameAsStore(t, m, stores[2], 2)
+	notFollowed(0)
+	if got, want := m.Followed(), []int{1, 2}; !reflect.DeepEqual(got, want) {
+		t.Errorf("Followed() = %v, want %v", got, want)
+	}
+	if n := m.Stats().Groups; n != 16 {
+		t.Errorf("the mirror holds %d groups, want the 16 of shards 1 and 2", n)
 	}
 }
 
@@ -227,7 +259,7 @@ func TestMirrorBadValue(t *testing.T) {
 	if _, err := cli.Put(testenv.Context(t), key, `{"o":"not a number"}`); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.Sync(testenv.Context(t)); err != nil {
+	if _, err := m.Sync(testenv.Context(t), -1); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := m.Group("r0-g0"); err == nil || !strings.Contains(err.Error(), key) {
@@ -252,7 +284,7 @@ func TestMirrorBadValue(t *testing.T) {
 	if _, err := cli.Put(testenv.Context(t), batch, testgroups.Topic.Name+"/1 {\"o\":\"x\"}\n"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.Sync(testenv.Context(t)); err != nil {
+	if _, err := m.Sync(testenv.Context(t), -1); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := m.Group("r0-g0"); err == nil || !strings.Contains(err.Error(), batch) {
@@ -272,7 +304,7 @@ func TestMirrorBadValue(t *testing.T) {
 	if _, err := cli.Put(testenv.Context(t), string(member.Key), `{"st":"long"}`); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.Sync(testenv.Context(t)); err != nil {
+	if _, err := m.Sync(testenv.Context(t), -1); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := m.Group("r0-g2"); err == nil || !strings.Contains(err.Error(), string(member.Key)) {
@@ -292,7 +324,7 @@ func TestMirrorStateVersions(t *testing.T) {
 	m := openMirror(t, cli, prefix)
 	sync := func() (uint64, uint64) {
 		t.Helper()
-		if _, err := m.Sync(testenv.Context(t)); err != nil {
+		if _, err := m.Sync(testenv.Context(t), -1); err != nil {
 			t.Fatal(err)
 		}
 		return m.Versions(-1)["r0-g2"], m.StateVersions(-1)["r0-g2"]

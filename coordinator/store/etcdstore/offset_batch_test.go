@@ -175,7 +175,7 @@ func TestBatchesMatchRecordSet(t *testing.T) {
 				rt.Fatalf("LoadGroup(%q):\n%swant:\n%s", g, gr, w)
 			}
 		}
-		if _, err := m.Sync(ctx); err != nil {
+		if _, err := m.Sync(ctx, -1); err != nil {
 			rt.Fatalf("Sync: %v", err)
 		}
 		got, err := m.Records(-1)
