@@ -20,18 +20,7 @@ import (
 // last seed, so that a client's first Metadata does not wait on it.
 func frozenCluster(t *testing.T) (c *kfake.Cluster, seeds []string, frozen int32) {
 	t.Helper()
-	c, err := kfake.NewCluster(
-		kfake.NumBrokers(3),
-		kfake.SeedTopics(testParts, testTopic),
-		kfake.BrokerConfigs(map[string]string{
-			"group.consumer.heartbeat.interval.ms": fmt.Sprint(testInterval.Milliseconds()),
-			"group.consumer.session.timeout.ms":    fmt.Sprint(testSession.Milliseconds()),
-		}),
-	)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
+	c = startKfakeBrokers(t, 3, testInterval)
 	frozen = c.CoordinatorFor("g")
 	for c.CoordinatorFor("g") == frozen {
 		c.RehashCoordinators()
@@ -173,18 +162,7 @@ func TestCommittedWhileCoordinatorFrozen(t *testing.T) {
 // it, with the claim still held.
 func claimThroughFreeze(t *testing.T, before func(*Claim)) (claim *Claim, old, now int32) {
 	t.Helper()
-	c, err := kfake.NewCluster(
-		kfake.NumBrokers(3),
-		kfake.SeedTopics(testParts, testTopic),
-		kfake.BrokerConfigs(map[string]string{
-			"group.consumer.heartbeat.interval.ms": fmt.Sprint(testInterval.Milliseconds()),
-			"group.consumer.session.timeout.ms":    fmt.Sprint(testSession.Milliseconds()),
-		}),
-	)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
+	c := startKfakeBrokers(t, 3, testInterval)
 	var frozen atomic.Int32
 	frozen.Store(-1)
 	c.Control(func(kmsg.Request) (kmsg.Response, error, bool) {
@@ -236,18 +214,7 @@ func claimThroughFreeze(t *testing.T, before func(*Claim)) (claim *Claim, old, n
 // the session's goroutines: a WaitGroup Add racing its Wait, which -race
 // reported in a worker stopping during its commits, and which may panic.
 func TestCommitDuringClose(t *testing.T) {
-	c, err := kfake.NewCluster(
-		kfake.NumBrokers(1),
-		kfake.SeedTopics(testParts, testTopic),
-		kfake.BrokerConfigs(map[string]string{
-			"group.consumer.heartbeat.interval.ms": fmt.Sprint(testInterval.Milliseconds()),
-			"group.consumer.session.timeout.ms":    fmt.Sprint(testSession.Milliseconds()),
-		}),
-	)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
+	c := startKfakeBrokers(t, 1, testInterval)
 	var frozen atomic.Bool
 	c.Control(func(kmsg.Request) (kmsg.Response, error, bool) {
 		c.KeepControl()

@@ -46,8 +46,14 @@ func startKfake(t *testing.T) []string {
 // returning the cluster for control functions.
 func startKfakeCluster(t *testing.T, interval time.Duration) *kfake.Cluster {
 	t.Helper()
+	return startKfakeBrokers(t, 1, interval)
+}
+
+// startKfakeBrokers is startKfakeCluster with a number of brokers.
+func startKfakeBrokers(t *testing.T, brokers int, interval time.Duration) *kfake.Cluster {
+	t.Helper()
 	c, err := kfake.NewCluster(
-		kfake.NumBrokers(1),
+		kfake.NumBrokers(brokers),
 		kfake.SeedTopics(testParts, testTopic),
 		kfake.BrokerConfigs(map[string]string{
 			"group.consumer.heartbeat.interval.ms": fmt.Sprint(interval.Milliseconds()),
