@@ -344,80 +344,36 @@ func decodeGroupFast(data []byte) (v groupValue, ok bool) {
 
 // targets reads a group value's targets as the general decoder reads them.
 func (d *runScanner) targets() ([]targetValue, bool) {
-	out := []targetValue{}
-	done, ok := d.open('[', ']')
-	for ok && !done {
-		var t targetValue
-		objDone, objOK := d.open('{', '}')
-		for i := 0; objOK && !objDone; i++ {
-			if i = d.key(targetFields[:], i); i < 0 {
-				return nil, false
-			}
+	return list(&d.valueScanner, func() (t targetValue, ok bool) {
+		ok = d.object(targetFields[:], func(i int) (ok bool) {
 			if i == 0 {
-				t.Member, objOK = d.string()
+				t.Member, ok = d.string()
 			} else {
-				t.Target, objOK = d.tpRuns()
+				t.Target, ok = d.tpRuns()
 			}
-			if objOK {
-				objDone, objOK = d.next('}')
-			}
-		}
-		if ok = objOK; ok {
-			out = append(out, t)
-			done, ok = d.next(']')
-		}
-	}
-	return out, ok
+			return ok
+		})
+		return t, ok
+	})
 }
 
 // tpRuns reads an array of runs as the general decoder reads it into
 // tpRuns (runs reads the entries they stand for instead).
 func (d *runScanner) tpRuns() ([]tpRun, bool) {
-	out := []tpRun{}
-	done, ok := d.open('[', ']')
-	for ok && !done {
-		var r tpRun
-		objDone, objOK := d.open('{', '}')
-		for i := 0; objOK && !objDone; i++ {
-			if i = d.key(runFields[:], i); i < 0 {
-				return nil, false
-			}
+	return list(&d.valueScanner, func() (r tpRun, ok bool) {
+		ok = d.object(runFields[:], func(i int) (ok bool) {
 			switch i {
 			case 0:
-				r.Topic, objOK = d.topicName()
+				r.Topic, ok = d.topicName()
 			case 1:
-				r.Partitions = []int32{}
-				listDone, listOK := d.open('[', ']')
-				for listOK && !listDone {
-					var p int32
-					if p, listOK = d.int32(); listOK {
-						r.Partitions = append(r.Partitions, p)
-						listDone, listOK = d.next(']')
-					}
-				}
-				objOK = listOK
+				r.Partitions, ok = list(&d.valueScanner, d.int32)
 			case 2:
-				r.K = []int64{}
-				listDone, listOK := d.open('[', ']')
-				for listOK && !listDone {
-					var k int64
-					if k, listOK = d.int(math.MinInt64, math.MaxInt64); listOK {
-						r.K = append(r.K, k)
-						listDone, listOK = d.next(']')
-					}
-				}
-				objOK = listOK
+				r.K, ok = list(&d.valueScanner, d.int64)
 			}
-			if objOK {
-				objDone, objOK = d.next('}')
-			}
-		}
-		if ok = objOK; ok {
-			out = append(out, r)
-			done, ok = d.next(']')
-		}
-	}
-	return out, ok
+			return ok
+		})
+		return r, ok
+	})
 }
 
 // decodeMemberFast decodes data if it has the shape tenure writes.
@@ -673,44 +629,55 @@ func (d *valueScanner) bytes() ([]byte, bool) {
 	return b, err == nil
 }
 
-// strings reads an array of strings: not nil, even when empty, as
-// encoding/json gives [].
+// strings reads an array of strings.
 func (d *valueScanner) strings() ([]string, bool) {
-	out := []string{}
+	return list(d, d.string)
+}
+
+func (d *valueScanner) protocols() ([]protocolValue, bool) {
+	return list(d, func() (p protocolValue, ok bool) {
+		ok = d.object(protocolFields[:], func(i int) (ok bool) {
+			if i == 0 {
+				p.Name, ok = d.string()
+			} else {
+				p.Metadata, ok = d.bytes()
+			}
+			return ok
+		})
+		return p, ok
+	})
+}
+
+func (d *valueScanner) int64() (int64, bool) {
+	return d.int(math.MinInt64, math.MaxInt64)
+}
+
+// list reads an array, item reading each element: the slice is not nil,
+// even when empty, as encoding/json gives [].
+func list[T any](d *valueScanner, item func() (T, bool)) ([]T, bool) {
+	out := []T{}
 	done, ok := d.open('[', ']')
 	for ok && !done {
-		var s string
-		if s, ok = d.string(); ok {
-			out = append(out, s)
+		var v T
+		if v, ok = item(); ok {
+			out = append(out, v)
 			done, ok = d.next(']')
 		}
 	}
 	return out, ok
 }
 
-func (d *valueScanner) protocols() ([]protocolValue, bool) {
-	out := []protocolValue{}
-	done, ok := d.open('[', ']')
-	for ok && !done {
-		var p protocolValue
-		objDone, objOK := d.open('{', '}')
-		for i := 0; objOK && !objDone; i++ {
-			if i = d.key(protocolFields[:], i); i < 0 {
-				return nil, false
-			}
-			if i == 0 {
-				p.Name, objOK = d.string()
-			} else {
-				p.Metadata, objOK = d.bytes()
-			}
-			if objOK {
-				objDone, objOK = d.next('}')
-			}
+// object reads an object whose keys are among fields (in their order, each
+// at most once), field reading the value of fields[i].
+func (d *valueScanner) object(fields []string, field func(i int) bool) bool {
+	done, ok := d.open('{', '}')
+	for i := 0; ok && !done; i++ {
+		if i = d.key(fields, i); i < 0 {
+			return false
 		}
-		if ok = objOK; ok {
-			out = append(out, p)
-			done, ok = d.next(']')
+		if ok = field(i); ok {
+			done, ok = d.next('}')
 		}
 	}
-	return out, ok
+	return ok
 }
