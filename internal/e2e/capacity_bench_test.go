@@ -48,6 +48,10 @@ var (
 //	                  embedded etcd, in a data directory of its own
 //	etcd/nodes=1      one `tenure serve --shards 48` on an etcd process
 //	etcd/nodes=3      three of them on one etcd process
+//	etcd/nodes=1/third  one node as etcd/nodes=1, at a third of the
+//	                  fixed load: each of the three nodes' share, so
+//	                  that three times its CPU is what three nodes
+//	                  would spend if being a set cost nothing
 //
 // For each, the offered load (heartbeats plus commits per second) starts
 // at -e2e.capacity-start and grows by -e2e.capacity-step until a window
@@ -73,7 +77,11 @@ var (
 //	fixed-commit-p99-ms  at the fixed load
 //
 // and, in the log, the fixed load's CPU of etcd/nodes=3 over etcd/nodes=1
-// (goal: 1.2 or less). The load generator shares the machine's cores with
+// (goal: 1.2 or less); with etcd/nodes=1/third, that ratio split into
+// what one node spends at a third of the load against all of it (its
+// economy of scale) and what three nodes spend against three lone nodes
+// at a third each (the cost of being a set: following, elections, a
+// node's own round trips). The load generator shares the machine's cores with
 // the nodes: its CPU is logged too.
 //
 // -e2e.tenure=<tenure binary> runs that build instead of this tree's;
@@ -143,6 +151,12 @@ func BenchmarkCapacity(b *testing.B) {
 			withEtcd = append(withEtcd, (three.nodes+three.etcd)/(one.nodes+one.etcd))
 			b.Logf("%s, round %d, at %.0f ops/s: three sharded nodes spend %.2fx the CPU of one (%.3f against %.3f CPU-s per 1,000 operations); with etcd's, %.2fx",
 				label(i), r+1, *capFixed, three.nodes/one.nodes, three.nodes, one.nodes, withEtcd[len(withEtcd)-1])
+			if third := cpus[i][r]["etcd/nodes=1/third"]; third.nodes > 0 {
+				// Per operation, three lone nodes at a third of the
+				// load each spend what one of them does.
+				b.Logf("%s, round %d: one node at a third of the load spends %.2fx its CPU per operation at all of it (%.3f); three nodes spend %.2fx three lone nodes at a third each (with etcd's, %.2fx)",
+					label(i), r+1, third.nodes/one.nodes, third.nodes, three.nodes/third.nodes, (three.nodes+three.etcd)/(third.nodes+third.etcd))
+			}
 		}
 		if len(ratios) > 1 {
 			b.Logf("%s: median of %d rounds, %.2fx (with etcd's, %.2fx)", label(i), len(ratios), median(ratios), median(withEtcd))
@@ -238,6 +252,7 @@ func (t capTarget) cpu(tb testing.TB) (nodes, etcd time.Duration) {
 // startCapacity starts the case's processes, running the tenure binary
 // bin (this tree's if empty).
 func startCapacity(b *testing.B, name, bin string) capTarget {
+	name = strings.TrimSuffix(name, "/third")
 	args := []string{"--consumer-heartbeat-interval", benchHeartbeat.String(), "--consumer-session-timeout", benchSession.String(),
 		"--log-level", "warn"}
 	if *capProfile != "" {
@@ -376,8 +391,9 @@ func benchCapacity(b *testing.B, name, bin, tag string) (nodes, etcd float64) {
 	// (a loaded machine's maximum may lie below the start), giving up
 	// below a sixteenth of the start.
 	best := capWindowResult{elapsed: time.Second}
-	if !*capSearch {
-		// The fixed load only.
+	third := strings.HasSuffix(name, "/third")
+	if !*capSearch || third {
+		// The fixed load only (a lone node's maximum is etcd/nodes=1's).
 	} else if r := run(*capStart, false); sustained(r) {
 		best = r
 		for rate := *capStart * *capStep; ; rate *= *capStep {
@@ -401,10 +417,14 @@ func benchCapacity(b *testing.B, name, bin, tag string) (nodes, etcd float64) {
 			}
 		}
 	}
-	if *capSearch && best.offered == 0 {
+	if *capSearch && !third && best.offered == 0 {
 		b.Logf("%s: no window sustained a p99 of %v or less", name, *capP99)
 	}
-	fixed := run(*capFixed, true)
+	load := *capFixed
+	if third {
+		load /= 3
+	}
+	fixed := run(load, true)
 	f.check(b)
 	kops := fixed.ops() * fixed.elapsed.Seconds() / 1000
 	perK := fixed.nodeCPU.Seconds() / kops
