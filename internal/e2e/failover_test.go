@@ -60,6 +60,8 @@ type haOpts struct {
 	nodeArgs func(i int) []string
 	// nodes is the number of tenure nodes: 3 if zero.
 	nodes int
+	// etcdArgs are more flags of every etcd member.
+	etcdArgs []string
 }
 
 func startHASet(t *testing.T) *haSet { return startHASetWith(t, haOpts{}) }
@@ -90,12 +92,12 @@ func startHASetWith(t testing.TB, opts haOpts) *haSet {
 	errs := make(chan error, members)
 	for i := range members {
 		go func() {
-			p, err := proctest.StartOn(fmt.Sprintf("etcd-%d", i), clients[i], bins[1],
-				"--name", fmt.Sprintf("e%d", i), "--data-dir", filepath.Join(t.TempDir(), "etcd"),
+			args := []string{"--name", fmt.Sprintf("e%d", i), "--data-dir", filepath.Join(t.TempDir(), "etcd"),
 				"--listen-client-urls", "http://{addr}", "--advertise-client-urls", "http://{addr}",
-				"--listen-peer-urls", "http://"+peers[i], "--initial-advertise-peer-urls", "http://"+peers[i],
+				"--listen-peer-urls", "http://" + peers[i], "--initial-advertise-peer-urls", "http://" + peers[i],
 				"--initial-cluster", strings.Join(cluster, ","), "--initial-cluster-state", "new",
-				"--heartbeat-interval", "50", "--election-timeout", "500", "--log-level", "warn")
+				"--heartbeat-interval", "50", "--election-timeout", "500", "--log-level", "warn"}
+			p, err := proctest.StartOn(fmt.Sprintf("etcd-%d", i), clients[i], bins[1], append(args, opts.etcdArgs...)...)
 			if err != nil {
 				errs <- err
 				return

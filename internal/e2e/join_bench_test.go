@@ -20,7 +20,8 @@ var (
 	joinMembers  = flag.Int("e2e.join-members", 160000, "BenchmarkJoin: members in all, in groups of -e2e.members")
 	joinCoalesce = flag.String("e2e.coalesce", "", "BenchmarkJoin: comma-separated --consumer-join-coalesce windows to compare, one sub-benchmark each (empty: the nodes' default)")
 	joinBaseline = flag.String("e2e.baseline", "", "BenchmarkJoin, BenchmarkTakeover, BenchmarkCapacity: a `tenure` binary (another build) to run each case on as well, in the same run, for a before/after ratio")
-	joinProfiles = flag.String("e2e.profiledir", "", "BenchmarkJoin: write each node's CPU profile here (<case>-tenure-<i>.pprof)")
+	joinProfiles = flag.String("e2e.profiledir", "", "BenchmarkJoin: write each node's CPU profile here (<case>-<round>-tenure-<i>.pprof), and etcd's over the join in slices (<case>-<round>-etcd-<k>.pprof; go tool pprof merges them)")
+	joinRounds   = flag.Int("e2e.join-rounds", 1, "BenchmarkJoin: with -e2e.baseline, how many times to run every case on both builds, the order of the builds alternating from round to round")
 )
 
 // BenchmarkJoin measures how fast a fleet joins: 160,000 raw KIP-848
@@ -41,11 +42,20 @@ var (
 //	                per member joined
 //	joined-s        until every member's join was answered
 //	node-cpu-s      the three nodes' CPU over the join, summed
+//	node-ms/member  the same per member joined
+//	etcd-cpu-s      the etcd process's CPU over the join
+//	etcd-ms/member  the same per member joined
 //	loadgen-cpu-s   this process's CPU over the join
+//	hb/member       heartbeats answered without error over the join (the
+//	                joins and the reports of new assignments included),
+//	                per member joined
 //
 // -e2e.coalesce=0,100ms runs one sub-benchmark per join coalescing window;
 // -e2e.baseline=<binary> runs each case on another build of tenure too,
-// alternating, so that a before/after ratio comes from the same run:
+// so that a before/after ratio comes from the same run, and
+// -e2e.join-rounds=N does that N times, the build that goes first
+// alternating (on this machine the case that runs first is often the
+// slower), and logs the medians of each build and of the rounds' ratios:
 //
 //	go test -run '^$' -bench BenchmarkJoin -benchtime 1x ./internal/e2e/
 func BenchmarkJoin(b *testing.B) {
@@ -58,28 +68,86 @@ func BenchmarkJoin(b *testing.B) {
 		windows = strings.Split(*joinCoalesce, ",")
 	}
 	bins := []string{""}
+	rounds := 1
 	if *joinBaseline != "" {
 		bins = append(bins, *joinBaseline)
+		rounds = max(*joinRounds, 1)
 	}
-	for _, w := range windows {
-		for _, bin := range bins {
-			name := "tenure"
-			if bin != "" {
-				name = "baseline"
+	// res[window][build] are the rounds' results of each case.
+	res := make([][][]joinResult, len(windows))
+	for r := range rounds {
+		for wi, w := range windows {
+			if res[wi] == nil {
+				res[wi] = make([][]joinResult, len(bins))
 			}
-			if w != "" {
-				name += "/coalesce=" + w
-			}
-			b.Run(name, func(b *testing.B) {
-				for range b.N {
-					benchJoin(b, strings.ReplaceAll(name, "/", "-"), bin, w)
+			for k := range bins {
+				i := k
+				if r%2 == 1 {
+					i = len(bins) - 1 - k
 				}
-			})
+				name := "tenure"
+				if i > 0 {
+					name = "baseline"
+				}
+				if w != "" {
+					name += "/coalesce=" + w
+				}
+				b.Run(name, func(b *testing.B) {
+					for range b.N {
+						res[wi][i] = append(res[wi][i], benchJoin(b, fmt.Sprintf("%s-%d", strings.ReplaceAll(name, "/", "-"), r+1), bins[i], w))
+					}
+				})
+			}
+		}
+	}
+	if len(bins) > 1 && rounds > 1 {
+		for wi, w := range windows {
+			logJoinRounds(b, w, res[wi][0], res[wi][1])
 		}
 	}
 }
 
-func benchJoin(b *testing.B, name, bin, window string) {
+// joinResult is what one run of BenchmarkJoin's case measured.
+type joinResult struct {
+	joinS, nodeMS, etcdMS float64 // join-s, node-ms/member, etcd-ms/member
+}
+
+// logJoinRounds logs the medians of the rounds of this tree's build
+// (cur) and the baseline's (base) for window w, and of their ratios
+// round by round.
+func logJoinRounds(b *testing.B, w string, cur, base []joinResult) {
+	n := min(len(cur), len(base))
+	if n == 0 {
+		return
+	}
+	pick := func(rs []joinResult, f func(joinResult) float64) []float64 {
+		out := make([]float64, n)
+		for i := range out {
+			out[i] = f(rs[i])
+		}
+		return out
+	}
+	ratio := func(f func(joinResult) float64) []float64 {
+		out := make([]float64, n)
+		for i := range out {
+			out[i] = f(cur[i]) / f(base[i])
+		}
+		return out
+	}
+	for _, m := range []struct {
+		name string
+		f    func(joinResult) float64
+	}{
+		{"join-s", func(r joinResult) float64 { return r.joinS }},
+		{"node-ms/member", func(r joinResult) float64 { return r.nodeMS }},
+		{"etcd-ms/member", func(r joinResult) float64 { return r.etcdMS }},
+	} {
+		b.Logf("window %q, %d rounds: %s, tenure median %.3f, baseline median %.3f; tenure/baseline by round %.2f, median %.2fx",
+			w, n, m.name, median(pick(cur, m.f)), median(pick(base, m.f)), ratio(m.f), median(ratio(m.f)))
+	}
+}
+
+func benchJoin(b *testing.B, name, bin, window string) joinResult {
 	size := *benchSize
 	groups := *joinMembers / size
 	args := []string{"--consumer-heartbeat-interval", benchHeartbeat.String(), "--consumer-session-timeout", benchSession.String(),
@@ -96,6 +164,7 @@ func benchJoin(b *testing.B, name, bin, window string) {
 		opts.nodeArgs = func(i int) []string {
 			return []string{"--cpuprofile", filepath.Join(dir, fmt.Sprintf("%s-tenure-%d.pprof", name, i))}
 		}
+		opts.etcdArgs = []string{"--enable-pprof"}
 	}
 	h := startHASetWith(b, opts)
 	if opts.nodeArgs != nil {
@@ -130,6 +199,9 @@ func benchJoin(b *testing.B, name, bin, window string) {
 	w0 := sc.sample(ctx)
 	f.start()
 	defer f.stop()
+	if dir := *joinProfiles; dir != "" {
+		defer profileEtcd(b, h, filepath.Join(dir, name+"-etcd"))()
+	}
 	var joined time.Duration // until every member's join was answered
 	for last := time.Now(); ; {
 		time.Sleep(250 * time.Millisecond)
@@ -177,8 +249,15 @@ func benchJoin(b *testing.B, name, bin, window string) {
 	b.ReportMetric(float64(groups*size)/join.Seconds(), "members/s")
 	b.ReportMetric(float64(w1.rev-w0.rev), "etcd-writes")
 	b.ReportMetric(records/float64(groups*size), "records/member")
+	etcdCPU := w1.etcdCPU - w0.etcdCPU
+	members := float64(groups * size)
 	b.ReportMetric(cpu.Seconds(), "node-cpu-s")
+	b.ReportMetric(1000*cpu.Seconds()/members, "node-ms/member")
+	b.ReportMetric(etcdCPU.Seconds(), "etcd-cpu-s")
+	b.ReportMetric(1000*etcdCPU.Seconds()/members, "etcd-ms/member")
 	b.ReportMetric((w1.self - w0.self).Seconds(), "loadgen-cpu-s")
+	b.ReportMetric(float64(w1.served-w0.served)/members, "hb/member")
+	return joinResult{joinS: join.Seconds(), nodeMS: 1000 * cpu.Seconds() / members, etcdMS: 1000 * etcdCPU.Seconds() / members}
 }
 
 // storeMetrics reads each node's store batch count, the seconds they took,
@@ -197,4 +276,31 @@ func storeMetrics(ctx context.Context, tb testing.TB, h *haSet) [][4]float64 {
 		}
 	}
 	return out
+}
+
+// profileEtcd writes back-to-back CPU profiles of 5 s of h's etcd, as
+// prefix-<k>.pprof, until the returned function is called (which waits
+// for the one under way).
+func profileEtcd(tb testing.TB, h *haSet, prefix string) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		const slice = 5 * time.Second
+		url := fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", h.etcd[0].Addr, int(slice/time.Second))
+		for k := 0; ; k++ {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			if err := fetchProfile(url, fmt.Sprintf("%s-%02d.pprof", prefix, k), slice); err != nil {
+				tb.Logf("profile of etcd: %v", err)
+				return
+			}
+		}
+	})
+	return func() {
+		close(done)
+		wg.Wait()
+	}
 }
