@@ -270,23 +270,31 @@ func encodeValue(r coordinator.Record) []byte {
 		}
 		return marshal(v)
 	case *coordinator.GenerationRecord:
-		h := &r.Handoff
-		v := &generationValue{
-			V: 2, Type: uint8(r.Type), Time: unixNano(r.Time), Reason: r.Reason, Members: r.Members,
-			Joined: slices.Clone(r.Joined), Left: slices.Clone(r.Left), MinMoves: r.MinMoves, Assigned: r.Assigned,
-			Done: h.Done, Completed: unixNano(h.Completed), Granted: h.Granted, Superseded: h.Superseded,
-			Unowned: int64(h.Unowned), MaxUnowned: int64(h.MaxUnowned), AfterFailover: unixNano(r.AfterFailover),
-			Trim: r.Trim,
+		if b, ok := appendGenerationFast(nil, r); ok {
+			return b
 		}
-		if r.Moves != nil {
-			v.Moves = make([]moveValue, len(r.Moves))
-			for i, m := range r.Moves {
-				v.Moves[i] = moveValue{Topic: m.Topic, Partition: m.Partition, From: m.From, OldToken: int64(m.OldToken), To: m.To, NewToken: int64(m.NewToken)}
-			}
-		}
-		return marshal(v)
+		return marshalGeneration(r)
 	}
 	panic(fmt.Sprintf("etcdstore: encodeValue of %T", r)) // store.Check admitted it
+}
+
+// marshalGeneration is the general encoder of a generation log entry.
+func marshalGeneration(r *coordinator.GenerationRecord) []byte {
+	h := &r.Handoff
+	v := &generationValue{
+		V: 2, Type: uint8(r.Type), Time: unixNano(r.Time), Reason: r.Reason, Members: r.Members,
+		Joined: slices.Clone(r.Joined), Left: slices.Clone(r.Left), MinMoves: r.MinMoves, Assigned: r.Assigned,
+		Done: h.Done, Completed: unixNano(h.Completed), Granted: h.Granted, Superseded: h.Superseded,
+		Unowned: int64(h.Unowned), MaxUnowned: int64(h.MaxUnowned), AfterFailover: unixNano(r.AfterFailover),
+		Trim: r.Trim,
+	}
+	if r.Moves != nil {
+		v.Moves = make([]moveValue, len(r.Moves))
+		for i, m := range r.Moves {
+			v.Moves[i] = moveValue{Topic: m.Topic, Partition: m.Partition, From: m.From, OldToken: int64(m.OldToken), To: m.To, NewToken: int64(m.NewToken)}
+		}
+	}
+	return marshal(v)
 }
 
 // marshalGroup is the general encoder of a group value.

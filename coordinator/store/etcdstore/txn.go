@@ -371,6 +371,8 @@ func valueString(r coordinator.Record) string {
 		b, ok = appendMemberFast(buf[:0], r)
 	case *coordinator.GroupRecord:
 		b, ok = appendGroupFast(buf[:0], r)
+	case *coordinator.GenerationRecord:
+		b, ok = appendGenerationFast(buf[:0], r)
 	}
 	if ok {
 		return string(b)
