@@ -66,6 +66,9 @@ func (n *Node) campaign(l *lease) (*Term, error) {
 		return nil, errNotFirst
 	}
 	t := newTerm(n, l, key, rev)
+	// Every predecessor's key was gone before this read (a linearizable
+	// one), so every write it guarded landed below its revision.
+	t.handover = first.Header.Revision
 	if !l.start(t, time.Now()) {
 		return nil, errInDoubt
 	}

@@ -18,21 +18,24 @@ import (
 // shard only, from the moment its owner key was created under the node's
 // lease (ShardTerms).
 type Term struct {
-	n     *Node
-	l     *lease
-	key   string
-	rev   int64
-	shard int // -1 for a leadership term
-	ended atomic.Bool
-	done  chan struct{}
-	once  sync.Once
+	n   *Node
+	l   *lease
+	key string
+	rev int64
+	// handover is a revision at or above which no earlier term of the
+	// same leadership (or shard) wrote: HandoverRevision.
+	handover int64
+	shard    int // -1 for a leadership term
+	ended    atomic.Bool
+	done     chan struct{}
+	once     sync.Once
 
 	released chan struct{} // closed by Release
 	relOnce  sync.Once
 }
 
 func newTerm(n *Node, l *lease, key string, rev int64) *Term {
-	return &Term{n: n, l: l, key: key, rev: rev, shard: -1, done: make(chan struct{}), released: make(chan struct{})}
+	return &Term{n: n, l: l, key: key, rev: rev, handover: rev, shard: -1, done: make(chan struct{}), released: make(chan struct{})}
 }
 
 func newShardTerm(n *Node, l *lease, shard int, rev int64) *Term {
@@ -65,6 +68,19 @@ func (t *Term) Guard() clientv3.Cmp {
 // Revision returns the create revision of the term's leader key: the
 // term's identity, strictly increasing across the terms of the HA set.
 func (t *Term) Revision() int64 { return t.rev }
+
+// HandoverRevision returns a store revision above every write that an
+// earlier term of this leadership (or of this shard) made: a reader that
+// holds every write up to it holds the last one of the node it takes over
+// from, and needs no read of the store's current revision to know so. A
+// term's writes are guarded by its key (Guard), so each landed while the
+// key existed, below the revision that deleted it. For a leadership term
+// it is the revision of the read that found the node's candidate key
+// first, made after every earlier candidate's key was gone (the term's
+// own key may be older than the last leader's last write: a candidate
+// puts it when it starts waiting). For a shard term it is the create
+// revision of the owner key, put only once the previous owner's was gone.
+func (t *Term) HandoverRevision() int64 { return t.handover }
 
 // Valid reports whether, at now, this node may still act as the leader:
 // the term has not ended and now is before the deadline its lease
