@@ -531,17 +531,28 @@ func (st *state) groupOf(pk parsedKey) *mirrorGroup {
 // followed fails with ErrNotFollowed at once; one followed only lately
 // is waited for until it is read.
 func (m *Mirror) Sync(ctx context.Context, shard int) (int64, error) {
+	return m.SyncTo(ctx, shard, 0)
+}
+
+// SyncTo is Sync up to revision want, which the caller knows covers every
+// write it must see (ha.Term.HandoverRevision: the previous leader's
+// writes are all below it), so that no read of etcd's current revision
+// comes first; want 0 is Sync. It returns the shard's revision, want or
+// more.
+func (m *Mirror) SyncTo(ctx context.Context, shard int, want int64) (int64, error) {
 	m.mu.Lock()
 	_, followed := m.units[shard]
 	m.mu.Unlock()
 	if !followed {
 		return 0, fmt.Errorf("%w: shard %d", ErrNotFollowed, shard)
 	}
-	resp, err := m.cli.Get(ctx, m.keys.format(), clientv3.WithCountOnly())
-	if err != nil {
-		return 0, fmt.Errorf("etcdstore: mirror: reading the revision: %w", err)
+	if want <= 0 {
+		resp, err := m.cli.Get(ctx, m.keys.format(), clientv3.WithCountOnly())
+		if err != nil {
+			return 0, fmt.Errorf("etcdstore: mirror: reading the revision: %w", err)
+		}
+		want = resp.Header.Revision
 	}
-	want := resp.Header.Revision
 	for {
 		m.mu.Lock()
 		g, t := m.units[shard], m.units[topicsUnit]

@@ -1,6 +1,7 @@
 package etcdstore_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"reflect"
@@ -342,5 +343,38 @@ func TestMirrorStateVersions(t *testing.T) {
 	v2, s2 := sync()
 	if v2 == v1 || s2 != v2 {
 		t.Fatalf("after a group write: version %d to %d, state version %d to %d; want both changed", v1, v2, s1, s2)
+	}
+}
+
+// TestMirrorSyncTo: SyncTo a revision the caller read after some writes
+// (a term's handover revision) returns once the mirror holds them, at that
+// revision or later, without reading etcd's; and it does not return for a
+// revision etcd has not reached, whatever the mirror holds.
+func TestMirrorSyncTo(t *testing.T) {
+	s, cli, prefix := open(t)
+	m := openMirror(t, cli, prefix)
+	mirrorWrites(t, s, 0)
+	// A write outside the mirror's ranges, as the election's keys are:
+	// its revision is above every write of the store.
+	resp, err := cli.Put(testenv.Context(t), strings.TrimSuffix(prefix, "/")+"-elsewhere", "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := resp.Header.Revision
+	rev, err := m.SyncTo(testenv.Context(t), -1, want)
+	if err != nil || rev < want {
+		t.Fatalf("SyncTo(%d) = %d, %v; want %d or more", want, rev, err, want)
+	}
+	got, err := m.Records(-1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stored := load(t, s); !reflect.DeepEqual(got, stored) {
+		t.Fatalf("after SyncTo the mirror holds %d records, the store %d", len(got), len(stored))
+	}
+	ctx, cancel := context.WithTimeout(testenv.Context(t), 300*time.Millisecond)
+	defer cancel()
+	if rev, err := m.SyncTo(ctx, -1, want+1000); err == nil {
+		t.Fatalf("SyncTo(%d), a revision etcd has not reached, returned %d", want+1000, rev)
 	}
 }
