@@ -254,6 +254,10 @@ type consumerState struct {
 	// (persistTargets).
 	targetDirty []*consumerMember
 	targetsOwed bool
+	// flushOwed is set when a GroupRecord of the step could not carry
+	// the targets of targetDirty (takeTargets): persistTargets writes
+	// their members' AssignmentRecords at the step's end.
+	flushOwed bool
 
 	// targetMoves collects the partitions whose target owner changed
 	// since the last generation log entry (noteTargetChange).

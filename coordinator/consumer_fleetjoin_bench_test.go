@@ -30,6 +30,9 @@ type fleetJoin struct {
 	// then goes on with the group restored from it, as if its
 	// coordinator had crashed and another had taken over.
 	restart bool
+	// targetsOff runs the group, and every group restored from it, with
+	// SetGroupTargets(false).
+	targetsOff bool
 }
 
 // fleetJoinMember is one member of a fleetJoin.
@@ -61,6 +64,7 @@ func (s fleetJoin) run(tb testing.TB) []Record {
 		tb.Fatal(err)
 	}
 	g := NewGroup("g", &cfg, rand.New(rand.NewPCG(1, 2)))
+	g.SetGroupTargets(!s.targetsOff)
 	now := testEpoch
 	var records []Record
 	var queue []fleetJoinEvent
@@ -109,6 +113,7 @@ func (s fleetJoin) run(tb testing.TB) []Record {
 			tb.Fatal(err)
 		}
 		g = r
+		g.SetGroupTargets(!s.targetsOff)
 		take()
 	}
 	for steps := 0; !settled(); steps++ {

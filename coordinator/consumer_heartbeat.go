@@ -703,22 +703,54 @@ func (g *Group) persistAssignment(mem *consumerMember) {
 // GroupRecord again, so that the store holds every member's target once
 // the step's records are written. An epoch bump writes the GroupRecord
 // after computing the targets, so this is for the rare change outside a
-// bump (a static member's successor taking over its target).
+// bump (a static member's successor taking over its target). The targets
+// a GroupRecord could not carry (takeTargets) go out here too, each in
+// its member's AssignmentRecord.
 func (g *Group) persistTargets() {
 	c := &g.consumer
-	if !c.targetsOwed {
+	if !c.targetsOwed && !c.flushOwed {
 		return
 	}
-	c.targetsOwed = false
+	flush := c.flushOwed || g.noGroupTargets
+	c.targetsOwed, c.flushOwed = false, false
 	if g.typ != Consumer || g.deleted {
 		return
 	}
-	for _, m := range c.targetDirty {
-		if m.targetDirty && c.members[m.id] == m {
-			g.persistGroup()
+	if !flush {
+		for _, m := range c.targetDirty {
+			if m.targetDirty && c.members[m.id] == m {
+				g.persistGroup()
+				break
+			}
+		}
+		if !c.flushOwed {
 			return
 		}
+		c.flushOwed = false
 	}
+	g.flushTargets()
+}
+
+// flushTargets writes the AssignmentRecord of every member whose target
+// changed since its last one, sorted by member ID: one record per member
+// however many times its target moved in the step. It runs at the end of
+// a step, as every AssignmentRecord of a target did before GroupRecords
+// carried them: earlier, a member may be half-way through a change (a
+// static member's successor holds its predecessor's partitions under
+// the old tokens until it is given fresh ones), which its record must
+// never show.
+func (g *Group) flushTargets() {
+	c := &g.consumer
+	slices.SortFunc(c.targetDirty, func(a, b *consumerMember) int { return strings.Compare(a.id, b.id) })
+	for i, m := range c.targetDirty {
+		// A member written and moved again since is listed twice.
+		if m.targetDirty && c.members[m.id] == m && (i == 0 || c.targetDirty[i-1] != m) {
+			g.persistAssignment(m)
+		}
+		m.targetDirty = false
+	}
+	clear(c.targetDirty)
+	c.targetDirty = c.targetDirty[:0]
 }
 
 // maxGroupTargets bounds a GroupRecord's Targets. A bump in a large group
@@ -732,10 +764,11 @@ const maxGroupTargets = 32
 
 // takeTargets returns, for a GroupRecord, the targets of the members that
 // have not written their current one, sorted by member ID; or, when they
-// are more than maxGroupTargets, no targets and those members, whose
-// AssignmentRecords the caller writes after the GroupRecord. It drops
-// the stale entries of targetDirty.
-func (c *consumerState) takeTargets() ([]MemberTarget, []*consumerMember) {
+// are more than maxGroupTargets or the GroupRecord may carry none
+// (allowed false: Group.SetGroupTargets), no targets, and the step owes
+// those members' AssignmentRecords (flushOwed; persistTargets writes
+// them at its end). It drops the stale entries of targetDirty.
+func (c *consumerState) takeTargets(allowed bool) []MemberTarget {
 	c.targetsOwed = false
 	live := c.targetDirty[:0]
 	for _, m := range c.targetDirty {
@@ -750,16 +783,17 @@ func (c *consumerState) takeTargets() ([]MemberTarget, []*consumerMember) {
 	c.targetDirty = live
 	switch {
 	case len(live) == 0:
-		return nil, nil
-	case len(live) > maxGroupTargets:
-		return nil, slices.Clone(live)
+		return nil
+	case len(live) > maxGroupTargets || !allowed:
+		c.flushOwed = true
+		return nil
 	}
 	out := make([]MemberTarget, len(live))
 	for i, m := range live {
 		// Shared: a member's target is replaced, never changed in place.
 		out[i] = MemberTarget{MemberID: m.id, Target: m.target}
 	}
-	return out, nil
+	return out
 }
 
 // consumerCheckStable emits EventRebalanceCompleted when the group becomes

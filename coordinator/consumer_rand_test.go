@@ -60,14 +60,21 @@ func TestConsumerRandomized(t *testing.T) {
 		restarts bool
 		coalesce time.Duration
 		grants   bool
-	}{{false, 0, false}, {true, 0, false}, {true, time.Second, false}, {true, 0, true}} {
-		t.Run(fmt.Sprintf("restarts=%t,coalesce=%v,grants=%t", v.restarts, v.coalesce, v.grants), func(t *testing.T) {
-			consumerRandomized(t, v.restarts, v.coalesce, v.grants)
+		// targetsOff: SetGroupTargets(false), as a node of a set with
+		// older nodes runs its groups.
+		targetsOff bool
+	}{{false, 0, false, false}, {true, 0, false, false}, {true, time.Second, false, false}, {true, 0, true, false}, {true, 0, false, true}} {
+		name := fmt.Sprintf("restarts=%t,coalesce=%v,grants=%t", v.restarts, v.coalesce, v.grants)
+		if v.targetsOff {
+			name += ",targets=off"
+		}
+		t.Run(name, func(t *testing.T) {
+			consumerRandomized(t, v.restarts, v.coalesce, v.grants, v.targetsOff)
 		})
 	}
 }
 
-func consumerRandomized(t *testing.T, restarts bool, coalesce time.Duration, grants bool) {
+func consumerRandomized(t *testing.T, restarts bool, coalesce time.Duration, grants, targetsOff bool) {
 	seeds, steps := 12, 1000
 	if testing.Short() {
 		seeds = 3
@@ -77,6 +84,8 @@ func consumerRandomized(t *testing.T, restarts bool, coalesce time.Duration, gra
 			r := newRandRun(t, uint64(seed))
 			r.env.cfg.ConsumerJoinCoalesce = coalesce
 			r.env.cfg.IssueGrants = grants
+			r.env.targetsOff = targetsOff
+			r.env.g.SetGroupTargets(!targetsOff)
 			if restarts {
 				r.restartRng = rand.New(rand.NewPCG(uint64(seed), 100))
 			}
@@ -564,6 +573,7 @@ func (r *randRun) restartCoordinator() {
 	}
 	r.restarts++
 	r.env.g = g
+	g.SetGroupTargets(!r.env.targetsOff)
 	if len(r.reissued) > 0 {
 		// A restored group takes its members to hold grants of what they
 		// own; the server reissues after a load while a rotation is
@@ -579,6 +589,13 @@ func (r *randRun) drain(_ any) {
 	g := r.env.g
 	rd := g.Ready()
 	r.store.apply(r.t, rd)
+	if r.env.targetsOff {
+		for _, rec := range rd.Persist {
+			if gr, ok := rec.(*GroupRecord); ok && gr.Targets != nil {
+				r.t.Fatalf("at %s: targets off wrote %s", rel(r.env.now), renderRecord(rec))
+			}
+		}
+	}
 	clear(r.replyGrants)
 	for _, rep := range rd.Replies {
 		if rep.Grants == nil {

@@ -78,6 +78,8 @@ type Group struct {
 
 	// resume is set from Rebuild until Resume starts the group's clocks.
 	resume *resumeState
+	// noGroupTargets: the shell's SetGroupTargets(false).
+	noGroupTargets bool
 
 	owners  ownership
 	offsets offsetTable
@@ -214,19 +216,29 @@ func (g *Group) replyGranting(req Request, resp kmsg.Response, gr *Grants) {
 
 func (g *Group) persist(r Record) { g.ready.Persist = append(g.ready.Persist, r) }
 
+// SetGroupTargets says whether the group's GroupRecords may carry the
+// KIP-848 targets of its epoch bumps (GroupRecord.Targets), as they do
+// from NewGroup, Restore and Rebuild on, or must leave every target to its
+// member's AssignmentRecord, as before they could: a store that a
+// tenure of that time still reads (an HA set upgraded node by node) must
+// not hold a record it refuses, and the etcd store writes such a record
+// in a value version only newer tenures read (docs/STORE.md). The shell
+// sets it before it steps the group, as SetMemberConn tags members: the
+// core reads no clock and no store, and the shell decides once per set.
+// It takes effect at the group's next GroupRecord; off, that record
+// writes the AssignmentRecords of the members whose target the store
+// held only in a GroupRecord's Targets.
+func (g *Group) SetGroupTargets(on bool) { g.noGroupTargets = !on }
+
 // persistGroup writes the group's GroupRecord as the group is now, with
 // the KIP-848 targets its members' AssignmentRecords do not hold yet.
 func (g *Group) persistGroup() {
 	g.tombstone = false // the store's record is this one from now on
 	r := g.groupRecord()
-	var flush []*consumerMember
 	if g.typ == Consumer {
-		r.Targets, flush = g.consumer.takeTargets()
+		r.Targets = g.consumer.takeTargets(!g.noGroupTargets)
 	}
 	g.persist(r)
-	for _, m := range flush {
-		g.persistAssignment(m)
-	}
 }
 
 // groupRecord is the group's GroupRecord as the group is now, without

@@ -114,6 +114,7 @@ var testCommands = map[string]func(e *testEnv, a *testArgs) string{
 		e.cfg = cfg
 		e.now = testEpoch
 		e.g = NewGroup(name, &e.cfg, rand.New(rand.NewPCG(1, 2)))
+		e.g.SetGroupTargets(!e.targetsOff)
 		e.restore = newRestoreChecker()
 		return "ok"
 	},
@@ -142,6 +143,7 @@ var testCommands = map[string]func(e *testEnv, a *testArgs) string{
 			return "error: " + err.Error()
 		}
 		e.g = g
+		e.g.SetGroupTargets(!e.targetsOff)
 		return fmt.Sprintf("restored at epoch %d\n", g.Epoch()) + e.drain()
 	},
 }
@@ -164,6 +166,9 @@ type testEnv struct {
 	// restore checks, after every Ready, that the group could be restored
 	// from what it persisted.
 	restore *restoreChecker
+	// targetsOff runs the group with SetGroupTargets(false)
+	// (TestDatadrivenGroupTargetsOff).
+	targetsOff bool
 }
 
 func newTestEnv(t *testing.T) *testEnv {
@@ -265,6 +270,13 @@ func (e *testEnv) drain() string {
 		b.WriteString("next-tick: none\n")
 	} else {
 		b.WriteString("next-tick: " + rel(rd.NextTick) + "\n")
+	}
+	if e.targetsOff {
+		for _, r := range rd.Persist {
+			if gr, ok := r.(*GroupRecord); ok && gr.Targets != nil {
+				e.t.Fatalf("a group with SetGroupTargets(false) wrote targets: %s", renderRecord(r))
+			}
+		}
 	}
 	e.g.Advance(rd)
 	if e.restore != nil {
