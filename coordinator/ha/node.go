@@ -31,6 +31,11 @@ type NodeInfo struct {
 	// listeners, by listener name (the Listeners option); clients are
 	// told the address of the listener they came in on.
 	Listeners map[string]string `json:"listeners,omitempty"`
+	// Format is the newest store format the node reads (ReadsFormat). A
+	// tenure from before the field leaves it out: 0, a node that reads
+	// no format past the one its registration cannot name, which
+	// FormatReaders counts as behind every format it is asked about.
+	Format int `json:"format,omitempty"`
 }
 
 // A Node is this process's membership of the HA set: its registration,
@@ -115,7 +120,7 @@ func Join(ctx context.Context, cli *clientv3.Client, advertise string, opts ...O
 		n.abort(l)
 		return nil, fmt.Errorf("ha: register: %w", err)
 	}
-	n.self.Store(&NodeInfo{ID: id, Addr: advertise, HTTP: c.http, Listeners: c.listeners})
+	n.self.Store(&NodeInfo{ID: id, Addr: advertise, HTTP: c.http, Listeners: c.listeners, Format: c.format})
 	n.loggedLeader.Store(notLogged)
 	n.cur.Store(l)
 	if err := n.checkShardCount(ctx); err != nil {
@@ -318,7 +323,7 @@ func (n *Node) recover(old *lease, stale []clientv3.LeaseID) (*lease, []clientv3
 						zap.Int32("old_id", self.ID), zap.Int32("new_id", id))
 					n.logp.Store(n.cfg.log.With(zap.Int32("node_id", id)))
 				}
-				n.self.Store(&NodeInfo{ID: id, Addr: self.Addr, HTTP: self.HTTP, Listeners: self.Listeners})
+				n.self.Store(&NodeInfo{ID: id, Addr: self.Addr, HTTP: self.HTTP, Listeners: self.Listeners, Format: self.Format})
 				n.cur.Store(l)
 				n.logger().Info("registered again", l.field())
 				return l, n.revoke(stale)

@@ -32,6 +32,7 @@ type cfg struct {
 	listeners map[string]string
 	shards    int
 	preferID  int32 // -1: none
+	format    int   // ReadsFormat; 0: not advertised
 }
 
 // Defaults of the options.
@@ -145,6 +146,14 @@ func Listeners(addrs map[string]string) Opt {
 // owners. At most MaxShards.
 func Shards(n int) Opt { return opt(func(c *cfg) { c.shards = n }) }
 
+// ReadsFormat advertises, in the node's registration (NodeInfo.Format),
+// that the node reads the store's formats up to v (etcdstore.
+// FormatVersion); default none, which the other nodes take for a node of
+// a tenure from before the field, as they take a registration without it
+// (FormatReaders). The set raises the store's format only once every
+// registered node reads the new one. It must not be negative.
+func ReadsFormat(v int) Opt { return opt(func(c *cfg) { c.format = v }) }
+
 // MaxShards bounds Shards: each shard is a key, a term and a store per
 // owner, and more shards than a few per group's worth of CPU buy nothing.
 const MaxShards = 4096
@@ -168,6 +177,9 @@ func (c *cfg) validate() error {
 	}
 	if c.shards < 1 || c.shards > MaxShards {
 		bad("shards %d is outside [1, %d]", c.shards, MaxShards)
+	}
+	if c.format < 0 {
+		bad("format %d is negative", c.format)
 	}
 	if c.prefix == "/" || c.prefix == "" {
 		bad("the prefix must not be empty")

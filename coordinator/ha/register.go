@@ -139,7 +139,7 @@ func (n *Node) remember(ctx context.Context, id int32, addr string) error {
 // and otherwise the lease the key is bound to.
 func (n *Node) claim(ctx context.Context, l *lease, id int32, addr string, from clientv3.LeaseID) (bool, clientv3.LeaseID, error) {
 	key := n.keys.node(id)
-	val, err := json.Marshal(NodeInfo{ID: id, Addr: addr, HTTP: n.cfg.http, Listeners: n.cfg.listeners})
+	val, err := json.Marshal(NodeInfo{ID: id, Addr: addr, HTTP: n.cfg.http, Listeners: n.cfg.listeners, Format: n.cfg.format})
 	if err != nil {
 		return false, 0, err
 	}

@@ -164,8 +164,9 @@ func TestDecideLayout(t *testing.T) {
 		{name: "sharded before the count", format: kv("3"), shards: 8, err: ErrShardCount},
 		{name: "other count", format: kv("4"), count: kv("4"), shards: 8, err: ErrShardCount},
 		{name: "unsharded on sharded", format: kv("4"), count: kv("4"), shards: 1, err: ErrShardCount},
-		{name: "newer", format: kv("6"), count: kv("1"), shards: 1, err: ErrNewerFormat},
-		{name: "newer before the count", format: kv("6"), shards: 8, err: ErrNewerFormat},
+		{name: "targets, raised by the set", format: kv("6"), count: kv("1"), shards: 1, want: layoutWrites{from: 6}},
+		{name: "newer", format: kv("7"), count: kv("1"), shards: 1, err: ErrNewerFormat},
+		{name: "newer before the count", format: kv("7"), shards: 8, err: ErrNewerFormat},
 		{name: "bad format", format: kv("three"), shards: 1, errText: "not a format version"},
 		{name: "bad count", format: kv("4"), count: kv("+8"), shards: 8, errText: "not a shard count"},
 		{name: "count alone, recorded by the HA set", count: kv("8"), shards: 8, want: layoutWrites{format: 5}},
@@ -174,7 +175,7 @@ func TestDecideLayout(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			k := newKeys("/p/", 0, tc.shards)
-			got, err := decideLayout(k, tc.format, tc.count, formatVersion, tc.shards)
+			got, err := decideLayout(k, tc.format, tc.count, openFormat, tc.shards)
 			switch {
 			case tc.err != nil && !errors.Is(err, tc.err), tc.errText != "" && (err == nil || !strings.Contains(err.Error(), tc.errText)):
 				t.Fatalf("error %v, want %v %q", err, tc.err, tc.errText)

@@ -12,21 +12,32 @@ import (
 	"go.uber.org/zap"
 )
 
-// formatVersion is the newest version of the key layout and value
-// encoding that this package knows, kept in <prefix>meta/format. Version 2
+// FormatVersion is the newest version of the key layout and value
+// encoding that this package reads, kept in <prefix>meta/format. Version 2
 // added the generation log (log/) and drained members, version 3 the SASL
 // users' credentials (users/), version 4 the sharded layout (shards/,
 // meta/shards), version 5 the offset batches (obatch/, and "fr" in
-// partition keys: offset_batch.go). A prefix of an older version is raised
-// to this one when a store opens it, so that an older tenure refuses it
-// rather than fail on keys it does not know, or read none of the groups,
-// or (before 5) read a partition key's offset and miss the newer one in
-// a batch.
-//
-// Every layout is at 5: from 5 on, the nodes of an HA set cannot be
-// upgraded one at a time (an older node refuses the prefix as soon as a
-// newer one opened it; docs/STORE.md).
-const formatVersion = 5
+// partition keys: offset_batch.go), version 6 the targets in group values
+// (TargetsFormat). A node of an HA set advertises it to the others
+// (ha.ReadsFormat), so that the set knows when every node reads it.
+const FormatVersion = 6
+
+// openFormat is the format New raises an older prefix to, so that an
+// older tenure refuses it rather than fail on keys it does not know, or
+// read none of the groups, or (before 5) read a partition key's offset
+// and miss the newer one in a batch: from 5 on, the nodes of an HA set
+// could not be upgraded one at a time across those changes (docs/
+// STORE.md). Past it, a format is raised only once every node of the
+// set reads it (RaiseFormat), so that the set is upgraded node by node.
+const openFormat = 5
+
+// TargetsFormat is the format from which the prefix's group values may
+// carry the targets of an epoch bump (coordinator.GroupRecord.Targets,
+// value version 3), which tenures before it refuse. Below it, a group's
+// records must keep every target in its members' assignment values
+// (coordinator.Group.SetGroupTargets(false)): the store writes what it
+// is given.
+const TargetsFormat = 6
 
 // ErrNewerFormat is returned by New for a prefix that a newer tenure has
 // written in a format this one does not know.
@@ -89,8 +100,9 @@ func (s *Store) checkLayout(ctx context.Context) error {
 	return fmt.Errorf("etcdstore: %q and %q keep changing", fk, ck)
 }
 
-// storeFormat is the format this store writes.
-func (s *Store) storeFormat() int { return formatVersion }
+// storeFormat is the format New gives a new prefix and raises an older
+// one to.
+func (s *Store) storeFormat() int { return openFormat }
 
 // layoutWrites is what a store writes to the layout keys before it opens
 // the prefix.
@@ -114,8 +126,8 @@ func decideLayout(k keys, format, count *mvccpb.KeyValue, want, shards int) (lay
 		switch {
 		case err != nil || v < 1:
 			return layoutWrites{}, fmt.Errorf("etcdstore: key %q holds %q, not a format version", k.format(), format.Value)
-		case v > formatVersion:
-			return layoutWrites{}, fmt.Errorf("%w: prefix %q has format %d, this tenure knows up to %d", ErrNewerFormat, k.prefix, v, formatVersion)
+		case v > FormatVersion:
+			return layoutWrites{}, fmt.Errorf("%w: prefix %q has format %d, this tenure knows up to %d", ErrNewerFormat, k.prefix, v, FormatVersion)
 		}
 	}
 	// A count without a format: the HA set recorded it when its first

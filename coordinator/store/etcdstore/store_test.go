@@ -426,7 +426,7 @@ func TestFormat(t *testing.T) {
 		value string
 		want  error
 	}{
-		{"6", etcdstore.ErrNewerFormat},
+		{"7", etcdstore.ErrNewerFormat},
 		{"x", nil},
 		{"0", nil},
 	} {
