@@ -273,6 +273,12 @@ func setupServe(fs *flag.FlagSet) func(ctx context.Context, args []string) error
 				return err
 			}
 			defer st.Close()
+			// No older node can share it: the groups write the newest
+			// format at once (GroupTargets stays nil).
+			if _, err := etcdstore.RaiseFormat(ctx, be.cli, etcdstore.FormatVersion, nil, be.storeOpts...); err != nil {
+				ln.Close()
+				return err
+			}
 			cfg.Store = st
 		default:
 			// On a shared etcd (--etcd-endpoints, or an embedded member
@@ -301,6 +307,7 @@ func setupServe(fs *flag.FlagSet) func(ctx context.Context, args []string) error
 			}
 			defer cluster.close()
 			cfg.Cluster = cluster
+			cfg.GroupTargets = cluster.gate.groupTargets
 			if *standby {
 				mirror, err := etcdstore.NewMirror(ctx, be.cli, etcdstore.Prefix(storeFlags.prefix), etcdstore.Logger(log))
 				if err != nil {

@@ -31,6 +31,10 @@ type haCluster struct {
 	// shardTerms carries the shard terms with their stores, with
 	// --shards above 1 (run hands out no leadership terms then).
 	shardTerms chan server.ShardTerm
+	// gate says when the groups may write what only this build reads
+	// (server.Config.GroupTargets); gateDone closes when its loop ends.
+	gate     *formatGate
+	gateDone chan struct{}
 }
 
 var (
@@ -48,7 +52,7 @@ var (
 func joinCluster(ctx context.Context, cli *clientv3.Client, advertise string, listeners map[string]string, httpAddr, prefix string, ttl time.Duration,
 	shards int, preferID int32, storeOpts []etcdstore.Opt, log *zap.Logger, reg prometheus.Registerer) (*haCluster, error) {
 	opts := []ha.Opt{ha.Prefix(prefix), ha.ElectionTTL(ttl), ha.Logger(log), ha.Registerer(reg), ha.Listeners(listeners), ha.Shards(shards),
-		ha.PreferID(preferID)}
+		ha.PreferID(preferID), ha.ReadsFormat(etcdstore.FormatVersion)}
 	if httpAddr != "" {
 		opts = append(opts, ha.HTTPAddr(httpAddr))
 	}
@@ -72,10 +76,22 @@ func joinCluster(ctx context.Context, cli *clientv3.Client, advertise string, li
 		case <-time.After(backoff):
 		}
 	}
+	gate, err := newFormatGate(node, cli, prefix, log, reg)
+	if err != nil {
+		node.Close()
+		return nil, err
+	}
+	// Before the first term: a set already raised writes targets from
+	// its first step, one with an older node never does.
+	gate.check(ctx)
 	runCtx, cancel := context.WithCancel(context.Background())
 	c := &haCluster{node: node, cli: cli, storeOpts: storeOpts, log: log,
 		terms: make(chan server.Term), cancel: cancel, done: make(chan struct{}),
-		shardTerms: make(chan server.ShardTerm, 2*shards)}
+		shardTerms: make(chan server.ShardTerm, 2*shards), gate: gate, gateDone: make(chan struct{})}
+	go func() {
+		defer close(c.gateDone)
+		gate.run(runCtx)
+	}()
 	if shards > 1 {
 		go c.runShards(runCtx)
 	} else {
@@ -177,6 +193,7 @@ func (c *haCluster) runShards(ctx context.Context) {
 func (c *haCluster) close() error {
 	c.cancel()
 	<-c.done
+	<-c.gateDone
 	err := c.node.Close()
 	// Terms the server did not take (it stopped first) end with the node.
 	for t := range c.shardTerms {

@@ -408,6 +408,11 @@ func TestServeEmbeddedEtcd(t *testing.T) {
 	if o, ok := storedOffset(recs); !ok || o != 42 {
 		t.Fatalf("stored offset %d, %v; want 42", o, ok)
 	}
+	// A lone node, which no older one can share the store with, raised
+	// it to the newest format at once.
+	if v, err := etcdstore.ReadFormat(ctx, e.Client(), e.StoreOpts()...); err != nil || v != etcdstore.FormatVersion {
+		t.Fatalf("the embedded store's format: %d, %v; want %d", v, err, etcdstore.FormatVersion)
+	}
 }
 
 // TestServeExternalEtcd runs `tenure serve` against an etcd cluster given

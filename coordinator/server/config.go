@@ -54,6 +54,15 @@ type Config struct {
 	// the store when it starts.
 	Standby Standby
 
+	// GroupTargets, if set, says before every step of a group whether its
+	// GroupRecords may carry the KIP-848 targets of its epoch bumps
+	// (coordinator.Group.SetGroupTargets): false while the store must
+	// stay readable by tenures from before them, the nodes of an older
+	// build in an HA set being upgraded one at a time (the etcd store's
+	// format 6; docs/STORE.md). It is called often and must be cheap,
+	// and once true stay true. Nil: always.
+	GroupTargets func() bool
+
 	// TakeoverWait is how long a group request that arrives while this
 	// node loads its group's term, or while another installs its group
 	// at a takeover from the standby, waits for that to end before it is

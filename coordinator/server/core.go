@@ -23,6 +23,7 @@ func (s *Server) stepCore(e *groupEntry, sl *slot, now time.Time, in coordinator
 	if s.coreHook != nil {
 		s.coreHook(e.name)
 	}
+	s.gateTargets(e.g)
 	e.g.Step(now, in)
 	return true
 }
@@ -34,8 +35,15 @@ func (s *Server) useCore(e *groupEntry, fn func(g *coordinator.Group)) (ok bool)
 	if s.coreHook != nil {
 		s.coreHook(e.name)
 	}
+	s.gateTargets(e.g)
 	fn(e.g)
 	return true
+}
+
+// gateTargets tells g whether its GroupRecords may carry targets
+// (Config.GroupTargets), before anything steps it.
+func (s *Server) gateTargets(g *coordinator.Group) {
+	g.SetGroupTargets(s.cfg.GroupTargets == nil || s.cfg.GroupTargets())
 }
 
 // recoverCore is deferred around every use of a core.

@@ -178,6 +178,7 @@ func (to *takeover) install(name string) {
 			return
 		}
 		g = b.g
+		s.gateTargets(g)
 		g.Step(now, coordinator.Resume{})
 		// Resuming changes no topic the group names: the rebuild's
 		// lookups, against the topics of now, stand.

@@ -212,10 +212,13 @@ func (s *Server) deleteOffsetsOffline(e *groupEntry, ts []*topic) <-chan error {
 // not hold: deleted while the group was not loaded. What that changes is
 // in the group's Ready, for the caller to perform.
 func (s *Server) restoreGroup(name string, now time.Time, recs []coordinator.Record) (*coordinator.Group, error) {
-	g, err := coordinator.Restore(name, &s.core, newGroupRand(), now, recs)
+	// Restore, with the gate set before Resume steps the group.
+	g, err := coordinator.Rebuild(name, &s.core, newGroupRand(), recs)
 	if err != nil {
 		return nil, err
 	}
+	s.gateTargets(g)
+	g.Step(now, coordinator.Resume{})
 	s.restoredGroup(name, now, g)
 	return g, nil
 }
