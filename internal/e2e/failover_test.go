@@ -62,6 +62,9 @@ type haOpts struct {
 	nodes int
 	// etcdArgs are more flags of every etcd member.
 	etcdArgs []string
+	// nodeTenure, if set, is the `tenure` binary node i runs where it
+	// returns one ("": the set's), to mix builds as an upgrade does.
+	nodeTenure func(i int) string
 }
 
 func startHASet(t *testing.T) *haSet { return startHASetWith(t, haOpts{}) }
@@ -160,11 +163,15 @@ func (h *haSet) start(i int) {
 	if h.opts.nodeArgs != nil {
 		args = append(args, h.opts.nodeArgs(i)...)
 	}
+	bin := h.tenure
+	if h.opts.nodeTenure != nil {
+		bin = cmp.Or(h.opts.nodeTenure(i), bin)
+	}
 	if h.nodes[i] == nil {
-		h.nodes[i] = proctest.Start(h.t, name, h.tenure, args...)
+		h.nodes[i] = proctest.Start(h.t, name, bin, args...)
 		return
 	}
-	p, err := proctest.StartOn(name, h.nodes[i].Addr, h.tenure, args...)
+	p, err := proctest.StartOn(name, h.nodes[i].Addr, bin, args...)
 	if err != nil {
 		h.t.Fatal(err)
 	}
