@@ -9,13 +9,19 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/tenure-dev/tenure/coordinator"
+	"github.com/tenure-dev/tenure/coordinator/ha"
 	"github.com/tenure-dev/tenure/coordinator/store/etcdstore"
 	"github.com/tenure-dev/tenure/internal/testenv"
 )
@@ -181,4 +187,53 @@ func join(t *testing.T, ctx context.Context, cl *kgo.Client, member string) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// TestFormatGateReports: settle logs each node behind once per state of
+// it and of the store (a warning while the store waits for it, an error
+// once the store is past it), opens the gate at format 6 only, and sets
+// the gauges.
+func TestFormatGateReports(t *testing.T) {
+	core, logs := observer.New(zap.InfoLevel)
+	g, err := newFormatGate(nil, nil, "/p/", zap.New(core), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := ha.NodeInfo{ID: 7, Addr: "127.0.0.1:1"}
+	count := func(level zapcore.Level) int {
+		return logs.FilterLevelExact(level).FilterMessageSnippet("store format").Len()
+	}
+	g.settle(0, []ha.NodeInfo{old}) // the store not opened yet
+	g.settle(5, []ha.NodeInfo{old})
+	g.settle(5, []ha.NodeInfo{old})
+	if w, e := count(zapcore.WarnLevel), count(zapcore.ErrorLevel); w != 2 || e != 0 || g.groupTargets() {
+		t.Fatalf("at format 5 with an old node: %d warnings, %d errors, open %v", w, e, g.groupTargets())
+	}
+	g.settle(5, nil)
+	if g.groupTargets() || gaugeValue(g.behind) != 0 || gaugeValue(g.format) != 5 {
+		t.Fatalf("at format 5 alone: open %v, gauges %v %v", g.groupTargets(), gaugeValue(g.behind), gaugeValue(g.format))
+	}
+	g.settle(6, nil)
+	if !g.groupTargets() || logs.FilterMessageSnippet("carry their epoch bumps' targets").Len() != 1 {
+		t.Fatal("format 6 did not open the gate, or not once")
+	}
+	g.settle(6, []ha.NodeInfo{old})
+	g.settle(6, []ha.NodeInfo{old})
+	if e := count(zapcore.ErrorLevel); e != 1 || !g.groupTargets() || gaugeValue(g.behind) != 1 {
+		t.Fatalf("an old node after the raise: %d errors, open %v, behind %v", e, g.groupTargets(), gaugeValue(g.behind))
+	}
+	// A node that advertises 6 is not behind 6 (FormatReaders would not
+	// list it); one that advertises 5 explicitly is told as the old one.
+	g.settle(6, []ha.NodeInfo{{ID: 8, Format: 5}})
+	if e := count(zapcore.ErrorLevel); e != 2 {
+		t.Fatalf("a node at 5 after the raise: %d errors", e)
+	}
+}
+
+func gaugeValue(g prometheus.Gauge) float64 {
+	var m dto.Metric
+	if err := g.Write(&m); err != nil {
+		panic(err)
+	}
+	return m.GetGauge().GetValue()
 }
