@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"flag"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -37,9 +38,10 @@ func TestUpgradeBesideOldNode(t *testing.T) {
 		t.Skip("needs -e2e.old=<tenure binary of a build before store format 6>")
 	}
 	t.Parallel()
-	// Node 0 (old) starts first and leads; node 1 (new) and node 2 (old)
-	// queue behind it in that order.
-	h := startHASetWith(t, haOpts{etcdMembers: 1, tenure: *lossTenure, nodeTenure: func(i int) string {
+	// Node 0 (old) starts alone and leads; node 1 (new) and node 2 (old)
+	// join in that order, each once the one before has joined, so that
+	// they queue behind it in that order.
+	h := startHASetWith(t, haOpts{etcdMembers: 1, nodes: 1, tenure: *lossTenure, nodeTenure: func(i int) string {
 		if i != 1 {
 			return *oldTenure
 		}
@@ -49,6 +51,13 @@ func TestUpgradeBesideOldNode(t *testing.T) {
 	defer cancel()
 	if l := h.leader(ctx); l != 0 {
 		t.Fatalf("node %d leads, not the first old node", l)
+	}
+	for i := 1; i <= 2; i++ {
+		h.nodes = append(h.nodes, nil)
+		h.start(i)
+		testenv.Eventually(t, 15*time.Second, fmt.Sprintf("node %d to join the set", i), func() bool {
+			return strings.Contains(h.nodes[i].Output(), "joined the HA set")
+		})
 	}
 	h.nodes[0].Kill()
 	h.nodes[0] = nil
