@@ -286,6 +286,15 @@ func (h *haTerm) Store() store.Store       { return h.st }
 func (h *haTerm) Valid(now time.Time) bool { return h.t.Valid(now) }
 func (h *haTerm) Done() <-chan struct{}    { return h.t.Done() }
 
+// HandoverRevision makes the term a server.HandoverTerm: the standby
+// catches up to it without reading etcd's revision first.
+func (h *haTerm) HandoverRevision() int64 { return h.t.HandoverRevision() }
+
+var (
+	_ server.HandoverTerm = (*haTerm)(nil)
+	_ server.HandoverTerm = (*haShardTerm)(nil)
+)
+
 // haShardTerm is a won shard term with the store of the shard's groups.
 type haShardTerm struct {
 	haTerm

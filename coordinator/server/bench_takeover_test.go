@@ -50,10 +50,11 @@ func BenchmarkTakeoverInstall(b *testing.B) {
 		sb.pass(now, now.Add(time.Hour))
 		sb.pass(now, now.Add(time.Hour))
 		tm := ts.newTerm(newFakeTerm(shared), shared, -1, &ts.lead)
-		to, err := sb.prepare(context.Background(), tm)
+		rev, err := sb.catchUp(context.Background(), tm)
 		if err != nil {
 			b.Fatal(err)
 		}
+		to := sb.prepare(tm, rev)
 		b.StartTimer()
 		start := time.Now()
 		warm, _, _ := to.run(context.Background())

@@ -57,6 +57,16 @@ type Term interface {
 	Done() <-chan struct{}
 }
 
+// A HandoverTerm is a Term that knows a store revision above every write
+// of the terms before it (ha.Term.HandoverRevision): the standby that
+// holds every write up to it holds the last of the node it takes over
+// from, so the takeover waits for that revision rather than read the
+// store's current one first.
+type HandoverTerm interface {
+	Term
+	HandoverRevision() int64
+}
+
 // ShardedCluster is an HA set whose groups are spread over shards, each
 // with an owner of its own (tenure serve --shards): a Cluster that
 // implements it hands out shard terms instead of leadership terms, and

@@ -24,18 +24,32 @@ import (
 // handed out.
 func (s *Server) load(ctx context.Context, tm *term) (*takeover, error) {
 	start := time.Now()
-	if _, err := s.refreshTopics(ctx); err != nil {
-		return nil, err
-	}
+	// The topics are read while the standby catches up: neither needs
+	// the other, and both stand between the win and the first answer.
+	refreshed := make(chan error, 1)
+	go func() {
+		_, err := s.refreshTopics(ctx)
+		refreshed <- err
+	}()
 	log := s.log
 	if tm.shard >= 0 {
 		log = log.With(zap.Int("shard", tm.shard))
 	}
+	err := errNotFollowed
+	var rev int64
 	if s.standby != nil && tm.t != nil {
-		to, err := s.standby.prepare(ctx, tm)
+		rev, err = s.standby.catchUp(ctx, tm)
+	}
+	if rerr := <-refreshed; rerr != nil {
+		if err == nil {
+			s.standby.unpin(tm.shard)
+		}
+		return nil, rerr
+	}
+	if s.standby != nil && tm.t != nil {
 		if err == nil {
 			s.m.terms.Inc()
-			return to, nil
+			return s.standby.prepare(tm, rev), nil
 		}
 		if errors.Is(err, errNotFollowed) {
 			log.Debug("the standby does not follow the shard; loading it from the store")

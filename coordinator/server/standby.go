@@ -14,11 +14,12 @@ import (
 // not write it (etcdstore.Mirror): the records of the groups of the
 // shards it follows, current to within the store's watch.
 type Standby interface {
-	// Sync waits until the standby holds every write the store
-	// acknowledged before the call to shard's groups (-1: one leader),
-	// and returns its revision; it fails if it does not follow the
-	// shard.
-	Sync(ctx context.Context, shard int) (int64, error)
+	// SyncTo waits until the standby holds every write to shard's
+	// groups (-1: one leader) up to revision rev, which covers every
+	// write of the term taken over (HandoverTerm), or, rev 0, every
+	// write the store acknowledged before the call; it returns its
+	// revision, and fails if it does not follow the shard.
+	SyncTo(ctx context.Context, shard int, rev int64) (int64, error)
 	// Versions returns the groups of shard (-1: one leader) with the
 	// version of their records, which changes whenever they do.
 	Versions(shard int) map[string]uint64

@@ -133,7 +133,7 @@ type recordsSource struct {
 	recs map[string][]coordinator.Record
 }
 
-func (r *recordsSource) Sync(context.Context, int) (int64, error) { return 1, nil }
+func (r *recordsSource) SyncTo(context.Context, int, int64) (int64, error) { return 1, nil }
 
 func (r *recordsSource) Versions(shard int) map[string]uint64 {
 	out := map[string]uint64{}
@@ -205,7 +205,7 @@ type versionedSource struct {
 	version, state uint64
 }
 
-func (v *versionedSource) Sync(context.Context, int) (int64, error) { return 1, nil }
+func (v *versionedSource) SyncTo(context.Context, int, int64) (int64, error) { return 1, nil }
 
 func (v *versionedSource) Versions(int) map[string]uint64 {
 	v.mu.Lock()

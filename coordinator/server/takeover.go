@@ -39,29 +39,37 @@ type takeover struct {
 	installing sync.WaitGroup
 }
 
-// prepare readies tm's takeover once the mirror holds every write up to
-// now, and marks every group of tm's shard pending in tm, before the term
-// serves anyone: a request for one of them then installs it, or, while
-// it is being installed, is answered COORDINATOR_LOAD_IN_PROGRESS; any
-// other name is a group the store does not hold. It returns an error,
-// having marked nothing, if the mirror cannot say so; the caller then
-// loads the store.
-func (sb *standby) prepare(ctx context.Context, tm *term) (to *takeover, err error) {
+// catchUp waits until the mirror holds every write of the terms before
+// tm (up to tm's handover revision when the term knows it, else up to the
+// store's revision now) and pins tm's shard followed; it returns the
+// mirror's revision. Once it has returned without error the caller must
+// call prepare, or unpin the shard. It fails, pinning nothing, if the
+// mirror cannot say so; the caller then loads the store.
+func (sb *standby) catchUp(ctx context.Context, tm *term) (int64, error) {
 	if !sb.pin(tm.shard) {
-		return nil, errNotFollowed
+		return 0, errNotFollowed
 	}
-	defer func() {
-		if err != nil {
-			sb.unpin(tm.shard)
-		}
-	}()
+	var since int64
+	if ht, ok := tm.t.(HandoverTerm); ok {
+		since = ht.HandoverRevision()
+	}
 	sctx, cancel := context.WithTimeout(ctx, sb.s.cfg.StoreTimeout)
-	rev, err := sb.src.Sync(sctx, tm.shard)
+	rev, err := sb.src.SyncTo(sctx, tm.shard, since)
 	cancel()
 	if err != nil {
-		return nil, fmt.Errorf("server: the standby cannot catch up: %w", err)
+		sb.unpin(tm.shard)
+		return 0, fmt.Errorf("server: the standby cannot catch up: %w", err)
 	}
-	to = &takeover{sb: sb, tm: tm, rev: rev, versions: sb.src.Versions(tm.shard)}
+	return rev, nil
+}
+
+// prepare readies tm's takeover once catchUp has returned rev, and marks
+// every group of tm's shard pending in tm, before the term serves anyone:
+// a request for one of them then installs it, or, while it is being
+// installed, waits for the install; any other name is a group the store
+// does not hold.
+func (sb *standby) prepare(tm *term, rev int64) *takeover {
+	to := &takeover{sb: sb, tm: tm, rev: rev, versions: sb.src.Versions(tm.shard)}
 	sb.mu.Lock()
 	to.built = make(map[string]*builtGroup, len(to.versions))
 	for name := range to.versions {
@@ -75,7 +83,7 @@ func (sb *standby) prepare(ctx context.Context, tm *term) (to *takeover, err err
 	to.names = slices.Sorted(maps.Keys(to.versions))
 	tm.groups.expect(to.names)
 	tm.takeover.Store(to)
-	return to, nil
+	return to
 }
 
 // run installs the takeover's groups one by one, each resumed (its

@@ -246,14 +246,14 @@ type syncGatedSource struct {
 	once          sync.Once
 }
 
-func (g *syncGatedSource) Sync(ctx context.Context, shard int) (int64, error) {
+func (g *syncGatedSource) SyncTo(ctx context.Context, shard int, rev int64) (int64, error) {
 	g.once.Do(func() { close(g.reached) })
 	select {
 	case <-g.gate:
 	case <-ctx.Done():
 		return 0, ctx.Err()
 	}
-	return g.recordsSource.Sync(ctx, shard)
+	return g.recordsSource.SyncTo(ctx, shard, rev)
 }
 
 // TestLoadingRequestWaitsForTerm: a request that arrives while the node
