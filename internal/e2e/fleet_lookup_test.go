@@ -21,6 +21,7 @@ func (f *fleet) route(m *fleetMember) int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.coord >= 0 {
+		g.sendingLocked()
 		return g.coord
 	}
 	g.waiters = append(g.waiters, m)
@@ -49,12 +50,14 @@ func (f *fleet) lookup(g *fleetGroup) {
 		}
 		node, ok := f.find(g.name)
 		g.mu.Lock()
+		g.curOut.lookups++
 		if !ok {
 			g.backoffLocked(time.Now())
 			g.mu.Unlock()
 			continue
 		}
 		g.coord, g.looking = node, false
+		g.foundLocked(time.Now(), len(g.waiters))
 		waiters := g.waiters
 		g.waiters = nil
 		g.mu.Unlock()
@@ -74,12 +77,15 @@ func (f *fleet) find(group string) (int, bool) {
 	for i := range f.finders {
 		node := (first + i) % len(f.finders)
 		ctx, cancel := context.WithTimeout(f.ctx, f.cfg.timeout)
+		asked := time.Now()
 		addr, err := findCoordinatorAt(ctx, f.finders[node], group)
 		cancel()
 		if err != nil {
 			if kerrCode(err) != 0 {
+				f.outages.findNone.Add(1)
 				return -1, false // the set answered: no coordinator yet
 			}
+			f.outages.noteDown(time.Since(asked))
 			continue
 		}
 		if n, ok := f.nodeOf[addr]; ok {
@@ -99,6 +105,7 @@ func (g *fleetGroup) lost(node int, now time.Time) {
 	if g.coord == node {
 		g.coord = -1
 		g.backoffLocked(now)
+		g.lostLocked(now)
 	}
 }
 
@@ -119,6 +126,7 @@ func (g *fleetGroup) servedBy(node int, now time.Time) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.backoff = 0
+	g.servedLocked(now)
 	if len(g.served) == 0 || g.served[len(g.served)-1].node != node {
 		g.served = append(g.served, serving{node: node, at: now})
 	}

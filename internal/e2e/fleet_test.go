@@ -58,7 +58,8 @@ type fleet struct {
 	nViolations int
 	expelled    int
 
-	load fleetLoad // the capacity benchmark's knobs and records (fleet_load_test.go)
+	load    fleetLoad   // the capacity benchmark's knobs and records (fleet_load_test.go)
+	outages outageStats // what the groups' outages cost (fleet_outage_test.go)
 
 	base    time.Time // members' due times count from it
 	ctx     context.Context
@@ -110,6 +111,8 @@ type fleetGroup struct {
 	retry   time.Time      // no FindCoordinator before this
 	backoff time.Duration
 	served  []serving // the nodes that answered its heartbeats, each from its first success
+	curOut  outage    // the loss of its coordinator under way, if any (fleet_outage_test.go)
+	lastOut outage    // the last that ended
 }
 
 // serving is a node that served a group, from the first heartbeat it
@@ -254,6 +257,7 @@ func (l *fleetLane) run(ctx context.Context) {
 			clear(slot)
 			l.spare = slot[:0]
 		}
+		l.f.outages.noteReady(len(l.ready))
 		sent := 0
 		for ; sent < len(l.ready) && l.inFlight < limit; sent++ {
 			l.send(l.ready[sent], now)

@@ -97,6 +97,7 @@ func BenchmarkTakeover(b *testing.B) {
 			}
 			b.Logf("joined in %v; %s; the survivors' terms took %v groups from the standby, %v from the mirror, %v from the store; requests that waited for a load or install: %v served, %v timed out",
 				join.Round(time.Millisecond), to, from["standby"], from["mirror"], from["store"], waits["served"], waits["timeout"])
+			b.Log(to.clients)
 			b.ReportMetric(to.back[len(to.back)-1].Seconds(), "served-max-s")
 			b.ReportMetric(to.back[len(to.back)/2].Seconds(), "served-med-s")
 			b.ReportMetric(benchTTL.Seconds(), "ttl-s")
@@ -163,6 +164,7 @@ type takeover struct {
 	back     []time.Duration // by the victim's group, sorted: from the kill to its first heartbeat answered elsewhere
 	codes    map[string]int64
 	unanswer int64
+	clients  string // the outages as the fleet saw them (outageReport)
 }
 
 func (to takeover) String() string {
@@ -212,6 +214,7 @@ func (sc *shardCheck) killBusiest(b *testing.B, ctx context.Context, name string
 	}
 	h.nodes[victim].Kill()
 	killed := time.Now()
+	f.outages.reset()
 	stopProfiles := profileTakeover(b, h, victim, killed)
 	to := takeover{victim: victim, shards: len(lost)}
 	waited := time.Now()
@@ -249,5 +252,6 @@ func (sc *shardCheck) killBusiest(b *testing.B, ctx context.Context, name string
 		b.Errorf("the kill moved %d groups whose node lived", moved)
 	}
 	to.codes, to.unanswer = f.errorCodes(), f.transport.Load()
+	to.clients = f.outageReport(affected, killed)
 	return to
 }
