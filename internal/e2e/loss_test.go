@@ -28,7 +28,7 @@ import (
 )
 
 var (
-	lossTenure = flag.String("e2e.tenure", "", "TestPermanentLoss, BenchmarkCapacity, TestUpgradeBesideOldNode (its new node): a prebuilt tenure binary to run instead of this tree's (to measure another version)")
+	lossTenure = flag.String("e2e.tenure", "", "TestPermanentLoss, BenchmarkCapacity, BenchmarkTakeover, TestUpgradeBesideOldNode (its new node): a prebuilt tenure binary to run instead of this tree's (to measure another version)")
 	lossReport = flag.Bool("e2e.report", false, "TestPermanentLoss: report what each fault cost, observing a fixed window, instead of failing on it")
 )
 

@@ -40,9 +40,10 @@ import (
 // that build too (<case>/baseline), right after this tree's. -count=N
 // does not alternate them: it runs each sub-benchmark N times in a row
 // (this tree's N times, then the baseline N times); for the other order,
-// run the build before's benchmark with -e2e.baseline=<this tree's
-// tenure>. -e2e.profile writes CPU profiles of the survivors
-// and of the load generator, second by second from the kill.
+// give the build before as -e2e.tenure and this tree's as -e2e.baseline
+// (the load generator is this tree's either way). -e2e.profile writes CPU
+// profiles of the survivors and of the load generator, second by second
+// from the kill.
 //
 // and fails as BenchmarkShards does if a group the dead node did not
 // coordinate moves, or a member is expelled or its epoch goes backwards.
@@ -59,7 +60,7 @@ func BenchmarkTakeover(b *testing.B) {
 		bin    string // the tenure binary; "": this tree's
 	}
 	var cases []takeoverCase
-	for _, c := range []takeoverCase{{name: "one-leader"}, {name: "sharded", shards: *benchShards}} {
+	for _, c := range []takeoverCase{{name: "one-leader", bin: *lossTenure}, {name: "sharded", shards: *benchShards, bin: *lossTenure}} {
 		cases = append(cases, c)
 		if *joinBaseline != "" {
 			cases = append(cases, takeoverCase{c.name + "/baseline", c.shards, *joinBaseline})
@@ -159,6 +160,7 @@ func startBenchFleet(b *testing.B, ctx context.Context, name string, shards int,
 // takeover is what killBusiest saw.
 type takeover struct {
 	victim   int
+	killed   time.Time       // when, by the wall clock, to find it in the nodes' logs
 	shards   int             // the victim's shards (0: one leader)
 	taken    time.Duration   // from the kill until etcd showed each of them owned by another node
 	back     []time.Duration // by the victim's group, sorted: from the kill to its first heartbeat answered elsewhere
@@ -172,8 +174,8 @@ func (to takeover) String() string {
 	if to.shards > 0 {
 		retaken = fmt.Sprintf("its %d shards all owned by the others in etcd %v later; ", to.shards, to.taken.Round(time.Millisecond))
 	}
-	return fmt.Sprintf("kill -9 tenure-%d: %sits %d groups served again from %v to %v later (median %v); heartbeat errors seen: %v, and %d without an answer",
-		to.victim, retaken, len(to.back), to.back[0].Round(time.Millisecond), to.back[len(to.back)-1].Round(time.Millisecond),
+	return fmt.Sprintf("kill -9 tenure-%d at %s: %sits %d groups served again from %v to %v later (median %v); heartbeat errors seen: %v, and %d without an answer",
+		to.victim, to.killed.UTC().Format("15:04:05.000"), retaken, len(to.back), to.back[0].Round(time.Millisecond), to.back[len(to.back)-1].Round(time.Millisecond),
 		to.back[len(to.back)/2].Round(time.Millisecond), to.codes, to.unanswer)
 }
 
@@ -216,7 +218,7 @@ func (sc *shardCheck) killBusiest(b *testing.B, ctx context.Context, name string
 	killed := time.Now()
 	f.outages.reset()
 	stopProfiles := profileTakeover(b, h, victim, killed)
-	to := takeover{victim: victim, shards: len(lost)}
+	to := takeover{victim: victim, killed: killed, shards: len(lost)}
 	waited := time.Now()
 	testenv.Eventually(b, *benchTTL+5*time.Minute, "every group of the killed node to be served again", func() bool {
 		if to.taken == 0 && len(lost) > 0 {
