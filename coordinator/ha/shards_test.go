@@ -187,11 +187,41 @@ func TestShards(t *testing.T) {
 			t.Fatalf("shard %d moved from %d to %d, not to the joiner", s, two[s], o)
 		}
 	}
+	// The last write of one of node 2's shard terms, for the handover
+	// revision of the term that takes the shard next.
+	var lastTerm *ha.Term
+	w.mu.Lock()
+	for _, r := range w.recs {
+		if r.node == 2 {
+			lastTerm = r.term
+		}
+	}
+	w.mu.Unlock()
+	resp, err := etcd.Client(t).Txn(testenv.Context(t)).If(lastTerm.Guard()).Then(clientv3.OpPut(prefix+"data", "last")).Commit()
+	if err != nil || !resp.Succeeded {
+		t.Fatalf("node 2's guarded write to shard %d: %v (succeeded: %v)", lastTerm.Shard(), err, err == nil && resp.Succeeded)
+	}
+	lastWrite := resp.Header.Revision
 	// A kill -9: the client goes first, so the lease is left to expire.
 	start := time.Now()
 	dead.Close()
 	n2.Close()
 	two = w.waitBalanced(shards, []int{0, 1}, 5*ttl)
+	w.mu.Lock()
+	next := 0
+	for _, r := range w.recs {
+		if r.node == 2 || r.term.Shard() != lastTerm.Shard() || r.term.Revision() < lastTerm.Revision() {
+			continue
+		}
+		next++
+		if r.term.HandoverRevision() <= lastWrite {
+			t.Errorf("shard %d's next term: handover revision %d, want above node 2's last write at %d", lastTerm.Shard(), r.term.HandoverRevision(), lastWrite)
+		}
+	}
+	w.mu.Unlock()
+	if next == 0 {
+		t.Errorf("no term of shard %d after node 2's", lastTerm.Shard())
+	}
 	t.Logf("node 2's shards served again %v after it died (TTL %v)", time.Since(start).Round(time.Millisecond), ttl)
 	for s, o := range three {
 		if o != 2 && two[s] != o {
