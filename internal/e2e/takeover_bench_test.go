@@ -214,9 +214,10 @@ func (sc *shardCheck) killBusiest(b *testing.B, ctx context.Context, name string
 			lost = append(lost, s)
 		}
 	}
+	f.outages.reset()
+	killing := time.Now() // Kill returns once the process is gone: its connections may break first
 	h.nodes[victim].Kill()
 	killed := time.Now()
-	f.outages.reset()
 	stopProfiles := profileTakeover(b, h, victim, killed)
 	to := takeover{victim: victim, killed: killed, shards: len(lost)}
 	waited := time.Now()
@@ -254,6 +255,6 @@ func (sc *shardCheck) killBusiest(b *testing.B, ctx context.Context, name string
 		b.Errorf("the kill moved %d groups whose node lived", moved)
 	}
 	to.codes, to.unanswer = f.errorCodes(), f.transport.Load()
-	to.clients = f.outageReport(affected, killed)
+	to.clients = f.outageReport(affected, killing, killed)
 	return to
 }
