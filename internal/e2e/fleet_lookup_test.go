@@ -24,13 +24,33 @@ func (f *fleet) route(m *fleetMember) int {
 		g.sendingLocked()
 		return g.coord
 	}
+	f.parkLocked(m)
+	return -1
+}
+
+// park parks m with its group, as route does, if the group has no
+// coordinator, and reports whether it did. m's lane's lock is held.
+func (f *fleet) park(m *fleetMember) bool {
+	g := m.g
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.coord >= 0 {
+		return false
+	}
+	f.parkLocked(m)
+	return true
+}
+
+// parkLocked adds m to its group's waiters, starting a lookup if none is
+// under way. g.mu is held.
+func (f *fleet) parkLocked(m *fleetMember) {
+	g := m.g
 	g.waiters = append(g.waiters, m)
 	if !g.looking {
 		g.looking = true
 		f.wg.Add(1)
 		go f.lookup(g)
 	}
-	return -1
 }
 
 // lookup finds g's coordinator, asking the nodes in turn, no sooner than

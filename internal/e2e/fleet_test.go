@@ -147,6 +147,7 @@ type fleetLane struct {
 	tick     int64                      // the next tick of the wheel to turn
 	spare    []*fleetMember             // a slot's slice, for the next slot emptied
 	ready    []*fleetMember             // due, waiting for room in flight, in order
+	now      []*fleetMember             // due, needing no room in flight (roomless): sent at once
 	joining  []*fleetMember             // waiting to join, in order
 	dirty    []bool                     // by node: requests queued, not flushed
 	inFlight int
@@ -236,50 +237,65 @@ const (
 
 // run sends the lane's members' heartbeats as they fall due.
 func (l *fleetLane) run(ctx context.Context) {
-	tick := l.f.cfg.tickLen()
-	ticker := time.NewTicker(tick)
+	ticker := time.NewTicker(l.f.cfg.tickLen())
 	defer ticker.Stop()
-	limit := l.f.cfg.inFlight
 	for {
 		l.mu.Lock()
-		now := time.Since(l.f.base)
-		for ; l.tick <= int64(now/tick); l.tick++ {
-			k := l.tick % fleetWheel
-			slot := l.wheel[k]
-			l.wheel[k] = l.spare[:0]
-			for _, m := range slot {
-				if t := int64(m.due / tick); t <= l.tick {
-					l.ready = append(l.ready, m)
-				} else {
-					l.wheel[t%fleetWheel] = append(l.wheel[t%fleetWheel], m) // a lap or more ahead
-				}
-			}
-			clear(slot)
-			l.spare = slot[:0]
-		}
-		l.f.outages.noteReady(len(l.ready))
-		sent := 0
-		for ; sent < len(l.ready) && l.inFlight < limit; sent++ {
-			l.send(l.ready[sent], now)
-		}
-		l.ready = l.ready[:copy(l.ready, l.ready[sent:])]
-		for len(l.joining) > 0 && l.inFlight < limit && l.joins < l.f.cfg.joinLimit() {
-			m := l.joining[0]
-			l.joining = l.joining[1:]
-			l.send(m, now)
-		}
-		for node, d := range l.dirty {
-			if d {
-				l.wires[node].flush()
-				l.dirty[node] = false
-			}
-		}
+		l.turnLocked(time.Since(l.f.base))
 		l.mu.Unlock()
 		select {
 		case <-ctx.Done():
 			return
 		case <-ticker.C:
 		case <-l.wake:
+		}
+	}
+}
+
+// turnLocked turns the wheel up to now and sends what is due, as far as
+// the room in flight allows (a roomless heartbeat needs none). The lane's
+// lock is held.
+func (l *fleetLane) turnLocked(now time.Duration) {
+	tick := l.f.cfg.tickLen()
+	limit := l.f.cfg.inFlight
+	for ; l.tick <= int64(now/tick); l.tick++ {
+		k := l.tick % fleetWheel
+		slot := l.wheel[k]
+		l.wheel[k] = l.spare[:0]
+		for _, m := range slot {
+			if t := int64(m.due / tick); t <= l.tick {
+				if l.roomless(m) {
+					l.now = append(l.now, m)
+				} else {
+					l.ready = append(l.ready, m)
+				}
+			} else {
+				l.wheel[t%fleetWheel] = append(l.wheel[t%fleetWheel], m) // a lap or more ahead
+			}
+		}
+		clear(slot)
+		l.spare = slot[:0]
+	}
+	for _, m := range l.now {
+		l.send(m, now)
+	}
+	clear(l.now)
+	l.now = l.now[:0]
+	l.f.outages.noteReady(len(l.ready))
+	sent := 0
+	for ; sent < len(l.ready) && l.inFlight < limit; sent++ {
+		l.send(l.ready[sent], now)
+	}
+	l.ready = l.ready[:copy(l.ready, l.ready[sent:])]
+	for len(l.joining) > 0 && l.inFlight < limit && l.joins < l.f.cfg.joinLimit() {
+		m := l.joining[0]
+		l.joining = l.joining[1:]
+		l.send(m, now)
+	}
+	for node, d := range l.dirty {
+		if d {
+			l.wires[node].flush()
+			l.dirty[node] = false
 		}
 	}
 }
@@ -297,8 +313,29 @@ func (l *fleetLane) requeueLocked(m *fleetMember, due time.Duration) {
 		l.wheel[t%fleetWheel] = append(l.wheel[t%fleetWheel], m)
 		return
 	}
+	if l.f.park(m) {
+		return // it goes once its group's lookup ends
+	}
 	l.ready = append(l.ready, m)
 	l.kick()
+}
+
+// roomless reports whether m's heartbeat, due now, would take no room in
+// flight: its group has no coordinator (m waits for the lookup), or the
+// lane has no connection to it (the send fails, or dials, at once: a
+// dead node's members learn it so). Such a heartbeat does not queue
+// behind those waiting for room: a stock client's does not wait for
+// other clients' requests, and after a kill the lanes' queues hold the
+// surge of the heartbeats that waited for the new coordinator, which the
+// members of the groups that had not noticed the kill yet would
+// otherwise wait out twice, before their heartbeat failed and again
+// after their lookup.
+func (l *fleetLane) roomless(m *fleetMember) bool {
+	g := m.g
+	g.mu.Lock()
+	coord := g.coord
+	g.mu.Unlock()
+	return coord < 0 || !l.wires[coord].up()
 }
 
 func (l *fleetLane) kick() {

@@ -97,6 +97,14 @@ func (w *wire) send(req kmsg.Request, done func(kmsg.Response, error)) error {
 	return nil
 }
 
+// up reports whether a connection is up: a send then queues on it,
+// rather than dialing or failing at once.
+func (w *wire) up() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.conn != nil
+}
+
 // flush has the requests queued so far written, in one write.
 func (w *wire) flush() {
 	w.mu.Lock()
