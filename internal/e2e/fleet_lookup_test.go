@@ -96,16 +96,21 @@ func (f *fleet) find(group string) (int, bool) {
 	first := int(f.lookups.Add(1))
 	for i := range f.finders {
 		node := (first + i) % len(f.finders)
-		ctx, cancel := context.WithTimeout(f.ctx, f.cfg.timeout)
-		asked := time.Now()
-		addr, err := findCoordinatorAt(ctx, f.finders[node], group)
-		cancel()
+		addr, err, took := f.ask(node, group)
+		if kerrCode(err) == kerr.CoordinatorNotAvailable.Code && took >= findStale {
+			// Decided when it arrived, answered after the lookups held
+			// before it on the finder's connection: stale. A stock
+			// client's own lookup would have been held and answered
+			// afresh; so is this one, at once, not after a back-off.
+			f.outages.findStale.Add(1)
+			addr, err, took = f.ask(node, group)
+		}
 		if err != nil {
 			if kerrCode(err) != 0 {
 				f.outages.findNone.Add(1)
 				return -1, false // the set answered: no coordinator yet
 			}
-			f.outages.noteDown(time.Since(asked))
+			f.outages.noteDown(took)
 			continue
 		}
 		if n, ok := f.nodeOf[addr]; ok {
@@ -115,6 +120,27 @@ func (f *fleet) find(group string) (int, bool) {
 		return -1, false
 	}
 	return -1, false
+}
+
+// findStale: a lookup answered COORDINATOR_NOT_AVAILABLE this long after
+// it was sent waited behind held lookups. A node of an HA set holds a
+// FindCoordinator while no live node coordinates its group, up to 16 a
+// connection (server.Config.MaxParkedPerConnection); the fleet's lookups
+// of every group share one connection to each node, so past 16 the
+// node answers at once, but after the held ones, when the next term
+// begins: a stale "none yet" that would send the group into a back-off
+// just as a coordinator is there, which no stock client, whose one
+// lookup is held on its own connection, meets.
+const findStale = 250 * time.Millisecond
+
+// ask asks node for group's coordinator through its finder, and says
+// how long that took.
+func (f *fleet) ask(node int, group string) (string, error, time.Duration) {
+	ctx, cancel := context.WithTimeout(f.ctx, f.cfg.timeout)
+	defer cancel()
+	asked := time.Now()
+	addr, err := findCoordinatorAt(ctx, f.finders[node], group)
+	return addr, err, time.Since(asked)
 }
 
 // lost forgets that node coordinates g after it refused or did not

@@ -29,6 +29,7 @@ type outageStats struct {
 	findDown    atomic.Int64 // FindCoordinator attempts with no answer (a dead node)
 	findDownMax atomic.Int64 // the longest of them, in nanoseconds
 	findNone    atomic.Int64 // lookups answered without a coordinator (backed off)
+	findStale   atomic.Int64 // answers without a coordinator asked again at once (findStale)
 	readyMax    atomic.Int64 // the longest queue of due members of a lane
 }
 
@@ -37,6 +38,7 @@ func (s *outageStats) reset() {
 	s.findDown.Store(0)
 	s.findDownMax.Store(0)
 	s.findNone.Store(0)
+	s.findStale.Store(0)
 	s.readyMax.Store(0)
 }
 
@@ -155,7 +157,7 @@ func (f *fleet) outageReport(groups []*fleetGroup, killing, killed time.Time) st
 		len(lost), q(lost), q(lookup), q(queued), q(answer), lookups[len(lookups)/2], lookups[len(lookups)-1])
 	fmt.Fprintf(&b, "The last, %s: noticed %s, found %s (%d members waiting), sent %s, served %s after the kill, %d lookups. ",
 		lastName, since(last.lost), since(last.found), last.waiters, since(last.sent), since(last.served), last.lookups)
-	fmt.Fprintf(&b, "FindCoordinator attempts without an answer %d (longest %v), lookups answered without a coordinator %d; longest queue of due members in a lane %d",
-		f.outages.findDown.Load(), time.Duration(f.outages.findDownMax.Load()).Round(time.Millisecond), f.outages.findNone.Load(), f.outages.readyMax.Load())
+	fmt.Fprintf(&b, "FindCoordinator attempts without an answer %d (longest %v), lookups answered without a coordinator %d (stale answers asked again %d); longest queue of due members in a lane %d",
+		f.outages.findDown.Load(), time.Duration(f.outages.findDownMax.Load()).Round(time.Millisecond), f.outages.findNone.Load(), f.outages.findStale.Load(), f.outages.readyMax.Load())
 	return b.String()
 }
