@@ -26,7 +26,8 @@ type ACLStore interface {
 
 // ACLWatcher is implemented by an ACLStore that other processes write to
 // as well (the etcd store). WatchACLs signals on the returned channel
-// after the stored bindings change, by anyone, and after the watch had to
+// once the watch is in place (a change made before it went unseen), after
+// the stored bindings change, by anyone, and after the watch had to
 // restart (it may have missed changes); the caller then loads them. The
 // channel is closed once ctx ends. Signals coalesce: one may stand for
 // many changes.

@@ -52,7 +52,8 @@ type KeyStore interface {
 }
 
 // KeyWatcher is implemented by a KeyStore that other processes write to
-// (the etcd store): WatchKeys signals after the ring changes, by anyone,
+// (the etcd store): WatchKeys signals once the watch is in place (a
+// change made before it went unseen), after the ring changes, by anyone,
 // and after the watch restarted; the channel is closed once ctx ends.
 type KeyWatcher interface {
 	WatchKeys(ctx context.Context) <-chan struct{}

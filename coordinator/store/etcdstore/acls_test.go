@@ -101,8 +101,8 @@ func TestACLsBesideRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 	watched := etcdstore.NewACLs(etcd.Client(t), etcdstore.Prefix(prefix)).WatchACLs(ctx)
-	// Let the watch start: a change before it would be missed.
-	time.Sleep(100 * time.Millisecond)
+	// The watch in place: a change before it would be missed.
+	awaitSignal(t, watched, "the watch in place")
 	b := acl.Binding{ResourceType: kmsg.ACLResourceTypeGroup, PatternType: kmsg.ACLResourcePatternTypeLiteral, ResourceName: "g",
 		Principal: "User:alice", Host: "*", Operation: kmsg.ACLOperationRead, Permission: kmsg.ACLPermissionTypeAllow}
 	start := time.Now()

@@ -15,11 +15,14 @@ const watchRetry = time.Second
 
 // watchSignals signals on the returned channel after every change under
 // key (opts: clientv3.WithPrefix for a directory) that an etcd watch
-// delivers: as soon as etcd does (milliseconds on a healthy cluster). A
-// watch that fails (etcd unreachable, its revision compacted) is started
-// again after watchRetry from the current revision, with a signal, since
-// changes may have been missed meanwhile. Signals coalesce; the channel
-// is closed once ctx ends. The ACL and signing-key watches are this.
+// delivers: as soon as etcd does (milliseconds on a healthy cluster). It
+// also signals once etcd has created the watch, and again each time a
+// watch that failed (etcd unreachable, a leader election) has been created
+// again, after watchRetry: a change made before the watch existed, after
+// the caller's own load (a node's start) or while it was down, reaches no
+// watch, and the caller's reload on that signal reads it. Signals
+// coalesce; the channel is closed once ctx ends. The ACL and signing-key
+// watches are this.
 func watchSignals(ctx context.Context, cli *clientv3.Client, key string, opts ...clientv3.OpOption) <-chan struct{} {
 	out := make(chan struct{}, 1)
 	signal := func() {
@@ -28,19 +31,16 @@ func watchSignals(ctx context.Context, cli *clientv3.Client, key string, opts ..
 		default:
 		}
 	}
-	opts = append(opts, clientv3.WithKeysOnly())
+	opts = append(opts, clientv3.WithKeysOnly(), clientv3.WithCreatedNotify())
 	go func() {
 		defer close(out)
-		for first := true; ctx.Err() == nil; first = false {
-			if !first {
-				signal()
-			}
+		for ctx.Err() == nil {
 			wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 			for wr := range cli.Watch(wctx, key, opts...) {
 				if wr.Err() != nil {
 					break
 				}
-				if len(wr.Events) > 0 {
+				if wr.Created || len(wr.Events) > 0 {
 					signal()
 				}
 			}

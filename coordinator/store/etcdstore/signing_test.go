@@ -34,7 +34,7 @@ func TestKeysBesideGroups(t *testing.T) {
 	}
 	other := etcdstore.NewKeys(etcd.Client(t), etcdstore.Prefix(prefix))
 	watched := other.WatchKeys(ctx)
-	time.Sleep(100 * time.Millisecond) // let the watch start
+	awaitSignal(t, watched, "the watch in place")
 	k, err := store.NewSigningKey(make([]byte, ed25519.SeedSize), time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC))
 	if err != nil {
 		t.Fatal(err)
