@@ -230,6 +230,10 @@ func TestShutdownAnswersParkedJoin(t *testing.T) {
 	}
 	join.MemberID = first.MemberID
 	corr := c.send(join)
+	eventually(t, 10*time.Second, "the join to park in its group", func() bool {
+		e := ts.term(t).groups.lookup("g")
+		return e != nil && e.parked.Load() == 1
+	})
 	if _, _, err := c.tryRecv(200 * time.Millisecond); err == nil {
 		t.Fatal("the join was answered during the initial rebalance delay")
 	}

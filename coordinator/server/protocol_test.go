@@ -406,7 +406,9 @@ func TestShutdownAnswersParkedFetch(t *testing.T) {
 	c := dial(t, ts.addr)
 	c.roundTrip(metadataRequest(12, "jobs"))
 	corr := c.send(fetchRequest(12, 20*time.Second, "jobs", 0))
-	time.Sleep(100 * time.Millisecond) // let the server read and park the Fetch
+	// Parked, the Fetch is the shutdown's to answer; read after the
+	// shutdown began, it went unanswered.
+	eventually(t, 10*time.Second, "the server to park the Fetch", func() bool { return parkedFetches(ts) == 1 })
 	start := time.Now()
 	go ts.stop()
 	got, resp := c.recv()

@@ -101,7 +101,12 @@ func TestViewDeadPeer(t *testing.T) {
 	fc.CoordinatorKeys = []string{"g"}
 	sent := time.Now()
 	want = cb.send(fc)
-	time.Sleep(300 * time.Millisecond)
+	// Held before b leads: read after it, the request would be answered
+	// at once, and not counted.
+	eventually(t, 10*time.Second, "b to hold the FindCoordinator", func() bool {
+		return b.metric(t, "tenure_find_coordinator_held_total") == 1
+	})
+	time.Sleep(time.Until(sent.Add(300 * time.Millisecond)))
 	tb := newFakeTerm(set.shared)
 	set.setLeader(1)
 	nb.terms <- tb
