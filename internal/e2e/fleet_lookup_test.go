@@ -96,14 +96,14 @@ func (f *fleet) find(group string) (int, bool) {
 	first := int(f.lookups.Add(1))
 	for i := range f.finders {
 		node := (first + i) % len(f.finders)
-		addr, err, took := f.ask(node, group)
+		addr, took, err := f.ask(node, group)
 		if kerrCode(err) == kerr.CoordinatorNotAvailable.Code && took >= findStale {
 			// Decided when it arrived, answered after the lookups held
 			// before it on the finder's connection: stale. A stock
 			// client's own lookup would have been held and answered
 			// afresh; so is this one, at once, not after a back-off.
 			f.outages.findStale.Add(1)
-			addr, err, took = f.ask(node, group)
+			addr, took, err = f.ask(node, group)
 		}
 		if err != nil {
 			if kerrCode(err) != 0 {
@@ -135,12 +135,12 @@ const findStale = 250 * time.Millisecond
 
 // ask asks node for group's coordinator through its finder, and says
 // how long that took.
-func (f *fleet) ask(node int, group string) (string, error, time.Duration) {
+func (f *fleet) ask(node int, group string) (string, time.Duration, error) {
 	ctx, cancel := context.WithTimeout(f.ctx, f.cfg.timeout)
 	defer cancel()
 	asked := time.Now()
 	addr, err := findCoordinatorAt(ctx, f.finders[node], group)
-	return addr, err, time.Since(asked)
+	return addr, time.Since(asked), err
 }
 
 // lost forgets that node coordinates g after it refused or did not
