@@ -536,7 +536,12 @@ func TestFailoverDeposedLeader(t *testing.T) {
 	l := h.leader(ctx)
 	old := h.nodes[l]
 
-	old.Signal(syscall.SIGSTOP)
+	// Pause, not Signal: a commit sent before every thread stopped could
+	// be read, accepted and written while the term still held, and
+	// landed in the store (1 CI run in many).
+	if err := old.Pause(); err != nil {
+		t.Fatal(err)
+	}
 	// A commit sent straight to the paused leader waits in its socket.
 	raw, err := kgo.NewClient(kgo.SeedBrokers(old.Addr), kgo.RequestTimeoutOverhead(time.Minute))
 	if err != nil {
@@ -615,8 +620,11 @@ func TestQuorumLoss(t *testing.T) {
 	ms := setupMembers(ctx, t, cl, "quorum", 2)
 	m := ms[0]
 
-	h.etcd[1].Signal(syscall.SIGSTOP)
-	h.etcd[2].Signal(syscall.SIGSTOP)
+	for _, e := range h.etcd[1:3] {
+		if err := e.Pause(); err != nil {
+			t.Fatal(err)
+		}
+	}
 	lost := time.Now()
 	var refusedAfter time.Duration
 	testenv.Eventually(t, 15*time.Second, "group requests to be refused", func() bool {
