@@ -292,7 +292,11 @@ func (n *Node) keepLease(l *lease) {
 			// Retry sooner than the interval: the window is running out.
 			next.Reset(interval / 3)
 
-		case now := <-watchdog.C:
+		case <-watchdog.C:
+			// Not the channel's time: that is when the timer was due,
+			// which after a pause (SIGSTOP, a stalled VM) is the pause's
+			// length ago, and late_by would hide the pause.
+			now := time.Now()
 			if !l.expire(now) {
 				watchdog.Reset(time.Until(l.deadlineTime()))
 				continue

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -16,6 +17,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/tenure-dev/tenure/coordinator/ha"
 	"github.com/tenure-dev/tenure/internal/testenv"
@@ -52,7 +54,10 @@ func pausedChild() int {
 	}
 	defer cli.Close()
 	prefix := os.Getenv(childPrefixEnv)
-	n, err := ha.Join(ctx, cli, "child.test:9092", ha.Prefix(prefix), ha.ElectionTTL(ttl))
+	// Its log goes to stderr as JSON: the parent reads the lease's end.
+	log := zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.Lock(os.Stderr), zap.WarnLevel))
+	defer log.Sync()
+	n, err := ha.Join(ctx, cli, "child.test:9092", ha.Prefix(prefix), ha.ElectionTTL(ttl), ha.Logger(log))
 	if err != nil {
 		return fail("join", err)
 	}
@@ -208,4 +213,28 @@ func TestPausedLeader(t *testing.T) {
 	if err := wait(); err != nil {
 		t.Fatalf("child: %v", err)
 	}
+	// The child's log says how late the lease's watchdog ran: by about
+	// the pause (1.5 TTL) less what was left of the deadline (under a
+	// TTL), not the microseconds of a timer that fired on time.
+	late, ok := lateBy(stderr.String())
+	if !ok {
+		t.Fatalf("no \"lease in doubt\" line with late_by in the child's log:\n%s", stderr.String())
+	}
+	if late < ttl/3 {
+		t.Errorf("lease in doubt: late_by %v after a pause of %v", late, ttl*3/2)
+	}
+}
+
+// lateBy reads late_by from the child's "lease in doubt" log line.
+func lateBy(log string) (time.Duration, bool) {
+	for l := range strings.Lines(log) {
+		var e struct {
+			Msg    string  `json:"msg"`
+			LateBy float64 `json:"late_by"` // seconds: the production encoder's durations
+		}
+		if json.Unmarshal([]byte(l), &e) == nil && strings.HasPrefix(e.Msg, "lease in doubt") {
+			return time.Duration(e.LateBy * float64(time.Second)), true
+		}
+	}
+	return 0, false
 }
