@@ -14,23 +14,8 @@ import (
 // plain strings most of the time (else from groupValueStrings), nil and
 // empty lists, zero and extreme numbers and times.
 func randGenerationRecord(rng *rand.Rand) *coordinator.GenerationRecord {
-	plain := rng.IntN(4) > 0
-	str := func() string {
-		s := groupValueStrings[rng.IntN(len(groupValueStrings))]
-		if plain && !plainASCII(s) {
-			return "t"
-		}
-		return s
-	}
-	num := func() int64 {
-		switch rng.IntN(4) {
-		case 0:
-			return 0
-		case 1:
-			return []int64{math.MinInt32, math.MaxInt32, -1, 1}[rng.IntN(4)]
-		}
-		return rng.Int64N(1<<30) - 1<<29
-	}
+	str := randStr(rng)
+	num := func() int64 { return randNum(rng, []int64{math.MinInt32, math.MaxInt32, -1, 1}, 1<<30) }
 	when := func() time.Time {
 		if rng.IntN(3) == 0 {
 			return time.Time{}

@@ -17,27 +17,38 @@ import (
 var groupValueStrings = []string{"", "", "orders", "bench", "/10.1.2.3", "hq0F3Jh_gGIwoTygd5badg", "<&>", "uniform",
 	`a"b`, `c\d`, "\n", "\x7f", "ünï", "\xff"}
 
-// randGroupValueRecord is a group, member or assignment record drawn from
-// rng, with plain strings most of the time (pick one per call to
-// groupValueStrings otherwise), nil and empty slices, and extreme numbers.
-func randGroupValueRecord(rng *rand.Rand) coordinator.Record {
+// randStr returns the string drawer of one random record: for three
+// records in four only plain strings (the fast encoders' case), else any
+// of groupValueStrings.
+func randStr(rng *rand.Rand) func() string {
 	plain := rng.IntN(4) > 0
-	str := func() string {
+	return func() string {
 		s := groupValueStrings[rng.IntN(len(groupValueStrings))]
 		if plain && !plainASCII(s) {
 			return "t"
 		}
 		return s
 	}
-	i64 := func() int64 {
-		switch rng.IntN(4) {
-		case 0:
-			return 0
-		case 1:
-			return []int64{math.MinInt64, math.MaxInt64, -1, 1}[rng.IntN(4)]
-		}
-		return rng.Int64N(1<<40) - 1<<39
+}
+
+// randNum draws zero a quarter of the time, one of extremes a quarter,
+// and else a number in [-span/2, span/2).
+func randNum(rng *rand.Rand, extremes []int64, span int64) int64 {
+	switch rng.IntN(4) {
+	case 0:
+		return 0
+	case 1:
+		return extremes[rng.IntN(len(extremes))]
 	}
+	return rng.Int64N(span) - span/2
+}
+
+// randGroupValueRecord is a group, member or assignment record drawn from
+// rng, with plain strings most of the time (pick one per call to
+// groupValueStrings otherwise), nil and empty slices, and extreme numbers.
+func randGroupValueRecord(rng *rand.Rand) coordinator.Record {
+	str := randStr(rng)
+	i64 := func() int64 { return randNum(rng, []int64{math.MinInt64, math.MaxInt64, -1, 1}, 1<<40) }
 	i32 := func() int32 {
 		switch rng.IntN(4) {
 		case 0:
