@@ -23,13 +23,7 @@ func TestDatadrivenGroupTargetsOff(t *testing.T) {
 		e := newTestEnv(t)
 		e.targetsOff = true
 		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
-			cmd, ok := testCommands[d.Cmd]
-			if !ok {
-				d.Fatalf(t, "unknown command %q", d.Cmd)
-			}
-			a := newTestArgs(t, d)
-			out := cmd(e, a)
-			a.done()
+			out := e.run(t, d)
 			if got, want := withoutPersist(out), withoutPersist(d.Expected); got != want {
 				t.Errorf("%s: %s: with targets off:\n%s\nexpected (records aside):\n%s", d.Pos, d.Cmd, got, want)
 			}

@@ -61,16 +61,21 @@ func TestDatadriven(t *testing.T) {
 	ddtest.Walk(t, func(t *testing.T, path string) {
 		e := newTestEnv(t)
 		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
-			cmd, ok := testCommands[d.Cmd]
-			if !ok {
-				d.Fatalf(t, "unknown command %q", d.Cmd)
-			}
-			a := newTestArgs(t, d)
-			out := cmd(e, a)
-			a.done()
-			return out
+			return e.run(t, d)
 		})
 	})
+}
+
+// run runs one datadriven command on e and returns what it printed.
+func (e *testEnv) run(t *testing.T, d *datadriven.TestData) string {
+	cmd, ok := testCommands[d.Cmd]
+	if !ok {
+		d.Fatalf(t, "unknown command %q", d.Cmd)
+	}
+	a := newTestArgs(t, d)
+	out := cmd(e, a)
+	a.done()
+	return out
 }
 
 // testCommands holds the datadriven commands; protocol test files add theirs
