@@ -104,19 +104,19 @@ func (g *fleetGroup) lastOutage() outage {
 }
 
 // outageReport describes, for the groups given, their outages that began
-// after killing (when the kill was sent; times are given from killed,
-// when it returned): when the groups noticed, how long their lookups
+// after killed (when the kill was sent; times are given from then): when
+// the groups noticed, how long their lookups
 // took, how long a heartbeat waited in its lane after the lookup, and how
 // long the new coordinator took to answer it; then the group served last,
 // and the lookups' and lanes' counts since stats were reset.
-func (f *fleet) outageReport(groups []*fleetGroup, killing, killed time.Time) string {
+func (f *fleet) outageReport(groups []*fleetGroup, killed time.Time) string {
 	var lost, lookup, queued, answer []time.Duration
 	var lookups []int
 	var last outage
 	var lastName string
 	for _, g := range groups {
 		o := g.lastOutage()
-		if o.lost.Before(killing) || o.served.IsZero() {
+		if o.lost.Before(killed) || o.served.IsZero() {
 			continue
 		}
 		lost = append(lost, o.lost.Sub(killed))

@@ -108,8 +108,8 @@ func testRestart(t *testing.T, bin string, storeArgs ...string) {
 		}()
 	}
 	time.Sleep(time.Second)
+	killed := time.Now() // from the signal: Kill returns once the process is gone
 	srv.Kill()
-	killed := time.Now()
 	close(stop)
 	wg.Wait()
 	acked := 0

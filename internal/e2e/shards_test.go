@@ -95,8 +95,8 @@ func TestShards(t *testing.T) {
 		loadedBefore[i] = loaded(i)
 	}
 	histories := sc.histories()
+	killed := time.Now() // from the signal: Kill returns once the process is gone
 	h.nodes[victim].Kill()
-	killed := time.Now()
 	afterKill := sc.waitServed(ctx, "after the kill")
 	for i := range h.nodes {
 		if i != victim && loaded(i) != loadedBefore[i] {
