@@ -216,6 +216,31 @@ func staleCoordinator(err error, code int16) bool {
 		errors.Is(e, kerr.CoordinatorLoadInProgress)
 }
 
+// staleAddress reports whether an outcome from the broker kgo dials for
+// the coordinator's ID may mean that kgo dials the wrong address: a
+// transport error (the node died and the survivors' Metadata points its
+// ID elsewhere), or NOT_COORDINATOR. A tenure node that stood in for a
+// departed one aliases the departed node's ID to its own address in its
+// Metadata; a member that read that Metadata keeps dialing the stand-in
+// under the old ID once the departed node coordinates again, every
+// lookup names that ID, the stand-in answers NOT_COORDINATOR, and kgo
+// reads Metadata again only every MetadataMaxAge (5 min): a worker was
+// left unserved for the rest of a 13 s chaos run. COORDINATOR_NOT_AVAILABLE
+// and LOAD_IN_PROGRESS come from the right node, which is not ready yet.
+//
+// The caller forces a Metadata refresh. That is cheap at a takeover,
+// when every member of a fleet gets NOT_COORDINATOR once: kgo's
+// ForceMetadataRefresh only queues a trigger (a send that drops when one
+// is queued), its metadata loop runs one request at a time, drains the
+// triggers that came meanwhile and spaces two by 10 ms, so a member asks
+// at most once per answer and never piles up; the member's client tracks
+// no topics, so its Metadata is the broker list only; and a member whose
+// coordinator died (the common takeover) refreshed on the transport
+// error already.
+func staleAddress(err error, code int16) bool {
+	return err != nil || errors.Is(kerr.ErrorForCode(code), kerr.NotCoordinator)
+}
+
 // Requests about the group's offsets go to the coordinator the session
 // heartbeats, too (toCoordinator), not through kgo's coordinator cache:
 // kgo looks its coordinator up on one broker of its choosing and keeps
@@ -263,11 +288,10 @@ func (s *Session) toCoordinator(ctx context.Context, req kmsg.Request, code func
 				return resp, nil
 			}
 			s.forgetCoordinator(id)
-			if err != nil {
-				// As after a failed heartbeat: the survivors'
-				// Metadata points the dead node's ID elsewhere.
+			if staleAddress(err, c) {
 				s.cl.ForceMetadataRefresh()
-			} else {
+			}
+			if err == nil {
 				err = kerr.ErrorForCode(c)
 			}
 			s.log.Debug("request to the group's coordinator failed; finding it again",

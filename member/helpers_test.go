@@ -49,17 +49,18 @@ func startKfakeCluster(t *testing.T, interval time.Duration) *kfake.Cluster {
 	return startKfakeBrokers(t, 1, interval)
 }
 
-// startKfakeBrokers is startKfakeCluster with a number of brokers.
-func startKfakeBrokers(t *testing.T, brokers int, interval time.Duration) *kfake.Cluster {
+// startKfakeBrokers is startKfakeCluster with a number of brokers, and
+// more of kfake's options.
+func startKfakeBrokers(t *testing.T, brokers int, interval time.Duration, opts ...kfake.Opt) *kfake.Cluster {
 	t.Helper()
-	c, err := kfake.NewCluster(
+	c, err := kfake.NewCluster(append([]kfake.Opt{
 		kfake.NumBrokers(brokers),
 		kfake.SeedTopics(testParts, testTopic),
 		kfake.BrokerConfigs(map[string]string{
 			"group.consumer.heartbeat.interval.ms": fmt.Sprint(interval.Milliseconds()),
 			"group.consumer.session.timeout.ms":    fmt.Sprint(testSession.Milliseconds()),
 		}),
-	)
+	}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -278,10 +278,8 @@ func (s *Session) onHeartbeat(now time.Time, r heartbeatResult) {
 			s.log.Debug("heartbeat failed", zap.Error(r.err))
 		}
 		if s.loopCtx.Err() == nil {
-			// A transport error (the coordinator's node died, or is cut
-			// off): kgo keeps the broker's address until its metadata
-			// changes, and the survivors' Metadata points the dead
-			// node's ID at a live one. Reload it now, not at the next
+			// kgo keeps the broker's address until its metadata
+			// changes (staleAddress): reload it now, not at the next
 			// periodic refresh; send found the coordinator stale,
 			// and the next heartbeat finds it again.
 			s.cl.ForceMetadataRefresh()
@@ -291,6 +289,11 @@ func (s *Session) onHeartbeat(now time.Time, r heartbeatResult) {
 	}
 	if err := kerr.ErrorForCode(r.resp.ErrorCode); err != nil {
 		s.log.Info("heartbeat answered with an error", zap.Int32("epoch", r.req.MemberEpoch), zap.Error(err))
+		if staleAddress(nil, r.resp.ErrorCode) && s.loopCtx.Err() == nil {
+			// The broker kgo dials for the coordinator's ID may be
+			// another node under a stale alias (staleAddress).
+			s.cl.ForceMetadataRefresh()
+		}
 	}
 	s.onGrants(r.resp)
 	s.m.Step(now, HeartbeatResponse{Resp: r.resp, Req: r.req})
