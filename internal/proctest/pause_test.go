@@ -2,6 +2,7 @@ package proctest
 
 import (
 	"os"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -13,9 +14,11 @@ import (
 // no more CPU.
 func TestPauseStopsEveryThread(t *testing.T) {
 	if os.Getenv("PROCTEST_SPIN") != "" {
+		var spins atomic.Int64
 		for range 4 {
 			go func() {
 				for {
+					spins.Add(1)
 				}
 			}()
 		}
