@@ -17,7 +17,9 @@ func flagError(fs *flag.FlagSet, err error) error {
 	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: "); ok {
 		name = strings.TrimLeft(name, "-")
 		msg = "unknown flag --" + name
-		if near := closestFlag(fs, name); near != "" {
+		if ours := kafkaFlagNames[name]; ours != "" && fs.Lookup(ours) != nil {
+			msg += "; tenure's name for it is --" + ours
+		} else if near := closestFlag(fs, name); near != "" {
 			msg += "; did you mean --" + near + "?"
 		}
 	} else if name, ok := strings.CutPrefix(msg, "flag needs an argument: "); ok {
@@ -37,6 +39,17 @@ func flagError(fs *flag.FlagSet, err error) error {
 		msg = fmt.Sprintf("invalid value %s for --%s: a boolean flag is --%s (true) or --%s=false", q, name, name, name)
 	}
 	return usagef("%s (see --help)", msg)
+}
+
+// kafkaFlagNames are flags of Kafka's own tools (kafka-topics,
+// kafka-consumer-groups, kafka-acls, kafka-console-producer) that
+// tenure's commands name otherwise: an operator's fingers type them, and no edit distance
+// leads from --bootstrap-server to --brokers.
+var kafkaFlagNames = map[string]string{
+	"bootstrap-server":  "brokers",
+	"bootstrap-servers": "brokers",
+	"bootstrap":         "brokers",
+	"broker-list":       "brokers",
 }
 
 func isDuration(f *flag.Flag) bool {

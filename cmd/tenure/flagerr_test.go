@@ -20,6 +20,8 @@ func TestFlagErrors(t *testing.T) {
 		{[]string{"worker", "--group"}, []string{"flag --group needs a value"}},
 		{[]string{"worker", "--brokers=x", "--zzzzzzzz"}, []string{"unknown flag --zzzzzzzz"}},
 		{[]string{"groups", "list", "--brokr", "x"}, []string{"unknown flag --brokr", "did you mean --brokers?"}},
+		{[]string{"topics", "list", "--bootstrap-server", "x"}, []string{"unknown flag --bootstrap-server", "tenure's name for it is --brokers"}},
+		{[]string{"groups", "describe", "--bootstrap", "x"}, []string{"unknown flag --bootstrap", "tenure's name for it is --brokers"}},
 		{[]string{"tune", "--seeds", "many"}, []string{`invalid value "many" for --seeds`}},
 		{[]string{"serve", "--enable-pprof=on"}, []string{`invalid value "on" for --enable-pprof`, "--enable-pprof (true) or --enable-pprof=false"}},
 	} {
