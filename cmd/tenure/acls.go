@@ -93,10 +93,6 @@ func setupACLsOut(fs *flag.FlagSet, out io.Writer) func(ctx context.Context, arg
 	fs.StringVar(&f.host, "host", "", "the client `host` (IP address) the ACL is for, or * for any host (add: default *; list, delete: default any)")
 	fs.StringVar(&f.pattern, "resource-pattern-type", "", "literal or prefixed (add, delete: default literal); list and delete also take any (either, by exact name) and match (every ACL that applies to the name) (list: default any)")
 	return func(ctx context.Context, args []string) error {
-		args, err := parseInterleaved(fs, args)
-		if err != nil {
-			return err
-		}
 		f.given = map[string]bool{}
 		fs.Visit(func(fl *flag.Flag) { f.given[fl.Name] = true })
 		if len(args) == 0 {

@@ -19,10 +19,11 @@ func aclsCmd(t *testing.T, args ...string) (string, error) {
 	fs.SetOutput(io.Discard)
 	var out bytes.Buffer
 	runACLs := setupACLsOut(fs, &out)
-	if err := fs.Parse(args); err != nil {
+	pos, err := parseCommandLine(fs, aclsCommand().subs, args, noEnv)
+	if err != nil {
 		return "", err
 	}
-	err := runACLs(context.Background(), fs.Args())
+	err = runACLs(context.Background(), pos)
 	return out.String(), err
 }
 
@@ -106,10 +107,11 @@ func TestACLsBootstrap(t *testing.T) {
 		fs := flag.NewFlagSet("tenure users", flag.ContinueOnError)
 		var out bytes.Buffer
 		runUsers := setupUsersIO(fs, strings.NewReader(stdin), &out, io.Discard, func() (int, bool) { return 0, false })
-		if err := fs.Parse(append(args, "--brokers", addrs[at])); err != nil {
+		pos, err := parseCommandLine(fs, usersCommand().subs, append(args, "--brokers", addrs[at]), noEnv)
+		if err != nil {
 			t.Fatal(err)
 		}
-		err := runUsers(context.Background(), fs.Args())
+		err = runUsers(context.Background(), pos)
 		return out.String(), err
 	}
 	admin, anon := "--brokers="+addrs["ADMIN"], "--brokers="+addrs["ANON"]

@@ -17,6 +17,11 @@ type adminFlags struct {
 	security *clientSecurity
 }
 
+// adminFlagNames are the names of the flags addAdminFlags registers.
+func adminFlagNames() []string {
+	return flagNames(func(fs *flag.FlagSet) { addAdminFlags(fs) })
+}
+
 func addAdminFlags(fs *flag.FlagSet) adminFlags {
 	return adminFlags{
 		brokers:  fs.String("brokers", "127.0.0.1:9092", "comma-separated `host:port` list of the coordinator (or Kafka brokers)"),

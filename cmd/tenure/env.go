@@ -82,7 +82,8 @@ func commandOf(fs *flag.FlagSet) string {
 // environment variable, if that is set. The command line wins over the
 // environment, and the environment over the default. A flag that is
 // another name of a flag (-o of --output) has no variable of its own, and
-// giving it counts as giving the flag it names.
+// giving it counts as giving the flag it names. Another subcommand's flag
+// (foreignFlag) is not set: its variable may be exported for that one.
 func applyEnv(fs *flag.FlagSet, lookup func(string) (string, bool)) error {
 	given := make(map[string]bool)
 	fs.Visit(func(f *flag.Flag) {
@@ -93,7 +94,7 @@ func applyEnv(fs *flag.FlagSet, lookup func(string) (string, bool)) error {
 	})
 	var err error
 	fs.VisitAll(func(f *flag.Flag) {
-		if _, alias := f.Value.(interface{ aliasOf() string }); err != nil || given[f.Name] || alias {
+		if _, alias := f.Value.(interface{ aliasOf() string }); err != nil || given[f.Name] || alias || isForeign(f) {
 			return
 		}
 		v, ok := lookup(flagEnv(fs, f.Name))

@@ -17,8 +17,8 @@ func flagError(fs *flag.FlagSet, err error) error {
 	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: "); ok {
 		name = strings.TrimLeft(name, "-")
 		msg = "unknown flag --" + name
-		if ours := kafkaFlagNames[name]; ours != "" && fs.Lookup(ours) != nil {
-			msg += "; tenure's name for it is --" + ours
+		if ours := fs.Lookup(kafkaFlagNames[name]); ours != nil && !isForeign(ours) {
+			msg += "; tenure's name for it is --" + ours.Name
 		} else if near := closestFlag(fs, name); near != "" {
 			msg += "; did you mean --" + near + "?"
 		}
@@ -69,8 +69,8 @@ func isDuration(f *flag.Flag) bool {
 func closestFlag(fs *flag.FlagSet, name string) string {
 	best, bestD := "", 0
 	fs.VisitAll(func(f *flag.Flag) {
-		if _, alias := f.Value.(interface{ aliasOf() string }); alias {
-			return // -o is in every name; the flag it stands for is offered
+		if _, alias := f.Value.(interface{ aliasOf() string }); alias || isForeign(f) {
+			return // -o is in every name (the flag it stands for is offered); another subcommand's is no typo
 		}
 		d := editDistance(name, f.Name)
 		if strings.Contains(f.Name, name) || strings.Contains(name, f.Name) {

@@ -47,13 +47,26 @@ type groupsSubcommand struct {
 	// help is the subcommand's entry in `tenure groups --help`, one or
 	// more lines of at most 56 characters.
 	help string
+	// reads names the flags of newGroupsCLI (shared by several
+	// subcommands) that the subcommand reads: groupsKafkaFlags for one
+	// that asks the cluster over the Kafka protocol, "admin" for one
+	// that asks the admin API. Its --help lists these and its own, and
+	// any other flag is refused with it.
+	reads []string
 	// setup registers the subcommand's own flags, if any, on fs (the
 	// flag set of `tenure groups`, shared by every subcommand) and
 	// returns the function that runs it. Those flags are refused with
 	// any other subcommand. A name two subcommands register makes the
 	// flag set panic: a flag that several share belongs with --brokers
-	// and --output, in newGroupsCLI.
+	// and --output, in newGroupsCLI, and in their reads.
 	setup func(fs *flag.FlagSet) groupsRun
+}
+
+// groupsKafkaFlags are the flags a subcommand that asks the cluster over
+// the Kafka protocol reads (--brokers, --timeout, TLS, SASL, and
+// --output), and more.
+func groupsKafkaFlags(more ...string) []string {
+	return slices.Concat(adminFlagNames(), []string{"output"}, more)
 }
 
 // groupsRun runs a subcommand on its positional arguments. ctx ends only
@@ -94,21 +107,26 @@ func groupsSubcommands() []groupsSubcommand {
 	}
 }
 
-// groupsSubs is how the help shows the subcommands.
+// groupsSubs are the subcommands as `tenure groups` parses and shows
+// them: each with the shared flags it reads and those its setup
+// registers, found by registering every flag on a flag set of their own.
 func groupsSubs(subs []groupsSubcommand) []subcommand {
+	c := newGroupsCLI(flag.NewFlagSet("tenure groups", flag.ContinueOnError), subs, io.Discard)
 	out := make([]subcommand, len(subs))
 	for i, s := range subs {
-		out[i] = subcommand{name: s.name, args: s.args, help: s.help}
+		out[i] = subcommand{name: s.name, args: s.args, help: s.help, flags: slices.Concat(s.reads, c.own[s.name])}
 	}
 	return out
 }
 
-const groupsHelp = `Flags may come before or after the subcommand. Tables are sorted; -o json
+const groupsHelp = `Flags may come before or after the subcommand; each subcommand takes only
+the flags it reads, which its --help lists. Tables are sorted; -o json
 prints one JSON document instead, of the shape docs/OPERATIONS.md gives for
 each subcommand. Requests go to the group's coordinator, found through any
 node given in --brokers (any node of an HA set); explain and drain use the
 admin API on a node's --http listener (--admin), any node of an HA set too:
-one that does not lead forwards a drain to the leader's --http listener.`
+one that does not lead forwards a drain to the leader's --http listener.
+explain asks the admin API alone, and takes no --brokers, TLS or SASL flag.`
 
 func setupGroups(fs *flag.FlagSet) func(ctx context.Context, args []string) error {
 	return newGroupsCLI(fs, groupsSubcommands(), os.Stdout).run
@@ -117,21 +135,21 @@ func setupGroups(fs *flag.FlagSet) func(ctx context.Context, args []string) erro
 // groupsCLI is `tenure groups` once its flags are registered: the shared
 // flags, and each subcommand's run function and flags.
 type groupsCLI struct {
-	fs       *flag.FlagSet
 	admin    adminFlags
 	output   *outputFormat
 	adminURL *string
 	remove   listFlag
 	subs     []groupsSubcommand
 	runs     []groupsRun
-	// owner maps each subcommand's own flags to the subcommand.
-	owner map[string]string
-	out   io.Writer
+	// own lists the flags each subcommand's setup registered, by
+	// subcommand.
+	own map[string][]string
+	out io.Writer
 }
 
 func newGroupsCLI(fs *flag.FlagSet, subs []groupsSubcommand, out io.Writer) *groupsCLI {
-	c := &groupsCLI{fs: fs, admin: addAdminFlags(fs), output: addOutputFlag(fs), subs: subs, owner: map[string]string{}, out: out}
-	c.adminURL = fs.String("admin", "http://"+defaultHTTP, "explain, drain: `URL` of a node's --http listener (its admin API)")
+	c := &groupsCLI{admin: addAdminFlags(fs), output: addOutputFlag(fs), subs: subs, own: map[string][]string{}, out: out}
+	c.adminURL = fs.String("admin", "http://"+defaultHTTP, "describe, explain, drain: `URL` of a node's --http listener (its admin API)")
 	fs.Var(&c.remove, "remove", "what-if: a `member` (member or instance ID) leaves, or crashes; repeatable, or a comma-separated list. drain: drain this member, then remove it once it holds nothing")
 	for _, s := range subs {
 		known := map[string]bool{}
@@ -139,21 +157,16 @@ func newGroupsCLI(fs *flag.FlagSet, subs []groupsSubcommand, out io.Writer) *gro
 		c.runs = append(c.runs, s.setup(fs))
 		fs.VisitAll(func(f *flag.Flag) {
 			if !known[f.Name] {
-				c.owner[f.Name] = s.name
+				c.own[s.name] = append(c.own[s.name], f.Name)
 			}
 		})
 	}
 	return c
 }
 
+// run runs the subcommand args name on the rest of args, the positional
+// arguments of the command line (parseCommandLine took its flags).
 func (c *groupsCLI) run(ctx context.Context, args []string) error {
-	// Flags after the subcommand (tenure groups describe g --brokers x)
-	// are parsed here; the command line still wins over the environment,
-	// which was applied to unset flags only.
-	args, err := parseInterleaved(c.fs, args)
-	if err != nil {
-		return err
-	}
 	if len(args) == 0 {
 		return usagef("missing subcommand: %s", c.names())
 	}
@@ -177,9 +190,6 @@ func (c *groupsCLI) run(ctx context.Context, args []string) error {
 			return usagef("%s takes one %s, got %q", name, sub.args[0], args)
 		}
 		return usagef("%s takes %s, got %q", name, strings.Join(sub.args, " "), args)
-	}
-	if err := c.checkFlags(name); err != nil {
-		return err
 	}
 	adm, done, err := c.admin.client()
 	if err != nil {
@@ -215,23 +225,6 @@ func (c *groupsCLI) run(ctx context.Context, args []string) error {
 	return writeResult(c.out, *c.output, r)
 }
 
-// checkFlags refuses a flag of another subcommand than sub. A flag whose
-// environment variable is set may have been set from it, for every
-// subcommand alike, and is let through.
-func (c *groupsCLI) checkFlags(sub string) error {
-	var err error
-	c.fs.Visit(func(f *flag.Flag) {
-		owner, ok := c.owner[f.Name]
-		if !ok || owner == sub || err != nil {
-			return
-		}
-		if _, env := os.LookupEnv(flagEnv(c.fs, f.Name)); !env {
-			err = usagef("--%s applies to %s only", f.Name, owner)
-		}
-	})
-	return err
-}
-
 func (c *groupsCLI) names() string {
 	var names []string
 	for _, s := range c.subs {
@@ -240,57 +233,11 @@ func (c *groupsCLI) names() string {
 	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
 }
 
-// parseInterleaved parses flags found anywhere in args and returns the
-// positional arguments, in order. Everything after "--" is positional:
-// member IDs are random and may begin with '-'.
-func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	out := fs.Output()
-	fs.SetOutput(io.Discard) // flagError says it, once
-	defer fs.SetOutput(out)
-	for {
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return nil, helpRequest{before: pos}
-			}
-			return nil, positionalHint(fs, err, pos, args)
-		}
-		rest := fs.Args()
-		if n := len(args) - len(rest); n > 0 && args[n-1] == "--" {
-			return append(pos, rest...), nil
-		}
-		args = rest
-		if len(args) == 0 {
-			return pos, nil
-		}
-		pos, args = append(pos, args[0]), args[1:]
-	}
-}
-
-// positionalHint is flagError's line for an error of fs.Parse, with the
-// way out added when the "unknown flag" is nothing like a flag of fs:
-// most likely a member ID that begins with '-', which only "--" lets
-// through. An argument near a flag's name, or made as flags' names are
-// (lower-case letters and dashes), stays a typo of a flag.
-// pos are the positional arguments before it, to show the command line.
-func positionalHint(fs *flag.FlagSet, err error, pos, args []string) error {
-	name, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: ")
-	if ok && !slices.Contains(args, name) {
-		name = "-" + name // the flag package names --x as -x
-	}
-	word := strings.TrimLeft(name, "-")
-	flagLike := strings.Trim(word, "abcdefghijklmnopqrstuvwxyz-") == "" // as every flag's name is
-	if !ok || flagLike || closestFlag(fs, word) != "" || !slices.Contains(args, name) {
-		return flagError(fs, err)
-	}
-	line := strings.Join(append(append([]string{fs.Name()}, pos...), "--", name), " ")
-	return usagef("unknown flag %s (see --help); an argument that begins with '-', such as a member ID, goes after --: %s", name, line)
-}
-
 func groupsList() groupsSubcommand {
 	return groupsSubcommand{
-		name: "list",
-		help: "every group, with its type (classic or consumer), state\nand protocol type",
+		name:  "list",
+		help:  "every group, with its type (classic or consumer), state\nand protocol type",
+		reads: groupsKafkaFlags(),
 		setup: func(*flag.FlagSet) groupsRun {
 			return func(ctx context.Context, cl groupsClient, _ []string) (result, error) {
 				ctx, cancel := cl.bound(ctx)
@@ -337,9 +284,10 @@ func (l *groupList) writeTable(w io.Writer) {
 
 func groupsOffsets() groupsSubcommand {
 	return groupsSubcommand{
-		name: "offsets",
-		args: []string{"GROUP"},
-		help: "the committed offset of each partition",
+		name:  "offsets",
+		args:  []string{"GROUP"},
+		help:  "the committed offset of each partition",
+		reads: groupsKafkaFlags(),
 		setup: func(*flag.FlagSet) groupsRun {
 			return func(ctx context.Context, cl groupsClient, args []string) (result, error) {
 				ctx, cancel := cl.bound(ctx)
@@ -395,9 +343,10 @@ func (l *offsetList) writeTable(w io.Writer) {
 
 func groupsDelete() groupsSubcommand {
 	return groupsSubcommand{
-		name: "delete",
-		args: []string{"GROUP"},
-		help: "delete a group that has no members, with its offsets",
+		name:  "delete",
+		args:  []string{"GROUP"},
+		help:  "delete a group that has no members, with its offsets",
+		reads: groupsKafkaFlags(),
 		setup: func(*flag.FlagSet) groupsRun {
 			return func(ctx context.Context, cl groupsClient, args []string) (result, error) {
 				ctx, cancel := cl.bound(ctx)

@@ -26,6 +26,8 @@ func groupsDescribe() groupsSubcommand {
 			"and assigned partitions (KIP-848 groups through\n" +
 			"ConsumerGroupDescribe, classic groups through\n" +
 			"DescribeGroups)",
+		// --admin: whether the coordinator keeps its state in memory.
+		reads: groupsKafkaFlags("admin"),
 		setup: func(*flag.FlagSet) groupsRun {
 			return func(ctx context.Context, cl groupsClient, args []string) (result, error) {
 				ctx, cancel := cl.bound(ctx)

@@ -28,6 +28,9 @@ func groupsDrain() groupsSubcommand {
 			"(--remove, with LeaveGroup). Waits for the hand-off\n" +
 			"(--wait) and prints it. MEMBER: a member or instance ID;\n" +
 			"one that begins with '-' goes after --: drain g -- -xYz",
+		// The admin API drains; the Kafka protocol describes the group and
+		// removes a classic member.
+		reads: groupsKafkaFlags("admin", "remove"),
 		setup: func(fs *flag.FlagSet) groupsRun {
 			undo := fs.Bool("undo", false, "drain: let a drained member be assigned partitions again")
 			wait := fs.Bool("wait", true, "drain: wait for the hand-off to finish (bounded by --timeout) and print it")

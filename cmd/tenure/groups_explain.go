@@ -20,6 +20,9 @@ func groupsExplain() groupsSubcommand {
 			"new token, the fewest moves the change needed, and how\n" +
 			"long the moved partitions had no owner. The newest\n" +
 			"--limit entries, or --epoch N with every move",
+		// The admin API alone: no Kafka request, so neither --brokers
+		// nor TLS or SASL.
+		reads: []string{"admin", "timeout", "output"},
 		setup: func(fs *flag.FlagSet) groupsRun {
 			epochN := fs.Int("epoch", 0, "explain: the log entry of this epoch, with every move")
 			limit := fs.Int("limit", 10, "explain: how many of the newest log entries")

@@ -22,17 +22,26 @@ import (
 
 // groupsOut runs `tenure groups ARGS... --brokers broker` as the command
 // line would, flags and all, and returns what it printed, or its error.
+// A subcommand that does not read --brokers (explain) is not given it.
 func groupsOut(t *testing.T, broker string, args ...string) (string, error) {
 	t.Helper()
 	var out bytes.Buffer
 	fs := flag.NewFlagSet("tenure groups", flag.ContinueOnError)
 	cli := newGroupsCLI(fs, groupsSubcommands(), &out)
-	// Before a "--" that ends the flags, if any.
-	at := len(args)
-	if i := slices.Index(args, "--"); i >= 0 {
-		at = i
+	subs := groupsCommand().subs
+	if i := slices.IndexFunc(subs, func(s subcommand) bool { return s.name == args[0] }); i < 0 || subs[i].reads("brokers") {
+		// Before a "--" that ends the flags, if any.
+		at := len(args)
+		if i := slices.Index(args, "--"); i >= 0 {
+			at = i
+		}
+		args = slices.Insert(slices.Clone(args), at, "--brokers", broker)
 	}
-	err := cli.run(context.Background(), slices.Insert(slices.Clone(args), at, "--brokers", broker))
+	pos, err := parseCommandLine(fs, subs, args, noEnv)
+	if err != nil {
+		return "", err
+	}
+	err = cli.run(context.Background(), pos)
 	return out.String(), err
 }
 
@@ -375,7 +384,7 @@ func TestGroupsUsage(t *testing.T) {
 		{"empty brokers", []string{"list", "--brokers", ""}, "--brokers is empty"},
 		{"unknown output", []string{"list", "-o", "yaml"}, `invalid value "yaml" for --o: want table or json`},
 		{"what-if without a group", []string{"what-if", "--add", "1"}, "what-if takes one GROUP"},
-		{"a what-if flag elsewhere", []string{"describe", "g", "--seeds", "2"}, "--seeds applies to what-if only"},
+		{"a what-if flag elsewhere", []string{"describe", "g", "--seeds", "2"}, "unknown flag --seeds for groups describe (it is a flag of groups what-if)"},
 		{"what-if without a change", []string{"what-if", "g"}, "what-if needs a change"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

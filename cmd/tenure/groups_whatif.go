@@ -34,6 +34,7 @@ func groupsWhatIf() groupsSubcommand {
 			"                    proposed\n" +
 			"The protocol does not show the group's timing: give it\n" +
 			"with --current-heartbeat and --current-session.",
+		reads: groupsKafkaFlags("remove"),
 		setup: setupWhatIf,
 	}
 }

@@ -301,7 +301,7 @@ func TestGroupsWhatIf(t *testing.T) {
 			{[]string{"what-if", "whatif", "--add", "-1"}, "want a positive number"},
 			{[]string{"what-if", "whatif", "--session", "3s", "--current-session", "3s", "--current-heartbeat", "300ms"}, "is the current one"},
 			{[]string{"what-if", "whatif", "--add", "1", "--assignor", "sticky"}, `--assignor "sticky": want one of uniform, range, rendezvous`},
-			{[]string{"list", "--add", "1"}, "--add applies to what-if only"},
+			{[]string{"list", "--add", "1"}, "unknown flag --add for groups list (it is a flag of groups what-if)"},
 			{[]string{"what-if", "whatif", "--remove", ""}, "empty list"},
 		} {
 			if _, err := groupsOut(t, broker, tc.args...); err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -63,7 +63,7 @@ func printUsage(w io.Writer, cmds []*command) {
 func printCommandUsage(w io.Writer, c *command, fs *flag.FlagSet) {
 	if len(c.subs) > 0 {
 		fmt.Fprintf(w, "Usage: tenure %s [flags] <subcommand> [arguments]\n\n%s\n", c.name, c.summary)
-		fmt.Fprintf(w, "\nSubcommands (tenure %s <subcommand> --help for one's usage):\n\n%s", c.name, subsHelp(c.subs))
+		fmt.Fprintf(w, "\nSubcommands (tenure %s <subcommand> --help for one's usage and the flags it takes):\n\n%s", c.name, subsHelp(c.subs))
 	} else {
 		fmt.Fprintf(w, "Usage: tenure %s [flags]\n\n%s\n", c.name, c.summary)
 	}
@@ -74,9 +74,9 @@ func printCommandUsage(w io.Writer, c *command, fs *flag.FlagSet) {
 }
 
 // printSubcommandUsage prints the usage of sub, with the flags of its
-// command, which every subcommand shares (a flag of one subcommand says
-// so in its usage).
+// command that it reads (scopeFlags leaves out the others).
 func printSubcommandUsage(w io.Writer, c *command, sub subcommand, fs *flag.FlagSet) {
+	scopeFlags(fs, c.subs, sub)
 	fmt.Fprintf(w, "Usage: tenure %s %s\n\n", c.name, strings.Join(append([]string{sub.name, "[flags]"}, sub.args...), " "))
 	for _, line := range strings.Split(sub.help, "\n") {
 		fmt.Fprintf(w, "  %s\n", line)
@@ -119,6 +119,9 @@ func subNames(subs []subcommand) string {
 func printFlags(w io.Writer, fs *flag.FlagSet) {
 	fmt.Fprintf(w, "\nFlags (environment variable in brackets):\n")
 	fs.VisitAll(func(f *flag.Flag) {
+		if isForeign(f) {
+			return // another subcommand's
+		}
 		if a, ok := f.Value.(interface{ aliasOf() string }); ok {
 			fmt.Fprintf(w, "  -%s\n    \tshort for --%s\n", f.Name, a.aliasOf())
 			return

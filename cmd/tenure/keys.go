@@ -22,9 +22,9 @@ func keysCommand() *command {
 		name:    "keys",
 		summary: "list, rotate and revoke the keys grants are signed with (admin API)",
 		subs: []subcommand{
-			{name: "list", help: "every key: its ID, state, times and public key\n(Ed25519)"},
-			{name: "rotate", help: "a new key is published (pending: it verifies) and,\nafter the nodes' --key-publish-delay, signs every\ngrant; the active one then retires: it still\nverifies, and every member is granted its\npartitions again under the new key within a\nheartbeat. --now: the pending key, or a new one,\nsigns at once (after a compromise)"},
-			{name: "revoke", args: []string{"ID"}, help: "a retired key verifies nothing from now on; a\npending one is cancelled (the active key cannot be\nrevoked: rotate first)"},
+			{name: "list", help: "every key: its ID, state, times and public key\n(Ed25519)", flags: keysFlags()},
+			{name: "rotate", flags: keysFlags("now"), help: "a new key is published (pending: it verifies) and,\nafter the nodes' --key-publish-delay, signs every\ngrant; the active one then retires: it still\nverifies, and every member is granted its\npartitions again under the new key within a\nheartbeat. --now: the pending key, or a new one,\nsigns at once (after a compromise)"},
+			{name: "revoke", args: []string{"ID"}, help: "a retired key verifies nothing from now on; a\npending one is cancelled (the active key cannot be\nrevoked: rotate first)", flags: keysFlags()},
 		},
 		help: `A coordinator signs grants with tenure serve --sign-grants. The keys live in
 its store, shared by every node of an HA set, so any node's --http listener
@@ -41,6 +41,11 @@ write; rotate --now skips the delay.`,
 	}
 }
 
+// keysFlags are the flags every keys subcommand reads, and more.
+func keysFlags(more ...string) []string {
+	return append([]string{"admin", "timeout", "output"}, more...)
+}
+
 func setupKeys(fs *flag.FlagSet) func(ctx context.Context, args []string) error {
 	return setupKeysOut(fs, os.Stdout)
 }
@@ -52,15 +57,12 @@ func setupKeysOut(fs *flag.FlagSet, out io.Writer) func(ctx context.Context, arg
 	output := addOutputFlag(fs)
 	now := fs.Bool("now", false, "rotate: make the pending key, or a new one, sign at once, without the publish delay (after a compromise)")
 	return func(ctx context.Context, args []string) error {
-		args, err := parseInterleaved(fs, args)
-		if err != nil {
-			return err
-		}
 		if len(args) == 0 {
 			return usagef("missing subcommand: list, rotate or revoke")
 		}
 		sub, args := args[0], args[1:]
 		var id epoch.KeyID
+		var err error
 		switch sub {
 		case "list", "rotate":
 			if len(args) != 0 {
@@ -78,9 +80,6 @@ func setupKeysOut(fs *flag.FlagSet, out io.Writer) func(ctx context.Context, arg
 		}
 		if *timeout <= 0 {
 			return usagef("--timeout must be positive")
-		}
-		if *now && sub != "rotate" {
-			return usagef("--now goes with rotate only")
 		}
 		ctx, cancel := context.WithTimeout(ctx, *timeout)
 		defer cancel()

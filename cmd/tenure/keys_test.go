@@ -24,10 +24,11 @@ func runKeys(t *testing.T, args ...string) (string, error) {
 	fs.SetOutput(io.Discard)
 	var out bytes.Buffer
 	runIt := setupKeysOut(fs, &out)
-	if err := fs.Parse(args); err != nil {
+	pos, err := parseCommandLine(fs, keysCommand().subs, args, noEnv)
+	if err != nil {
 		return "", err
 	}
-	err := runIt(context.Background(), fs.Args())
+	err = runIt(context.Background(), pos)
 	return out.String(), err
 }
 
@@ -90,7 +91,7 @@ func TestKeysCommand(t *testing.T) {
 		{[]string{"revoke"}, "takes one key ID"},
 		{[]string{"revoke", "KEY"}, "is not 16 lower-case hex"},
 		{[]string{"list", "--timeout", "0s"}, "--timeout must be positive"},
-		{[]string{"list", "--now"}, "--now goes with rotate only"},
+		{[]string{"list", "--now"}, "unknown flag --now for keys list (it is a flag of keys rotate)"},
 	} {
 		_, err := runKeys(t, c.args...)
 		if _, ok := err.(usageError); !ok || !strings.Contains(err.Error(), c.want) {

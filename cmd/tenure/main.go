@@ -42,6 +42,13 @@ type subcommand struct {
 	args []string
 	// help is one or more lines of at most 56 characters.
 	help string
+	// flags names every flag of the command that the subcommand reads
+	// (-o goes with --output); nil if it reads them all. Its --help lists
+	// these alone, any other is refused with it, naming the subcommands
+	// it belongs to, and only these are set from the environment
+	// (parseCommandLine). TestSubcommandFlags checks that each names a
+	// flag of the command and that each flag has a subcommand.
+	flags []string
 }
 
 // commands lists every subcommand, in the order "tenure help" shows them.
@@ -108,32 +115,28 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	// log to fs.Output() once parsed.
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
-	err := fs.Parse(args[1:])
+	var pos []string
+	var err error
+	if len(cmd.subs) > 0 {
+		// Flags anywhere, each subcommand's own, and its environment.
+		pos, err = parseCommandLine(fs, cmd.subs, args[1:], os.LookupEnv)
+	} else if err = fs.Parse(args[1:]); err == nil {
+		pos, err = fs.Args(), applyEnv(fs, os.LookupEnv)
+	} else if !errors.Is(err, flag.ErrHelp) {
+		err = flagError(fs, err)
+	}
 	fs.SetOutput(stderr)
 	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			printCommandUsage(stdout, cmd, fs)
-			return 0
-		}
-		fmt.Fprintf(stderr, "tenure %s: %v\n", cmd.name, flagError(fs, err))
-		return 2
-	}
-	// tenure groups help [list]: the flags before the subcommand are
-	// parsed, so it comes first.
-	if rest := fs.Args(); len(cmd.subs) > 0 && len(rest) > 0 && rest[0] == "help" {
-		return printHelpOf(stdout, stderr, cmd, fs, rest[1:])
-	}
-	if err := applyEnv(fs, os.LookupEnv); err != nil {
-		fmt.Fprintf(stderr, "tenure %s: %v\n", cmd.name, err)
-		return 2
-	}
-	if err := runCmd(ctx, fs.Args()); err != nil {
 		// --help after a subcommand, or after its arguments: the
 		// positional arguments before it say whose usage it asks for.
 		var help helpRequest
-		if errors.As(err, &help) {
+		if errors.As(err, &help) || errors.Is(err, flag.ErrHelp) {
 			return printHelpOf(stdout, stderr, cmd, fs, help.before)
 		}
+		fmt.Fprintf(stderr, "tenure %s: %v\n", cmd.name, err)
+		return 2
+	}
+	if err := runCmd(ctx, pos); err != nil {
 		// Errors of the command's packages may begin with its name
 		// (sim: bad scenario): once is enough.
 		fmt.Fprintf(stderr, "tenure %s: %s\n", cmd.name, strings.TrimPrefix(err.Error(), cmd.name+": "))

@@ -173,10 +173,11 @@ func TestServeSecure(t *testing.T) {
 		fs := flag.NewFlagSet("users", flag.ContinueOnError)
 		var out bytes.Buffer
 		runUsers := setupUsersIO(fs, strings.NewReader(stdin), &out, io.Discard, func() (int, bool) { return 0, false })
-		if err := fs.Parse(args); err != nil {
+		pos, err := parseCommandLine(fs, usersCommand().subs, args, noEnv)
+		if err != nil {
 			t.Fatal(err)
 		}
-		err := runUsers(context.Background(), fs.Args())
+		err = runUsers(context.Background(), pos)
 		return out.String(), err
 	}
 	if out, err := users("s3cret\n", "add", "alice", "--brokers", addrs["INTERNAL"]); err != nil || out != "alice: added SCRAM-SHA-512\n" {

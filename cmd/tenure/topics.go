@@ -40,10 +40,6 @@ again at the next start). Flags may come before or after the subcommand.`,
 func setupTopics(fs *flag.FlagSet) func(ctx context.Context, args []string) error {
 	admin := addAdminFlags(fs)
 	return func(ctx context.Context, args []string) error {
-		args, err := parseInterleaved(fs, args)
-		if err != nil {
-			return err
-		}
 		if len(args) == 0 {
 			return usagef("missing subcommand: list, create or delete")
 		}

@@ -23,9 +23,9 @@ func usersCommand() *command {
 		name:    "users",
 		summary: "add, list and delete SASL users (SCRAM credentials, Kafka protocol)",
 		subs: []subcommand{
-			{name: "add", args: []string{"NAME"}, help: "add NAME, or change its password, for --mechanism;\nthe password is read from standard input (its first\nline), or asked for twice when standard input is a\nterminal: never from a flag"},
-			{name: "list", help: "every user, with its mechanisms and iterations"},
-			{name: "delete", args: []string{"NAME"}, help: "delete NAME's credential for --mechanism (default:\nevery mechanism NAME has)"},
+			{name: "add", args: []string{"NAME"}, flags: append(adminFlagNames(), "mechanism", "iterations"), help: "add NAME, or change its password, for --mechanism;\nthe password is read from standard input (its first\nline), or asked for twice when standard input is a\nterminal: never from a flag"},
+			{name: "list", help: "every user, with its mechanisms and iterations", flags: adminFlagNames()},
+			{name: "delete", args: []string{"NAME"}, flags: append(adminFlagNames(), "mechanism"), help: "delete NAME's credential for --mechanism (default:\nevery mechanism NAME has)"},
 		},
 		help: `The client derives the salted password (PBKDF2 with a random salt, as kadm
 does) and sends it, not the password; the coordinator keeps only the salt,
@@ -62,10 +62,6 @@ func setupUsersIO(fs *flag.FlagSet, in io.Reader, out, prompt io.Writer, termina
 	mechanism := fs.String("mechanism", "", "add: the SCRAM `mechanism`, SCRAM-SHA-256 or SCRAM-SHA-512 (default SCRAM-SHA-512); delete: the one to delete (default: every one)")
 	iterations := fs.Int("iterations", 4096, "add: PBKDF2 iterations of the salted password, 4096 to 16384 (an unknown user looks like one with 4096 to a SCRAM client: other counts tell users apart from names that are not)")
 	return func(ctx context.Context, args []string) error {
-		args, err := parseInterleaved(fs, args)
-		if err != nil {
-			return err
-		}
 		u := usersCLI{admin: admin, mechanism: *mechanism, iterations: *iterations,
 			in: in, out: out, prompt: prompt, terminal: terminal}
 		return admin.guard(ctx, func(ctx context.Context) error { return u.run(ctx, args) })
