@@ -23,7 +23,11 @@ func flagError(fs *flag.FlagSet, err error) error {
 			msg += "; did you mean --" + near + "?"
 		}
 	} else if name, ok := strings.CutPrefix(msg, "flag needs an argument: "); ok {
-		msg = "flag --" + strings.TrimLeft(name, "-") + " needs a value"
+		name = strings.TrimLeft(name, "-")
+		if f := fs.Lookup(name); f != nil && isForeign(f) {
+			return f.Value.(*foreignFlag).refusal() // its value is beside the point
+		}
+		msg = "flag --" + name + " needs a value"
 	} else if _, rest, ok := strings.Cut(msg, " for flag -"); ok && strings.HasPrefix(msg, "invalid value ") {
 		name, _, _ := strings.Cut(rest, ":")
 		msg = strings.Replace(msg, " for flag -"+name, " for --"+name, 1)

@@ -35,7 +35,7 @@ func parseCommandLine(fs *flag.FlagSet, subs []subcommand, args []string, lookup
 	if !ok {
 		return pos, nil
 	}
-	if err := refuseForeign(fs, sub); err != nil {
+	if err := refuseForeign(fs); err != nil {
 		return nil, err
 	}
 	if err := applyEnv(fs, lookup); err != nil {
@@ -97,7 +97,7 @@ func scopeFlags(fs *flag.FlagSet, subs []subcommand, sub subcommand) {
 		if sub.reads(name) {
 			return
 		}
-		ff := &foreignFlag{Value: f.Value, name: "--" + f.Name}
+		ff := &foreignFlag{Value: f.Value, name: "--" + f.Name, cmd: commandOf(fs), sub: sub.name}
 		if name != f.Name {
 			ff.name = "-" + f.Name
 		}
@@ -118,12 +118,18 @@ func scopeFlags(fs *flag.FlagSet, subs []subcommand, sub subcommand) {
 type foreignFlag struct {
 	flag.Value // the flag's own, which it leaves alone
 	name       string
+	cmd, sub   string   // the command line's
 	owners     []string // the subcommands that read it
 }
 
 func (f *foreignFlag) Set(string) error { return nil }
 
 func (f *foreignFlag) IsBoolFlag() bool { return isBoolFlag(f.Value) }
+
+// refusal is the usage error for giving the flag.
+func (f *foreignFlag) refusal() error {
+	return usagef("unknown flag %s for %s %s (it is a flag of %s %s)", f.name, f.cmd, f.sub, f.cmd, joinAnd(f.owners))
+}
 
 // isForeign reports whether f stands for another subcommand's flag.
 func isForeign(f *flag.Flag) bool {
@@ -132,13 +138,13 @@ func isForeign(f *flag.Flag) bool {
 }
 
 // refuseForeign returns a usage error for the first flag given on the
-// command line (in the order of their names) that sub does not read.
-func refuseForeign(fs *flag.FlagSet, sub subcommand) error {
+// command line (in the order of their names) that its subcommand does not
+// read.
+func refuseForeign(fs *flag.FlagSet) error {
 	var err error
 	fs.Visit(func(f *flag.Flag) {
 		if ff, ok := f.Value.(*foreignFlag); ok && err == nil {
-			cmd := commandOf(fs)
-			err = usagef("unknown flag %s for %s %s (it is a flag of %s %s)", ff.name, cmd, sub.name, cmd, joinAnd(ff.owners))
+			err = ff.refusal()
 		}
 	})
 	return err

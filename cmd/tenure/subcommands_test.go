@@ -170,6 +170,8 @@ func TestForeignFlagRefused(t *testing.T) {
 		// Its variable set does not let the flag through.
 		{args: []string{"groups", "list", "--epoch", "5"}, env: map[string]string{"TENURE_EPOCH": "5"},
 			want: "unknown flag --epoch for groups list (it is a flag of groups explain)"},
+		// Without the value it takes, last.
+		{args: []string{"groups", "describe", "g", "--limit"}, want: "unknown flag --limit for groups describe (it is a flag of groups explain)"},
 		{args: []string{"groups", "describe", "--add", "3", "g"}, want: "unknown flag --add for groups describe (it is a flag of groups what-if)"},
 		{args: []string{"groups", "list", "--admin", "http://127.0.0.1:1"}, want: "unknown flag --admin for groups list (it is a flag of groups describe, explain and drain)"},
 		{args: []string{"groups", "offsets", "g", "--remove", "m"}, want: "unknown flag --remove for groups offsets (it is a flag of groups drain and what-if)"},
