@@ -83,8 +83,8 @@ func (d *describing) MustRegister(cs ...prometheus.Collector) {
 }
 
 // registered returns every metric family a `tenure serve` node of an HA
-// set on embedded etcd serves: the server's, the HA node's and the etcd
-// store's, registered by the real constructors in one registry as serve
+// set on embedded etcd serves: the server's, the HA node's (its format
+// gate's too) and the etcd store's, registered by the real constructors in one registry as serve
 // does, and the embedded etcd's own.
 func registered(t *testing.T) map[string]*family {
 	ctx := testenv.Context(t)
@@ -106,6 +106,9 @@ func registered(t *testing.T) map[string]*family {
 		t.Fatalf("ha.Join: %v", err)
 	}
 	t.Cleanup(func() { node.Close() })
+	if _, err := ha.NewFormatMetrics(reg); err != nil {
+		t.Fatalf("ha.NewFormatMetrics: %v", err)
+	}
 	mem := store.NewMemory()
 	t.Cleanup(func() { mem.Close() })
 	cfg := server.DefaultConfig()

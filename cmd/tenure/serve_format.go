@@ -31,9 +31,8 @@ type formatGate struct {
 	log   *zap.Logger
 	every time.Duration // how often to look without a change of the view
 
-	open   atomic.Bool
-	format prometheus.Gauge
-	behind prometheus.Gauge
+	open atomic.Bool
+	m    *ha.FormatMetrics
 
 	// reported are the nodes behind, by ID, as the last check logged
 	// them (with the format the set was at); run's alone.
@@ -45,25 +44,12 @@ type reportedNode struct{ reads, at int }
 // newFormatGate makes the gate of node and registers its gauges with reg
 // (nil: none).
 func newFormatGate(node *ha.Node, cli *clientv3.Client, prefix string, log *zap.Logger, reg prometheus.Registerer) (*formatGate, error) {
-	g := &formatGate{node: node, cli: cli, opts: []etcdstore.Opt{etcdstore.Prefix(prefix), etcdstore.Logger(log)}, log: log,
-		every: 10 * time.Second, reported: map[int32]reportedNode{},
-		format: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "tenure_store_format",
-			Help: "The store's format as this node last read it (0: not yet): at 6 the groups' values carry the targets of their epoch bumps, which tenures before it cannot read; an HA set is raised to it once every registered node reads it.",
-		}),
-		behind: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "tenure_ha_nodes_behind_format",
-			Help: "Registered nodes of the HA set that do not read the newest store format this node reads (older tenures): while one is registered the store stays at its format; one that registers after the store was raised cannot open it and takes over no group.",
-		}),
+	m, err := ha.NewFormatMetrics(reg)
+	if err != nil {
+		return nil, err
 	}
-	if reg != nil {
-		for _, c := range []prometheus.Collector{g.format, g.behind} {
-			if err := reg.Register(c); err != nil {
-				return nil, err
-			}
-		}
-	}
-	return g, nil
+	return &formatGate{node: node, cli: cli, opts: []etcdstore.Opt{etcdstore.Prefix(prefix), etcdstore.Logger(log)}, log: log,
+		every: 10 * time.Second, reported: map[int32]reportedNode{}, m: m}, nil
 }
 
 // groupTargets is server.Config.GroupTargets.
@@ -120,14 +106,26 @@ func (g *formatGate) check(ctx context.Context) {
 // settle records what a check found: the prefix at format v, and the
 // nodes behind this build's format.
 func (g *formatGate) settle(v int, behind []ha.NodeInfo) {
-	g.format.Set(float64(v))
-	g.behind.Set(float64(len(behind)))
+	g.m.Format.Set(float64(v))
+	g.m.Behind.Set(float64(len(behind)))
 	if v >= etcdstore.TargetsFormat && !g.open.Swap(true) {
 		g.log.Info("store format: group values carry their epoch bumps' targets from now on",
 			zap.Int("format", v), zap.Int("behind", len(behind)))
 	}
 	now := make(map[int32]reportedNode, len(behind))
+	older := 0
 	for _, n := range behind {
+		reads := n.Format
+		if reads == 0 {
+			// Registered by a tenure from before NodeInfo.Format, which
+			// came with format 6: it reads 5 at most.
+			reads = etcdstore.TargetsFormat - 1
+		}
+		// Raised before it registered: its store refuses to open.
+		tooOld := v > reads
+		if tooOld {
+			older++
+		}
 		r := reportedNode{reads: n.Format, at: v}
 		now[n.ID] = r
 		if prev, ok := g.reported[n.ID]; ok && prev == r {
@@ -135,14 +133,7 @@ func (g *formatGate) settle(v int, behind []ha.NodeInfo) {
 		}
 		fields := []zap.Field{zap.Int32("node", n.ID), zap.String("addr", n.Addr), zap.Int("reads", n.Format),
 			zap.Int("store_format", v), zap.Int("this_node_reads", etcdstore.FormatVersion)}
-		reads := n.Format
-		if reads == 0 {
-			// Registered by a tenure from before NodeInfo.Format, which
-			// came with format 6: it reads 5 at most.
-			reads = etcdstore.TargetsFormat - 1
-		}
-		if v > reads {
-			// Raised before it registered: its store refuses to open.
+		if tooOld {
 			g.log.Error("store format: a node of the HA set is older than the store; it cannot open it, and any group or shard it takes over stays offline: upgrade it, or stop it",
 				fields...)
 		} else {
@@ -150,5 +141,6 @@ func (g *formatGate) settle(v int, behind []ha.NodeInfo) {
 				fields...)
 		}
 	}
+	g.m.Older.Set(float64(older))
 	g.reported = now
 }

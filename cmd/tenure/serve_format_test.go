@@ -209,9 +209,12 @@ func TestFormatGateReports(t *testing.T) {
 	if w, e := count(zapcore.WarnLevel), count(zapcore.ErrorLevel); w != 2 || e != 0 || g.groupTargets() {
 		t.Fatalf("at format 5 with an old node: %d warnings, %d errors, open %v", w, e, g.groupTargets())
 	}
+	if b, o := gaugeValue(g.m.Behind), gaugeValue(g.m.Older); b != 1 || o != 0 {
+		t.Fatalf("at format 5 with a node that reads 5: behind %v, older than the store %v; want 1 and 0", b, o)
+	}
 	g.settle(5, nil)
-	if g.groupTargets() || gaugeValue(g.behind) != 0 || gaugeValue(g.format) != 5 {
-		t.Fatalf("at format 5 alone: open %v, gauges %v %v", g.groupTargets(), gaugeValue(g.behind), gaugeValue(g.format))
+	if g.groupTargets() || gaugeValue(g.m.Behind) != 0 || gaugeValue(g.m.Format) != 5 {
+		t.Fatalf("at format 5 alone: open %v, gauges %v %v", g.groupTargets(), gaugeValue(g.m.Behind), gaugeValue(g.m.Format))
 	}
 	g.settle(6, nil)
 	if !g.groupTargets() || logs.FilterMessageSnippet("carry their epoch bumps' targets").Len() != 1 {
@@ -219,14 +222,20 @@ func TestFormatGateReports(t *testing.T) {
 	}
 	g.settle(6, []ha.NodeInfo{old})
 	g.settle(6, []ha.NodeInfo{old})
-	if e := count(zapcore.ErrorLevel); e != 1 || !g.groupTargets() || gaugeValue(g.behind) != 1 {
-		t.Fatalf("an old node after the raise: %d errors, open %v, behind %v", e, g.groupTargets(), gaugeValue(g.behind))
+	if e := count(zapcore.ErrorLevel); e != 1 || !g.groupTargets() || gaugeValue(g.m.Behind) != 1 || gaugeValue(g.m.Older) != 1 {
+		t.Fatalf("an old node after the raise: %d errors, open %v, behind %v, older than the store %v", e, g.groupTargets(),
+			gaugeValue(g.m.Behind), gaugeValue(g.m.Older))
 	}
 	// A node that advertises 6 is not behind 6 (FormatReaders would not
 	// list it); one that advertises 5 explicitly is told as the old one.
 	g.settle(6, []ha.NodeInfo{{ID: 8, Format: 5}})
-	if e := count(zapcore.ErrorLevel); e != 2 {
-		t.Fatalf("a node at 5 after the raise: %d errors", e)
+	if e := count(zapcore.ErrorLevel); e != 2 || gaugeValue(g.m.Older) != 1 {
+		t.Fatalf("a node at 5 after the raise: %d errors, older than the store %v", e, gaugeValue(g.m.Older))
+	}
+	// Gone: the gauges say so at the next check.
+	g.settle(6, nil)
+	if b, o := gaugeValue(g.m.Behind), gaugeValue(g.m.Older); b != 0 || o != 0 {
+		t.Fatalf("every node reads 6: behind %v, older than the store %v", b, o)
 	}
 }
 
