@@ -141,7 +141,7 @@ func (ks *KeySet) Active() (PublicKey, bool) {
 	return PublicKey{}, false
 }
 
-// keyJSON is a key as the admin API and `tenure keys list --json` publish
+// keyJSON is a key as the admin API and `tenure keys list --output json` publish
 // it: what a resource needs to build a [Verifier] (ParseKeySet reads it).
 type keyJSON struct {
 	ID        string     `json:"id"`
@@ -187,7 +187,7 @@ func (ks *KeySet) MarshalJSON() ([]byte, error) {
 }
 
 // ParseKeySet reads a key set in the form MarshalJSON writes (the admin
-// API's GET /api/keys, `tenure keys list --json`). Unknown fields are
+// API's GET /api/keys, `tenure keys list --output json`). Unknown fields are
 // ignored, so that a resource keeps working when the publication grows.
 func ParseKeySet(data []byte) (*KeySet, error) {
 	var in keySetJSON
