@@ -103,3 +103,11 @@ func FoldWait(s *Store, group string) (every int, running bool) {
 // SetFoldHook makes s call hook before each of a fold's transactions,
 // with its index (0: right after the fold read the group).
 func SetFoldHook(s *Store, hook func(txn int)) { s.foldHook = hook }
+
+// LockMirror holds m's lock until unlock, as a Follow waiting for it
+// would; stoppingOpen reports, with the lock held, whether m has begun
+// stopping its followers (Close) while a Follow would still start one.
+func LockMirror(m *Mirror) (stoppingOpen func() bool, unlock func()) {
+	m.mu.Lock()
+	return func() bool { return m.ctx.Err() != nil && m.err == nil }, m.mu.Unlock
+}

@@ -716,11 +716,15 @@ func (g *mirrorGroup) records(k keys, out []coordinator.Record) ([]coordinator.R
 // Close stops following; the mirror's methods fail afterwards, but the
 // records already read stay readable.
 func (m *Mirror) Close() error {
-	m.cancel()
-	m.wg.Wait()
+	// Closed first, under the lock Follow takes: a Follow after it starts
+	// no follower, which the wait below could miss (an Add racing the
+	// Wait) and which would watch on after Close, on a client its owner
+	// closes next.
 	m.mu.Lock()
 	m.err = ErrMirrorClosed
 	m.mu.Unlock()
+	m.cancel()
+	m.wg.Wait()
 	return nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -376,5 +377,40 @@ func TestMirrorSyncTo(t *testing.T) {
 	defer cancel()
 	if rev, err := m.SyncTo(ctx, -1, want+1000); err == nil {
 		t.Fatalf("SyncTo(%d), a revision etcd has not reached, returned %d", want+1000, rev)
+	}
+}
+
+// TestMirrorFollowDuringClose: once Close has begun stopping the
+// followers, a Follow (the standby's pass, still running on a node that
+// shuts down) starts none: a follower started then is one Close's wait
+// may miss (an Add racing the Wait, which sync may panic on, and a watch
+// outliving Close on a client its owner closes next).
+func TestMirrorFollowDuringClose(t *testing.T) {
+	cli := etcd.Client(t)
+	prefix := uniquePrefix(t)
+	openShard(t, cli, prefix, 0, 4)
+	m := openMirror(t, cli, prefix)
+	m.Follow([]int{0, 1})
+	stoppingOpen, unlock := etcdstore.LockMirror(m)
+	closed := make(chan struct{})
+	go func() {
+		defer close(closed)
+		m.Close()
+	}()
+	// Close cannot finish while the lock is held (its followers need it
+	// to end): give it time to get as far as it can.
+	for range 60 {
+		if stoppingOpen() {
+			unlock()
+			<-closed
+			t.Fatal("Close stopped the followers while Follow could still start one")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	unlock()
+	<-closed
+	m.Follow([]int{2, 3})
+	if got := m.Followed(); !slices.Equal(got, []int{0, 1}) {
+		t.Errorf("after Close the mirror follows %v, want [0 1] as before it", got)
 	}
 }
