@@ -19,12 +19,29 @@ import (
 type fleetLoad struct {
 	period  atomic.Int64 // time.Duration; 0: the coordinator's interval
 	commits atomic.Bool
+	// commitEvery, above 1, makes a member commit with every
+	// commitEvery-th of its heartbeats only, the members staggered, as
+	// consumers whose auto-commit interval is longer than their
+	// heartbeat interval do.
+	commitEvery atomic.Int64
 
 	commitsOK   atomic.Int64
 	commitsFail atomic.Int64
 	offset      atomic.Int64 // the offset committed next, fleet-wide
 
 	hbLatency, commitLatency latencyHist
+}
+
+// commitDue reports whether m's heartbeat, about to be sent, takes a
+// commit with it (commits on, and its turn: commitEvery). The lane's lock
+// is held.
+func (l *fleetLoad) commitDue(m *fleetMember) bool {
+	if !l.commits.Load() || len(m.owned) == 0 {
+		return false
+	}
+	m.beats++
+	every := uint64(max(1, l.commitEvery.Load()))
+	return (m.beats+m.seq)%every == 0
 }
 
 // commit sends an OffsetCommit of every partition m owns to node, after

@@ -133,6 +133,8 @@ type fleetMember struct {
 	reported bool          // the coordinator was told owned, subscription and all
 	due      time.Duration // since the fleet's base
 	lastOK   time.Duration // when its last heartbeat was answered, since the fleet's base
+	seq      uint64        // its place in the fleet, which staggers its commits (fleetLoad.commitEvery)
+	beats    uint64        // heartbeats sent with commits on
 }
 
 // fleetLane is a set of members with one connection to each node.
@@ -172,7 +174,7 @@ func newFleet(tb testing.TB, cfg fleetConfig) *fleet {
 		for mi := range cfg.members(gi) {
 			// Member IDs are the client's in KIP-848 v1: unique, 22
 			// characters or more, as a UUID is.
-			m := &fleetMember{g: g, id: fmt.Sprintf("%s-%05d-%03d-0000000000", cfg.prefix, gi, mi)}
+			m := &fleetMember{g: g, id: fmt.Sprintf("%s-%05d-%03d-0000000000", cfg.prefix, gi, mi), seq: uint64(len(all))}
 			g.members = append(g.members, m)
 			all = append(all, m)
 		}
@@ -390,7 +392,7 @@ func (l *fleetLane) send(m *fleetMember, now time.Duration) {
 	if join {
 		l.joins++
 	}
-	if !join && f.load.commits.Load() && len(m.owned) > 0 && l.inFlight < f.cfg.inFlight {
+	if !join && l.inFlight < f.cfg.inFlight && f.load.commitDue(m) {
 		l.commit(m, node, now)
 	}
 }

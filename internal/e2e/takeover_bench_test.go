@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"runtime/debug"
@@ -13,6 +14,11 @@ import (
 
 	"github.com/tenure-dev/tenure/internal/testenv"
 )
+
+// takeoverCommits makes BenchmarkTakeover's members commit, as consumers
+// do: the groups a takeover moves then hold offsets, and keep committing,
+// so that a standby's rebuilt copies are as stale as a real set's.
+var takeoverCommits = flag.Int("e2e.takeover-commits", 0, "BenchmarkTakeover: with N above 0, each member commits its partitions with every Nth heartbeat (staggered) from the join on, and the kill comes N heartbeat intervals later: groups with offsets that keep changing, as consumers' auto-commits make them (0: no commits)")
 
 // BenchmarkTakeover measures what a kill -9 of a coordinating node costs
 // the groups it served: 10,000 groups of 16 raw KIP-848 members (the
@@ -43,7 +49,10 @@ import (
 // give the build before as -e2e.tenure and this tree's as -e2e.baseline
 // (the load generator is this tree's either way). -e2e.profile writes CPU
 // profiles of the survivors and of the load generator, second by second
-// from the kill.
+// from the kill. -e2e.takeover-commits=N has every member commit its
+// partitions with every Nth heartbeat: the dead node's groups then hold
+// offsets and keep changing, so its survivors' standbys restore most of
+// them from the mirror's records rather than resume copies rebuilt ahead.
 //
 // and fails as BenchmarkShards does if a group the dead node did not
 // coordinate moves, or a member is expelled or its epoch goes backwards.
@@ -71,10 +80,19 @@ func BenchmarkTakeover(b *testing.B) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
 			defer cancel()
 			sc, join := startBenchFleet(b, ctx, "BenchmarkTakeover/"+c.name, c.shards, c.bin)
+			if *takeoverCommits > 0 {
+				// Every member commits once a cycle: let a whole cycle
+				// pass, so that every group the kill takes has offsets
+				// and is still committing.
+				sc.f.load.commitEvery.Store(int64(*takeoverCommits))
+				sc.f.load.commits.Store(true)
+				time.Sleep(time.Duration(*takeoverCommits) * benchHeartbeat)
+			}
 			// The members that reported their assignment last are due
 			// again an interval later: let that pass, so that the kill
 			// finds every member heartbeating on its interval.
 			time.Sleep(benchHeartbeat + time.Second)
+			ok0, failed0 := sc.f.load.commitsOK.Load(), sc.f.load.commitsFail.Load()
 			sc.f.check(b)
 			to := sc.killBusiest(b, ctx, "BenchmarkTakeover/"+c.name)
 			sc.f.check(b)
@@ -99,6 +117,10 @@ func BenchmarkTakeover(b *testing.B) {
 			b.Logf("joined in %v; %s; the survivors' terms took %v groups from the standby, %v from the mirror, %v from the store; requests that waited for a load or install: %v served, %v timed out",
 				join.Round(time.Millisecond), to, from["standby"], from["mirror"], from["store"], waits["served"], waits["timeout"])
 			b.Log(to.clients)
+			if *takeoverCommits > 0 {
+				b.Logf("offset commits: %d answered before the kill, %d after it (%d failed or unanswered, the dead node's in flight among them)",
+					ok0, sc.f.load.commitsOK.Load()-ok0, sc.f.load.commitsFail.Load()-failed0)
+			}
 			b.ReportMetric(to.back[len(to.back)-1].Seconds(), "served-max-s")
 			b.ReportMetric(to.back[len(to.back)/2].Seconds(), "served-med-s")
 			b.ReportMetric(benchTTL.Seconds(), "ttl-s")
