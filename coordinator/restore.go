@@ -111,9 +111,51 @@ func Rebuild(name string, cfg *Config, rng *rand.Rand, recs []Record) (*Group, e
 		return nil, err
 	}
 	for tp, o := range rg.offsets {
-		g.offsets.m[tp] = committed{offset: o.Offset, leaderEpoch: o.LeaderEpoch, metadata: o.Metadata, token: o.Token, member: o.MemberID}
+		g.offsets.m[tp] = committedOf(o)
 	}
 	return g, nil
+}
+
+// ErrNotRebuilt is RestoreOffsets' error for a group that is not one
+// Rebuild returned, still to be resumed.
+var ErrNotRebuilt = errors.New("coordinator: not a rebuilt group awaiting its Resume")
+
+// RestoreOffsets replaces the committed offsets of a group Rebuild
+// returned, before its Resume, with those recs hold (the group's
+// OffsetRecords in load order; its other records are skipped): the group
+// is then what Rebuild of its records of now would return, if only its
+// offsets changed since it was rebuilt. A warm standby (package server)
+// gives the copies it rebuilt ahead the offsets committed since, which
+// consumers commit every few seconds, rather than rebuild them whole.
+func (g *Group) RestoreOffsets(recs []Record) error {
+	if g.resume == nil {
+		return ErrNotRebuilt
+	}
+	set := NewRecordSet()
+	for _, r := range recs {
+		o, ok := r.(*OffsetRecord)
+		if !ok {
+			continue
+		}
+		if o.Group != g.name {
+			return fmt.Errorf("%w: an offset of group %q among the records of %q", ErrCorruptRecords, o.Group, g.name)
+		}
+		if err := set.Apply(o); err != nil {
+			return fmt.Errorf("%w: %v", ErrCorruptRecords, err)
+		}
+	}
+	clear(g.offsets.m)
+	if rg := set.groups[g.name]; rg != nil {
+		for tp, o := range rg.offsets {
+			g.offsets.m[tp] = committedOf(o)
+		}
+	}
+	return nil
+}
+
+// committedOf is the offset o restores.
+func committedOf(o *OffsetRecord) committed {
+	return committed{offset: o.Offset, leaderEpoch: o.LeaderEpoch, metadata: o.Metadata, token: o.Token, member: o.MemberID}
 }
 
 // resumeState is what Resume needs of a rebuilt group beyond its members.

@@ -1,6 +1,7 @@
 package coordinator_test
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -114,5 +115,50 @@ func TestRebuildSharesTopicNames(t *testing.T) {
 	}
 	if shared, total := coordinator.TopicStrings(g); total == 0 || shared != total {
 		t.Fatalf("%d of the group's %d topic names share its resolved topic's", shared, total)
+	}
+}
+
+// TestRestoreOffsets checks that a group rebuilt ahead of time whose
+// offsets alone changed since, given the offsets of now with
+// RestoreOffsets and then resumed, is the group Restore makes of the
+// records of now; and that RestoreOffsets refuses a resumed group and
+// another group's offsets.
+func TestRestoreOffsets(t *testing.T) {
+	recs, _ := testgroups.Stable(t, "g")
+	offset := func(p int32, off int64, deleted bool) *coordinator.OffsetRecord {
+		return &coordinator.OffsetRecord{Group: "g", Topic: testgroups.Topic.Name, Partition: p, Offset: off, Token: 3,
+			MemberID: "m", Deleted: deleted}
+	}
+	then := append(slices.Clip(recs), offset(0, 10, false), offset(1, 11, false), offset(2, 12, false))
+	// Since the rebuild: 0 committed again, 1 deleted, 3 committed.
+	later := []coordinator.Record{offset(0, 20, false), offset(1, 0, true), offset(3, 23, false)}
+	now := append(slices.Clip(then), later...)
+	cfg := stableConfig()
+	at := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	want, err := coordinator.Restore("g", &cfg, rand.New(rand.NewPCG(1, 2)), at, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := coordinator.Rebuild("g", &cfg, rand.New(rand.NewPCG(1, 2)), then)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := got.RestoreOffsets(now); err != nil {
+		t.Fatal(err)
+	}
+	got.Step(at, coordinator.Resume{})
+	if got.String() != want.String() || nextTick(got) != nextTick(want) {
+		t.Fatalf("rebuilt, given the offsets of now and resumed:\n%s\nrestored from the records of now:\n%s", got, want)
+	}
+	if err := got.RestoreOffsets(now); !errors.Is(err, coordinator.ErrNotRebuilt) {
+		t.Errorf("RestoreOffsets after Resume: %v, want ErrNotRebuilt", err)
+	}
+	other, err := coordinator.Rebuild("g", &cfg, rand.New(rand.NewPCG(1, 2)), then)
+	if err != nil {
+		t.Fatal(err)
+	}
+	foreign := &coordinator.OffsetRecord{Group: "h", Topic: testgroups.Topic.Name, Partition: 0, Offset: 1}
+	if err := other.RestoreOffsets([]coordinator.Record{foreign}); !errors.Is(err, coordinator.ErrCorruptRecords) {
+		t.Errorf("RestoreOffsets of another group's offset: %v, want ErrCorruptRecords", err)
 	}
 }

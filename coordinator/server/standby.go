@@ -74,10 +74,10 @@ var errNotFollowed = errors.New("server: the standby does not follow the shard")
 // took 15% of a node's CPU in a profile of BenchmarkCapacity's three
 // nodes at 3,000 operations per second, and rebuilding it every 30 s
 // still 6%, for a copy whose offsets were stale again at the next burst,
-// so that a takeover restored the group from the mirror's records anyway.
-// A group that keeps committing is restored so (as any group that changed
-// since its rebuild); one whose commits stopped is rebuilt once they have,
-// and stays warm.
+// A group that keeps committing keeps its copy, and a takeover gives the
+// copy the offsets of now (coordinator.Group.RestoreOffsets: decoding a
+// group's offsets costs a fraction of restoring it whole); one whose
+// commits stopped is rebuilt once they have, and stays current.
 const (
 	standbyInterval     = time.Second
 	standbyBudget       = 2000

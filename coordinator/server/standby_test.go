@@ -26,6 +26,78 @@ import (
 func TestStandbyTakeover(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	p := startStandbyPair(t, ctx)
+	ta := p.term()
+	p.set.setLeader(0)
+	p.na.terms <- ta
+	eventually(t, 5*time.Second, "a to lead", func() bool { return p.a.lead.Load() != nil })
+	ca := dial(t, p.a.addr)
+	ca.roundTrip(metadataRequest(12, "jobs"))
+	var members []standbyMember
+	for g := range 3 {
+		members = append(members, joinStandbyGroup(t, ca, fmt.Sprintf("g%d", g), fmt.Sprintf("member-%d-000000000000000000", g)))
+	}
+	p.waitBuilt(t, 3)
+	// A change the standby has not rebuilt yet: it rebuilds a group once
+	// its records have stayed the same for a second.
+	members = append(members, joinStandbyGroup(t, ca, "g2", "member-late-00000000000000000"))
+	cb := p.handOver(t, ta)
+	for _, m := range members {
+		m.goesOn(t, cb)
+	}
+	standby, fromMirror, loaded := p.b.takeoverSources(t)
+	if loaded != 0 || standby < 2 || standby+fromMirror != 3 {
+		t.Fatalf("the takeover's groups: %v from the standby, %v from the mirror, %v from the store; want every group from the standby but g2, which may come from the mirror, and none from the store",
+			standby, fromMirror, loaded)
+	}
+}
+
+// TestStandbyTakeoverOffsetsOnly: a group whose offsets alone changed
+// since the standby rebuilt it (its members commit every few seconds, so
+// it never stays quiet long enough to be rebuilt again) is taken over
+// from the standby's copy, given the offsets of now, not restored whole
+// from the mirror's records; the new coordinator answers the offsets
+// committed last.
+func TestStandbyTakeoverOffsetsOnly(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	p := startStandbyPair(t, ctx)
+	ta := p.term()
+	p.set.setLeader(0)
+	p.na.terms <- ta
+	eventually(t, 5*time.Second, "a to lead", func() bool { return p.a.lead.Load() != nil })
+	ca := dial(t, p.a.addr)
+	ca.roundTrip(metadataRequest(12, "jobs"))
+	committer := joinStandbyGroup(t, ca, "g0", "member-0-000000000000000000")
+	other := joinStandbyGroup(t, ca, "g1", "member-1-000000000000000000")
+	p.waitBuilt(t, 2)
+	for _, off := range []int64{7, 42} {
+		committer.commit(t, ca, off)
+	}
+	cb := p.handOver(t, ta)
+	for _, m := range []standbyMember{committer, other} {
+		m.goesOn(t, cb)
+	}
+	if standby, fromMirror, loaded := p.b.takeoverSources(t); standby != 2 || fromMirror != 0 || loaded != 0 {
+		t.Fatalf("the takeover's groups: %v from the standby, %v from the mirror, %v from the store; want both from the standby",
+			standby, fromMirror, loaded)
+	}
+	if got := committer.fetch(t, cb); got != 42 {
+		t.Fatalf("the new coordinator answers offset %d for g0, want 42 (the last committed)", got)
+	}
+}
+
+// standbyPair is two servers of a set over one embedded etcd: a, with
+// no standby, and b, whose standby is a Mirror of the store.
+type standbyPair struct {
+	a, b   *testServer
+	na, nb *fakeNode
+	set    *fakeSet
+	term   func() *fakeTerm // a term over a new store of the prefix
+}
+
+func startStandbyPair(t *testing.T, ctx context.Context) *standbyPair {
+	t.Helper()
 	emb, err := embedetcd.Start(ctx, t.TempDir(), zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
@@ -39,8 +111,8 @@ func TestStandbyTakeover(t *testing.T) {
 	}
 	t.Cleanup(func() { mirror.Close() })
 	topics := etcdstore.NewTopics(cli, opts...)
-	set := &fakeSet{leader: -1, nodes: []Node{{ID: 0}, {ID: 1}}}
-	na, nb := set.node(0), set.node(1)
+	p := &standbyPair{set: &fakeSet{leader: -1, nodes: []Node{{ID: 0}, {ID: 1}}}}
+	p.na, p.nb = p.set.node(0), p.set.node(1)
 	start := func(n *fakeNode, sb Standby) *testServer {
 		return startServer(t, func(c *Config) {
 			c.Store = nil
@@ -50,9 +122,9 @@ func TestStandbyTakeover(t *testing.T) {
 			c.Standby = sb
 		})
 	}
-	a, b := start(na, nil), start(nb, mirror)
-	set.advertise(a, b)
-	term := func() *fakeTerm {
+	p.a, p.b = start(p.na, nil), start(p.nb, mirror)
+	p.set.advertise(p.a, p.b)
+	p.term = func() *fakeTerm {
 		st, err := etcdstore.New(ctx, cli, opts...)
 		if err != nil {
 			t.Fatal(err)
@@ -60,71 +132,112 @@ func TestStandbyTakeover(t *testing.T) {
 		t.Cleanup(func() { st.Close() })
 		return newFakeTerm(st)
 	}
+	return p
+}
 
-	ta := term()
-	set.setLeader(0)
-	na.terms <- ta
-	eventually(t, 5*time.Second, "a to lead", func() bool { return a.lead.Load() != nil })
-	ca := dial(t, a.addr)
-	ca.roundTrip(metadataRequest(12, "jobs"))
-	type member struct {
-		group, id string
-		epoch     int32
-		owned     []kmsg.ConsumerGroupHeartbeatRequestTopic
-	}
-	join := func(group, id string) member {
-		r := ca.roundTrip(cgHeartbeat(group, id, 0)).(*kmsg.ConsumerGroupHeartbeatResponse)
-		if r.ErrorCode != 0 || r.Assignment == nil {
-			t.Fatalf("join %s to %s: error %d", id, group, r.ErrorCode)
-		}
-		m := member{group: group, id: id, epoch: r.MemberEpoch, owned: []kmsg.ConsumerGroupHeartbeatRequestTopic{}}
-		for _, tp := range r.Assignment.Topics {
-			m.owned = append(m.owned, kmsg.ConsumerGroupHeartbeatRequestTopic{TopicID: tp.TopicID, Partitions: tp.Partitions})
-		}
-		return m
-	}
-	var members []member
-	for g := range 3 {
-		members = append(members, join(fmt.Sprintf("g%d", g), fmt.Sprintf("member-%d-000000000000000000", g)))
-	}
-	eventually(t, 20*time.Second, "b's standby to rebuild the three groups", func() bool {
-		b.standby.mu.Lock()
-		defer b.standby.mu.Unlock()
-		n := 0
-		for _, bg := range b.standby.built {
+// waitBuilt waits until b's standby holds n groups rebuilt.
+func (p *standbyPair) waitBuilt(t *testing.T, n int) {
+	t.Helper()
+	eventually(t, 20*time.Second, fmt.Sprintf("b's standby to rebuild %d groups", n), func() bool {
+		p.b.standby.mu.Lock()
+		defer p.b.standby.mu.Unlock()
+		built := 0
+		for _, bg := range p.b.standby.built {
 			if bg.g != nil {
-				n++
+				built++
 			}
 		}
-		return n == 3
+		return built == n
 	})
-	// A change the standby has not rebuilt yet: it rebuilds a group once
-	// its records have stayed the same for a second.
-	members = append(members, join("g2", "member-late-00000000000000000"))
-	ta.end()
-	eventually(t, 5*time.Second, "a to drop its groups", func() bool { return a.lead.Load() == nil })
+}
 
-	tb := term()
-	set.setLeader(1)
-	nb.terms <- tb
+// handOver ends a's term ta and has b win the next, and returns a
+// connection to b once b has taken every group over.
+func (p *standbyPair) handOver(t *testing.T, ta *fakeTerm) *rawClient {
+	t.Helper()
+	ta.end()
+	eventually(t, 5*time.Second, "a to drop its groups", func() bool { return p.a.lead.Load() == nil })
+	tb := p.term()
+	p.set.setLeader(1)
+	p.nb.terms <- tb
 	eventually(t, 5*time.Second, "b to lead with every group taken over", func() bool {
-		tm := b.lead.Load()
+		tm := p.b.lead.Load()
 		return tm != nil && tm.groups.pendingCount() == 0
 	})
-	cb := dial(t, b.addr)
-	for _, m := range members {
-		hb := cgHeartbeat(m.group, m.id, m.epoch)
-		hb.Topics = m.owned
-		if r := cb.roundTrip(hb).(*kmsg.ConsumerGroupHeartbeatResponse); r.ErrorCode != 0 || r.MemberEpoch < m.epoch {
-			t.Fatalf("%s of %s on the new leader: error %d epoch %d, want to go on at %d", m.id, m.group, r.ErrorCode, r.MemberEpoch, m.epoch)
+	return dial(t, p.b.addr)
+}
+
+// takeoverSources returns where ts's terms took their groups from.
+func (ts *testServer) takeoverSources(t *testing.T) (standby, mirror, store float64) {
+	t.Helper()
+	return ts.metric(t, "tenure_takeover_groups_total", "from", "standby"),
+		ts.metric(t, "tenure_takeover_groups_total", "from", "mirror"),
+		ts.metric(t, "tenure_takeover_groups_total", "from", "store")
+}
+
+// standbyMember is a KIP-848 member that joined its own group.
+type standbyMember struct {
+	group, id string
+	epoch     int32
+	owned     []kmsg.ConsumerGroupHeartbeatRequestTopic
+}
+
+func joinStandbyGroup(t *testing.T, c *rawClient, group, id string) standbyMember {
+	t.Helper()
+	r := c.roundTrip(cgHeartbeat(group, id, 0)).(*kmsg.ConsumerGroupHeartbeatResponse)
+	if r.ErrorCode != 0 || r.Assignment == nil {
+		t.Fatalf("join %s to %s: error %d", id, group, r.ErrorCode)
+	}
+	m := standbyMember{group: group, id: id, epoch: r.MemberEpoch, owned: []kmsg.ConsumerGroupHeartbeatRequestTopic{}}
+	for _, tp := range r.Assignment.Topics {
+		m.owned = append(m.owned, kmsg.ConsumerGroupHeartbeatRequestTopic{TopicID: tp.TopicID, Partitions: tp.Partitions})
+	}
+	return m
+}
+
+// goesOn checks that m's heartbeat on c goes on at its epoch or later.
+func (m standbyMember) goesOn(t *testing.T, c *rawClient) {
+	t.Helper()
+	hb := cgHeartbeat(m.group, m.id, m.epoch)
+	hb.Topics = m.owned
+	if r := c.roundTrip(hb).(*kmsg.ConsumerGroupHeartbeatResponse); r.ErrorCode != 0 || r.MemberEpoch < m.epoch {
+		t.Fatalf("%s of %s on the new leader: error %d epoch %d, want to go on at %d", m.id, m.group, r.ErrorCode, r.MemberEpoch, m.epoch)
+	}
+}
+
+// commit commits offset off for the first partition m owns, on c.
+func (m standbyMember) commit(t *testing.T, c *rawClient, off int64) {
+	t.Helper()
+	req := kmsg.NewPtrOffsetCommitRequest()
+	req.Version = 9
+	req.Group, req.MemberID, req.Generation = m.group, m.id, m.epoch
+	ct := kmsg.NewOffsetCommitRequestTopic()
+	ct.Topic = "jobs"
+	ct.Partitions = []kmsg.OffsetCommitRequestTopicPartition{{Partition: m.owned[0].Partitions[0], Offset: off, LeaderEpoch: -1}}
+	req.Topics = append(req.Topics, ct)
+	if r := c.roundTrip(req).(*kmsg.OffsetCommitResponse); r.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("%s commits %d to %s: error %d", m.id, off, m.group, r.Topics[0].Partitions[0].ErrorCode)
+	}
+}
+
+// fetch returns the offset c answers for the partition m commits.
+func (m standbyMember) fetch(t *testing.T, c *rawClient) int64 {
+	t.Helper()
+	req := kmsg.NewPtrOffsetFetchRequest()
+	req.Version = 8
+	g := kmsg.NewOffsetFetchRequestGroup()
+	g.Group = m.group
+	req.Groups = append(req.Groups, g)
+	r := c.roundTrip(req).(*kmsg.OffsetFetchResponse)
+	for _, ft := range r.Groups[0].Topics {
+		for _, fp := range ft.Partitions {
+			if fp.Partition == m.owned[0].Partitions[0] {
+				return fp.Offset
+			}
 		}
 	}
-	standby := b.metric(t, "tenure_takeover_groups_total", "from", "standby")
-	fromMirror := b.metric(t, "tenure_takeover_groups_total", "from", "mirror")
-	if loaded := b.metric(t, "tenure_takeover_groups_total", "from", "store"); loaded != 0 || standby < 2 || standby+fromMirror != 3 {
-		t.Fatalf("the takeover's groups: %v from the standby, %v from the mirror, %v from the store; want every group from the standby but g2, which may come from the mirror, and none from the store",
-			standby, fromMirror, loaded)
-	}
+	t.Fatalf("no offset of %s for partition %d: %+v", m.group, m.owned[0].Partitions[0], r.Groups[0])
+	return 0
 }
 
 // recordsSource is a Standby over fixed records: one unsharded group per

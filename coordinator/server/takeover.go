@@ -23,6 +23,7 @@ type takeover struct {
 	tm       *term
 	rev      int64
 	versions map[string]uint64 // read-only once prepared
+	states   map[string]uint64 // the groups' state versions (Standby.StateVersions); read-only once prepared
 	names    []string          // sorted
 
 	mu    sync.Mutex
@@ -69,7 +70,10 @@ func (sb *standby) catchUp(ctx context.Context, tm *term) (int64, error) {
 // installed, waits for the install; any other name is a group the store
 // does not hold.
 func (sb *standby) prepare(tm *term, rev int64) *takeover {
-	to := &takeover{sb: sb, tm: tm, rev: rev, versions: sb.src.Versions(tm.shard)}
+	// States first, as a pass reads them: a state version is at most
+	// the version read after it.
+	states := sb.src.StateVersions(tm.shard)
+	to := &takeover{sb: sb, tm: tm, rev: rev, versions: sb.src.Versions(tm.shard), states: states}
 	sb.mu.Lock()
 	to.built = make(map[string]*builtGroup, len(to.versions))
 	for name := range to.versions {
@@ -165,8 +169,11 @@ var closedChan = func() chan struct{} {
 
 // install installs one claimed group in the term, resumed now: the group
 // rebuilt ahead if it was rebuilt against the records and topics of now,
-// else restored from the mirror's records; a tombstone is left to the
-// store (a request that re-creates the group loads it).
+// or against those but for the offsets committed since (given the
+// offsets of now: consumers commit every few seconds, so a busy group's
+// copy is rarely current in its offsets), else restored from the
+// mirror's records; a tombstone is left to the store (a request that
+// re-creates the group loads it).
 func (to *takeover) install(name string) {
 	defer to.installing.Done()
 	defer to.release(name)
@@ -180,6 +187,9 @@ func (to *takeover) install(name string) {
 	var g *coordinator.Group
 	var err error
 	warm := b != nil && b.version == to.versions[name] && b.topics == gen
+	if !warm && b != nil && b.g != nil && b.topics == gen && b.state == to.states[name] {
+		warm = to.giveOffsets(name, b)
+	}
 	if warm {
 		if b.g == nil {
 			tm.groups.settle(name)
@@ -213,6 +223,20 @@ func (to *takeover) install(name string) {
 	default:
 		to.cold++
 	}
+}
+
+// giveOffsets gives b, rebuilt ahead from records that differ from the
+// mirror's of now in their offsets alone, the offsets of now, and reports
+// whether b is then current; if not (the records no longer read), the
+// group is restored from the mirror's records instead.
+func (to *takeover) giveOffsets(name string, b *builtGroup) bool {
+	recs, _, err := to.sb.src.Group(name)
+	if err != nil || tombstone(recs) || b.g.RestoreOffsets(recs) != nil {
+		return false
+	}
+	// The topics the group names now include its offsets'.
+	b.gone = b.g.UnknownTopics()
+	return true
 }
 
 // topicsMoved tells every group of the term what a topic refresh tells
