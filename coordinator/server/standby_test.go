@@ -27,12 +27,7 @@ func TestStandbyTakeover(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	p := startStandbyPair(t, ctx)
-	ta := p.term()
-	p.set.setLeader(0)
-	p.na.terms <- ta
-	eventually(t, 5*time.Second, "a to lead", func() bool { return p.a.lead.Load() != nil })
-	ca := dial(t, p.a.addr)
-	ca.roundTrip(metadataRequest(12, "jobs"))
+	ta, ca := p.aLeads(t)
 	var members []standbyMember
 	for g := range 3 {
 		members = append(members, joinStandbyGroup(t, ca, fmt.Sprintf("g%d", g), fmt.Sprintf("member-%d-000000000000000000", g)))
@@ -62,12 +57,7 @@ func TestStandbyTakeoverOffsetsOnly(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	p := startStandbyPair(t, ctx)
-	ta := p.term()
-	p.set.setLeader(0)
-	p.na.terms <- ta
-	eventually(t, 5*time.Second, "a to lead", func() bool { return p.a.lead.Load() != nil })
-	ca := dial(t, p.a.addr)
-	ca.roundTrip(metadataRequest(12, "jobs"))
+	ta, ca := p.aLeads(t)
 	committer := joinStandbyGroup(t, ca, "g0", "member-0-000000000000000000")
 	other := joinStandbyGroup(t, ca, "g1", "member-1-000000000000000000")
 	p.waitBuilt(t, 2)
@@ -133,6 +123,19 @@ func startStandbyPair(t *testing.T, ctx context.Context) *standbyPair {
 		return newFakeTerm(st)
 	}
 	return p
+}
+
+// aLeads has a win a term and returns it, with a connection to a that
+// has asked for the metadata of "jobs" (which creates the topic).
+func (p *standbyPair) aLeads(t *testing.T) (*fakeTerm, *rawClient) {
+	t.Helper()
+	ta := p.term()
+	p.set.setLeader(0)
+	p.na.terms <- ta
+	eventually(t, 5*time.Second, "a to lead", func() bool { return p.a.lead.Load() != nil })
+	ca := dial(t, p.a.addr)
+	ca.roundTrip(metadataRequest(12, "jobs"))
+	return ta, ca
 }
 
 // waitBuilt waits until b's standby holds n groups rebuilt.
