@@ -110,9 +110,7 @@ func Rebuild(name string, cfg *Config, rng *rand.Rand, recs []Record) (*Group, e
 	if err != nil {
 		return nil, err
 	}
-	for tp, o := range rg.offsets {
-		g.offsets.m[tp] = committedOf(o)
-	}
+	g.offsets.restore(rg.offsets)
 	return g, nil
 }
 
@@ -144,18 +142,20 @@ func (g *Group) RestoreOffsets(recs []Record) error {
 			return fmt.Errorf("%w: %v", ErrCorruptRecords, err)
 		}
 	}
-	clear(g.offsets.m)
+	var recorded map[TopicPartition]*OffsetRecord
 	if rg := set.groups[g.name]; rg != nil {
-		for tp, o := range rg.offsets {
-			g.offsets.m[tp] = committedOf(o)
-		}
+		recorded = rg.offsets
 	}
+	g.offsets.restore(recorded)
 	return nil
 }
 
-// committedOf is the offset o restores.
-func committedOf(o *OffsetRecord) committed {
-	return committed{offset: o.Offset, leaderEpoch: o.LeaderEpoch, metadata: o.Metadata, token: o.Token, member: o.MemberID}
+// restore makes the table the offsets recorded, and only those.
+func (o *offsetTable) restore(recorded map[TopicPartition]*OffsetRecord) {
+	clear(o.m)
+	for tp, r := range recorded {
+		o.m[tp] = committed{offset: r.Offset, leaderEpoch: r.LeaderEpoch, metadata: r.Metadata, token: r.Token, member: r.MemberID}
+	}
 }
 
 // resumeState is what Resume needs of a rebuilt group beyond its members.

@@ -73,7 +73,7 @@ var errNotFollowed = errors.New("server: the standby does not follow the shard")
 // their members commit together: rebuilding each one after every burst
 // took 15% of a node's CPU in a profile of BenchmarkCapacity's three
 // nodes at 3,000 operations per second, and rebuilding it every 30 s
-// still 6%, for a copy whose offsets were stale again at the next burst,
+// still 6%, for a copy whose offsets were stale again at the next burst.
 // A group that keeps committing keeps its copy, and a takeover gives the
 // copy the offsets of now (coordinator.Group.RestoreOffsets: decoding a
 // group's offsets costs a fraction of restoring it whole); one whose
