@@ -82,13 +82,26 @@ func TestShards(t *testing.T) {
 		v, _ := h.metric(ctx, i, `tenure_takeover_groups_total{from="store"}`)
 		return v
 	}
-	testenv.Eventually(t, 30*time.Second, "every node's standby to follow the shards it may take", func() bool {
+	// The standby's pass sets what it follows once a second, from the
+	// view of the moment: a count unchanged over two passes is one set
+	// after the placement settled, not one on its way there.
+	var counts []float64
+	var steadySince time.Time
+	testenv.Eventually(t, 30*time.Second, "every node's standby to follow the shards it may take, for two passes", func() bool {
+		now := make([]float64, len(h.nodes))
 		for i := range h.nodes {
-			if v, err := h.metric(ctx, i, "tenure_standby_shards"); err != nil || v == 0 || v == testShards {
+			v, err := h.metric(ctx, i, "tenure_standby_shards")
+			if err != nil || v == 0 || v == testShards {
+				counts = nil
 				return false
 			}
+			now[i] = v
 		}
-		return true
+		if !slices.Equal(now, counts) {
+			counts, steadySince = now, time.Now()
+			return false
+		}
+		return time.Since(steadySince) >= 2*time.Second
 	})
 	loadedBefore := map[int]float64{}
 	for i := range h.nodes {
