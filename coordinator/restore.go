@@ -129,7 +129,17 @@ func (g *Group) RestoreOffsets(recs []Record) error {
 	if g.resume == nil {
 		return ErrNotRebuilt
 	}
-	set := NewRecordSet()
+	// Straight into a table sized ahead: a takeover gives every
+	// committing group's copy its offsets of now, and growing maps of
+	// every group's partitions step by step cost more than the rest of
+	// the install.
+	n := 0
+	for _, r := range recs {
+		if _, ok := r.(*OffsetRecord); ok {
+			n++
+		}
+	}
+	m := make(map[TopicPartition]committed, n)
 	for _, r := range recs {
 		o, ok := r.(*OffsetRecord)
 		if !ok {
@@ -138,24 +148,33 @@ func (g *Group) RestoreOffsets(recs []Record) error {
 		if o.Group != g.name {
 			return fmt.Errorf("%w: an offset of group %q among the records of %q", ErrCorruptRecords, o.Group, g.name)
 		}
-		if err := set.Apply(o); err != nil {
-			return fmt.Errorf("%w: %v", ErrCorruptRecords, err)
+		// As RecordSet applies it.
+		tp := TopicPartition{o.Topic, o.Partition}
+		if o.Deleted {
+			delete(m, tp)
+			continue
 		}
+		m[tp] = committedOf(o)
 	}
-	var recorded map[TopicPartition]*OffsetRecord
-	if rg := set.groups[g.name]; rg != nil {
-		recorded = rg.offsets
-	}
-	g.offsets.restore(recorded)
+	g.offsets.m = m
 	return nil
 }
 
 // restore makes the table the offsets recorded, and only those.
 func (o *offsetTable) restore(recorded map[TopicPartition]*OffsetRecord) {
-	clear(o.m)
-	for tp, r := range recorded {
-		o.m[tp] = committed{offset: r.Offset, leaderEpoch: r.LeaderEpoch, metadata: r.Metadata, token: r.Token, member: r.MemberID}
+	if len(recorded) > len(o.m) {
+		o.m = make(map[TopicPartition]committed, len(recorded))
+	} else {
+		clear(o.m)
 	}
+	for tp, r := range recorded {
+		o.m[tp] = committedOf(r)
+	}
+}
+
+// committedOf is what a recorded offset restores to.
+func committedOf(r *OffsetRecord) committed {
+	return committed{offset: r.Offset, leaderEpoch: r.LeaderEpoch, metadata: r.Metadata, token: r.Token, member: r.MemberID}
 }
 
 // resumeState is what Resume needs of a rebuilt group beyond its members.

@@ -51,8 +51,8 @@ var takeoverCommits = flag.Int("e2e.takeover-commits", 0, "BenchmarkTakeover: wi
 // profiles of the survivors and of the load generator, second by second
 // from the kill. -e2e.takeover-commits=N has every member commit its
 // partitions with every Nth heartbeat: the dead node's groups then hold
-// offsets and keep changing, so its survivors' standbys restore most of
-// them from the mirror's records rather than resume copies rebuilt ahead.
+// offsets and keep changing, so the survivors' standbys must give the
+// copies they rebuilt ahead the offsets of now as they install them.
 //
 // and fails as BenchmarkShards does if a group the dead node did not
 // coordinate moves, or a member is expelled or its epoch goes backwards.

@@ -1,6 +1,7 @@
 package etcdstore
 
 import (
+	"fmt"
 	"testing"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -27,5 +28,40 @@ func BenchmarkMirrorApply(b *testing.B) {
 	for b.Loop() {
 		st.applyKV(pk, kvs[i%len(kvs)], uint64(i))
 		i++
+	}
+}
+
+// BenchmarkMirrorGroupRecords measures what a takeover spends reading one
+// committing group's records from the mirror: 64 partitions folded into
+// their keys and 32 batches not yet folded of 4 partitions each, as a
+// group of 16 consumers that each commit their 4 partitions leaves
+// between two folds (a fold comes every 64 batches).
+func BenchmarkMirrorGroupRecords(b *testing.B) {
+	k := newKeys(DefaultPrefix, 5, 48)
+	g := mirrorGroup{offsets: map[string]rawKV{}, batches: map[string]rawKV{}}
+	md := ""
+	rec := func(p int32, off int64) *coordinator.OffsetRecord {
+		return &coordinator.OffsetRecord{Group: "cap-0017", Topic: "bench", Partition: p, Offset: off,
+			LeaderEpoch: -1, Metadata: &md, Token: 1 << 20, MemberID: "hq0F3Jh_gGIwoTygd5badg"}
+	}
+	rev := int64(1000)
+	for p := range int32(64) {
+		g.offsets[k.offset("cap-0017", "bench", p)] = rawKV{rev, []byte(foldedValue(rec(p, 100), rev-1))}
+	}
+	for i := range 32 {
+		rev++
+		var val []byte
+		for j := range int32(4) {
+			p := int32(i%16)*4 + j
+			val = appendBatchLine(val, "bench", p, string(encodeValue(rec(p, 200+int64(i)))))
+		}
+		g.batches[k.offsetBatch("cap-0017", fmt.Sprintf("s1-%d", i))] = rawKV{rev, val}
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		recs, err := g.records(k, "cap-0017", nil)
+		if err != nil || len(recs) != 64 {
+			b.Fatal(len(recs), err)
+		}
 	}
 }

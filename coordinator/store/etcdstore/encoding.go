@@ -605,6 +605,22 @@ func decodeOffset(group, topic string, partition int32, data []byte) (*coordinat
 	}, v.Folded, nil
 }
 
+// checkOffset reports what decodeOffset would about data, without
+// decoding it when it has the shape tenure writes: the error, the fold
+// order, and the record only when the general decoder had to read it
+// (nil otherwise, left to decodeOffset once the value turns out to be
+// needed).
+func checkOffset(group, topic string, partition int32, data []byte) (*coordinator.OffsetRecord, int64, error) {
+	v, ok := scanOffset(data, false)
+	if !ok {
+		return decodeOffset(group, topic, partition, data)
+	}
+	if v.Folded < 0 {
+		return nil, 0, fmt.Errorf("negative fold order %d", v.Folded)
+	}
+	return nil, v.Folded, nil
+}
+
 func decodeGeneration(pk parsedKey, data []byte) (*coordinator.GenerationRecord, error) {
 	var v generationValue
 	if err := unmarshal(data, &v); err != nil {

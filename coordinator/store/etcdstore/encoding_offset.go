@@ -84,7 +84,14 @@ var plainByte = func() (t [256]bool) {
 }()
 
 // decodeOffsetFast decodes data if it has the shape tenure writes.
-func decodeOffsetFast(data []byte) (v offsetValue, ok bool) {
+func decodeOffsetFast(data []byte) (v offsetValue, ok bool) { return scanOffset(data, true) }
+
+// scanOffset reads data as decodeOffsetFast says; with keep false it
+// checks the strings without copying them (v's are left empty), so that
+// checking a value costs no allocation: a read of a group's offsets
+// checks every value of its batches but decodes only the winners'
+// (offsetMerge).
+func scanOffset(data []byte, keep bool) (v offsetValue, ok bool) {
 	d := valueScanner{data: data}
 	if !d.byte('{') {
 		return v, false
@@ -108,17 +115,20 @@ func decodeOffsetFast(data []byte) (v offsetValue, ok bool) {
 			}
 			v.LeaderEpoch = int32(n)
 		case 2:
-			s, ok := d.string()
+			s, ok := d.str(keep)
 			if !ok {
 				return v, false
 			}
-			v.Metadata = &s
+			if keep {
+				md := s // declared here: a pointer taken to s would put it on the heap even when not kept
+				v.Metadata = &md
+			}
 		case 3:
 			if v.Token, ok = d.int(math.MinInt64, math.MaxInt64); !ok {
 				return v, false
 			}
 		case 4:
-			if v.MemberID, ok = d.string(); !ok {
+			if v.MemberID, ok = d.str(keep); !ok {
 				return v, false
 			}
 		case 5:
@@ -196,7 +206,11 @@ func (d *valueScanner) int(lo, hi int64) (int64, bool) {
 }
 
 // string reads a JSON string of printable ASCII without escapes.
-func (d *valueScanner) string() (string, bool) {
+func (d *valueScanner) string() (string, bool) { return d.str(true) }
+
+// str reads a string as string does, returning it only if keep (it
+// allocates).
+func (d *valueScanner) str(keep bool) (string, bool) {
 	if !d.byte('"') {
 		return "", false
 	}
@@ -204,7 +218,10 @@ func (d *valueScanner) string() (string, bool) {
 	for d.i < len(d.data) {
 		switch c := d.data[d.i]; {
 		case c == '"':
-			s := string(d.data[start:d.i])
+			var s string
+			if keep {
+				s = string(d.data[start:d.i])
+			}
 			d.i++
 			return s, true
 		case !plainByte[c]:

@@ -35,9 +35,24 @@ func FuzzDecodeOffset(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
+		// checkOffset, which skips the decoding where it can, says what
+		// decodeOffset says.
+		r, fr, err := decodeOffset("g", "t", 1, data)
+		cr, cfr, cerr := checkOffset("g", "t", 1, data)
+		switch {
+		case (err != nil) != (cerr != nil):
+			t.Fatalf("%q: decodeOffset says %v, checkOffset %v", data, err, cerr)
+		case fr != cfr:
+			t.Fatalf("%q: decodeOffset reads fold order %d, checkOffset %d", data, fr, cfr)
+		case cr != nil && !reflect.DeepEqual(cr, r):
+			t.Fatalf("%q: decodeOffset reads %+v, checkOffset %+v", data, r, cr)
+		}
 		fast, ok := decodeOffsetFast(data)
 		if !ok {
 			return
+		}
+		if _, kept := scanOffset(data, false); !kept {
+			t.Fatalf("%q: the fast path takes it only when it keeps the strings", data)
 		}
 		var slow offsetValue
 		if err := unmarshal(data, &slow); err != nil {

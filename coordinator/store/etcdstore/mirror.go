@@ -639,7 +639,7 @@ func (m *Mirror) Group(name string) ([]coordinator.Record, uint64, error) {
 	if g == nil {
 		return nil, 0, nil
 	}
-	recs, err := g.records(m.keys, nil)
+	recs, err := g.records(m.keys, name, nil)
 	if err != nil {
 		return nil, g.version, err
 	}
@@ -658,7 +658,7 @@ func (m *Mirror) Records(shard int) ([]coordinator.Record, error) {
 	}
 	for _, name := range slices.Sorted(maps.Keys(m.byShard[shard])) {
 		var err error
-		if out, err = m.groups[name].records(m.keys, out); err != nil {
+		if out, err = m.groups[name].records(m.keys, name, out); err != nil {
 			return nil, err
 		}
 	}
@@ -679,13 +679,22 @@ func (m *Mirror) Stats() MirrorStats {
 	return MirrorStats{Loads: m.loads, Resumes: m.resumes, Groups: len(m.groups)}
 }
 
-// records appends g's records in RecordSet's load order, decoding its
-// offsets; a value that does not decode fails the group, naming its key.
-func (g *mirrorGroup) records(k keys, out []coordinator.Record) ([]coordinator.Record, error) {
+var mergePool = sync.Pool{New: func() any { return newOffsetMerge(0) }}
+
+// records appends the records of g, group name's, in RecordSet's load
+// order, decoding its offsets; a value that does not decode fails the
+// group, naming its key.
+func (g *mirrorGroup) records(k keys, name string, out []coordinator.Record) ([]coordinator.Record, error) {
 	for _, key := range slices.Sorted(maps.Keys(g.bad)) {
 		return out, g.bad[key]
 	}
-	gr := groupRecords{group: g.group, offsets: make(offsetMerge, len(g.offsets))}
+	// The merge's table is taken from a pool and given back: a takeover
+	// reads the records of every group, and a table of every group's
+	// partitions, made new for each, was most of what it allocated.
+	merge := mergePool.Get().(*offsetMerge)
+	defer mergePool.Put(merge)
+	defer merge.reset()
+	gr := groupRecords{name: name, group: g.group, offsets: merge}
 	for _, id := range slices.Sorted(maps.Keys(g.members)) {
 		gr.members = append(gr.members, g.members[id])
 	}
@@ -702,15 +711,12 @@ func (g *mirrorGroup) records(k keys, out []coordinator.Record) ([]coordinator.R
 		}
 	}
 	for key, kv := range g.batches {
-		pk, err := k.parse(key)
-		if err == nil {
-			err = gr.offsets.addBatch(pk.group, kv.rev, kv.val)
-		}
+		err := gr.offsets.addBatch(name, kv.rev, kv.val)
 		if err != nil {
 			return out, fmt.Errorf("etcdstore: key %q: %w", key, err)
 		}
 	}
-	return gr.appendRecords(out), nil
+	return gr.appendRecords(out)
 }
 
 // Close stops following; the mirror's methods fail afterwards, but the

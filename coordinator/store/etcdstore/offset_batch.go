@@ -242,49 +242,105 @@ func encodeBatch(entries []batchEntry) []byte {
 	return out
 }
 
-// orderedOffset is a partition's write with its order; rec nil: deleted.
-type orderedOffset struct {
-	order int64
-	rec   *coordinator.OffsetRecord
+// offsetMerge applies the read rule: each partition keeps the write of
+// the highest order. It decodes the winners only: between two folds a
+// committing group's batches name each partition many times over (its 64
+// partitions in up to 256 batches), and decoding every entry cost most
+// of a takeover's time on a fleet that commits. Every value is checked as
+// it is read all the same (checkOffset), so a value that does not decode
+// fails the read wherever it is, as it did when each was decoded.
+type offsetMerge struct {
+	m       map[tp]mergedOffset
+	sc      batchScanner // the batches name the same few topics
+	batches int          // batches read: the stamp that finds a partition a batch names twice
 }
 
-// offsetMerge applies the read rule: each partition keeps the write of
-// the highest order.
-type offsetMerge map[tp]orderedOffset
+// mergedOffset is a partition's write with its order: its value, not
+// decoded yet, or its record, if checking it decoded it; both nil:
+// deleted.
+type mergedOffset struct {
+	order int64
+	val   []byte
+	rec   *coordinator.OffsetRecord
+	batch int // the last batch (offsetMerge.batches) that named the partition
+}
 
-func (m offsetMerge) put(k tp, order int64, rec *coordinator.OffsetRecord) {
-	if cur, ok := m[k]; ok && cur.order > order {
+func newOffsetMerge(n int) *offsetMerge { return &offsetMerge{m: make(map[tp]mergedOffset, n)} }
+
+// reset empties m for another group's read. The scanner keeps the
+// topics it unescaped (a set's groups name the same topics), unless they
+// grew many.
+func (m *offsetMerge) reset() {
+	clear(m.m)
+	m.batches = 0
+	if len(m.sc.topics) > 64 {
+		m.sc.topics = nil
+	}
+}
+
+// put takes k's write of order, unless a write of a higher order holds.
+func (m *offsetMerge) put(k tp, w mergedOffset) {
+	if cur, ok := m.m[k]; ok && cur.order > w.order {
+		cur.batch = w.batch
+		m.m[k] = cur
 		return
 	}
-	m[k] = orderedOffset{order, rec}
+	m.m[k] = w
 }
 
 // addKey takes a partition key's value, written at revision modRev.
-func (m offsetMerge) addKey(group string, k tp, modRev int64, val []byte) error {
-	r, fr, err := decodeOffset(group, k.topic, k.partition, val)
+func (m *offsetMerge) addKey(group string, k tp, modRev int64, val []byte) error {
+	r, fr, err := checkOffset(group, k.topic, k.partition, val)
 	if err != nil {
 		return err
 	}
 	if fr == 0 {
 		fr = modRev
 	}
-	m.put(k, fr, r)
+	m.put(k, mergedOffset{order: fr, val: val, rec: r})
 	return nil
 }
 
-// addBatch takes a batch's value, written at revision modRev.
-func (m offsetMerge) addBatch(group string, modRev int64, val []byte) error {
-	return readBatch(group, val, func(p tp, _ []byte, r *coordinator.OffsetRecord) { m.put(p, modRev, r) })
+// addBatch takes a batch's value, written at revision modRev, checked as
+// readBatch checks it.
+func (m *offsetMerge) addBatch(group string, modRev int64, val []byte) error {
+	m.batches++
+	return m.sc.scan(val, func(p tp, v []byte) error {
+		if cur, ok := m.m[p]; ok && cur.batch == m.batches {
+			return fmt.Errorf("%w: %s/%d twice", errBadBatch, p.topic, p.partition)
+		}
+		w := mergedOffset{order: modRev, val: v, batch: m.batches}
+		if v != nil {
+			r, fr, err := checkOffset(group, p.topic, p.partition, v)
+			switch {
+			case err != nil:
+				return fmt.Errorf("%w: %s/%d: %w", errBadBatch, p.topic, p.partition, err)
+			case fr != 0:
+				return fmt.Errorf("%w: %s/%d: a fold order in a batch", errBadBatch, p.topic, p.partition)
+			}
+			w.rec = r
+		}
+		m.put(p, w)
+		return nil
+	})
 }
 
-// records returns the partitions that hold an offset.
-func (m offsetMerge) records(out []*coordinator.OffsetRecord) []*coordinator.OffsetRecord {
-	for _, o := range m {
-		if o.rec != nil {
-			out = append(out, o.rec)
+// records appends the records of group's partitions that hold an offset.
+func (m *offsetMerge) records(group string, out []*coordinator.OffsetRecord) ([]*coordinator.OffsetRecord, error) {
+	for p, o := range m.m {
+		r := o.rec
+		if r == nil && o.val != nil {
+			var err error
+			if r, _, err = decodeOffset(group, p.topic, p.partition, o.val); err != nil {
+				// It was checked as it was read.
+				return out, fmt.Errorf("etcdstore: group %q: %s/%d: %w", group, p.topic, p.partition, err)
+			}
+		}
+		if r != nil {
+			out = append(out, r)
 		}
 	}
-	return out
+	return out, nil
 }
 
 // foldedValue is r's value with fold order fr: r encoded as Persist

@@ -399,7 +399,7 @@ type groupRecords struct {
 	group       *coordinator.GroupRecord
 	members     []*coordinator.MemberRecord
 	assignments []*coordinator.AssignmentRecord
-	offsets     offsetMerge
+	offsets     *offsetMerge
 	batches     int
 }
 
@@ -443,7 +443,7 @@ func (c *collected) add(k keys, key string, val []byte, modRev int64) error {
 func (c *collected) groupOf(name string) *groupRecords {
 	g := c.groups[name]
 	if g == nil {
-		g = &groupRecords{name: name, offsets: offsetMerge{}}
+		g = &groupRecords{name: name, offsets: newOffsetMerge(0)}
 		c.groups[name] = g
 	}
 	return g
@@ -471,7 +471,10 @@ func (c *collected) records() ([]coordinator.Record, error) {
 		out = append(out, t)
 	}
 	for _, name := range slices.Sorted(maps.Keys(c.groups)) {
-		out = c.groups[name].appendRecords(out)
+		var err error
+		if out, err = c.groups[name].appendRecords(out); err != nil {
+			return nil, err
+		}
 	}
 	return out, nil
 }
@@ -479,7 +482,7 @@ func (c *collected) records() ([]coordinator.Record, error) {
 // appendRecords appends the group's records in RecordSet's load order: a
 // group whose keys hold nothing but offset deletions (batches whose every
 // write was a deletion) has no records.
-func (g *groupRecords) appendRecords(out []coordinator.Record) []coordinator.Record {
+func (g *groupRecords) appendRecords(out []coordinator.Record) ([]coordinator.Record, error) {
 	if g.group != nil {
 		out = append(out, g.group)
 	}
@@ -491,14 +494,17 @@ func (g *groupRecords) appendRecords(out []coordinator.Record) []coordinator.Rec
 	for _, a := range g.assignments {
 		out = append(out, a)
 	}
-	offsets := g.offsets.records(make([]*coordinator.OffsetRecord, 0, len(g.offsets)))
+	offsets, err := g.offsets.records(g.name, make([]*coordinator.OffsetRecord, 0, len(g.offsets.m)))
+	if err != nil {
+		return out, err
+	}
 	slices.SortFunc(offsets, func(a, b *coordinator.OffsetRecord) int {
 		return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
 	})
 	for _, o := range offsets {
 		out = append(out, o)
 	}
-	return out
+	return out, nil
 }
 
 // Close implements store.Store: calls in flight end (a write among them
