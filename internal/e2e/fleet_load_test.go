@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"math/bits"
 	"sync/atomic"
 	"time"
@@ -151,4 +152,19 @@ func latencyQuantile(before, after []int64, q float64) (time.Duration, int64) {
 		}
 	}
 	return latencyUpper(len(after) - 1), total
+}
+
+// latencies describes the round trips counted between two snapshots:
+// their p50, p99 and max (upper bounds) and count.
+func latencies(before, after []int64) string {
+	p50, n := latencyQuantile(before, after, 0.5)
+	p99, _ := latencyQuantile(before, after, 0.99)
+	var top time.Duration
+	for i := len(after) - 1; i >= 0; i-- {
+		if after[i] > before[i] {
+			top = latencyUpper(i)
+			break
+		}
+	}
+	return fmt.Sprintf("%v/%v/%v of %d", p50, p99, top, n)
 }

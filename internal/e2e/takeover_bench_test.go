@@ -93,6 +93,7 @@ func BenchmarkTakeover(b *testing.B) {
 			// finds every member heartbeating on its interval.
 			time.Sleep(benchHeartbeat + time.Second)
 			ok0, failed0 := sc.f.load.commitsOK.Load(), sc.f.load.commitsFail.Load()
+			hl0, cl0 := sc.f.load.hbLatency.snapshot(), sc.f.load.commitLatency.snapshot()
 			sc.f.check(b)
 			to := sc.killBusiest(b, ctx, "BenchmarkTakeover/"+c.name)
 			sc.f.check(b)
@@ -117,6 +118,11 @@ func BenchmarkTakeover(b *testing.B) {
 			b.Logf("joined in %v; %s; the survivors' terms took %v groups from the standby, %v from the mirror, %v from the store; requests that waited for a load or install: %v served, %v timed out",
 				join.Round(time.Millisecond), to, from["standby"], from["mirror"], from["store"], waits["served"], waits["timeout"])
 			b.Log(to.clients)
+			// The round trips from the kill on, of every node: a lane's
+			// answers come in order, so a commit held for its write holds
+			// the heartbeats behind it on the lane's connection.
+			hl1, cl1 := sc.f.load.hbLatency.snapshot(), sc.f.load.commitLatency.snapshot()
+			b.Logf("round trips after the kill (p50/p99/max): heartbeats %s, commits %s", latencies(hl0, hl1), latencies(cl0, cl1))
 			if *takeoverCommits > 0 {
 				b.Logf("offset commits: %d answered before the kill, %d after it (%d failed or unanswered, the dead node's in flight among them)",
 					ok0, sc.f.load.commitsOK.Load()-ok0, sc.f.load.commitsFail.Load()-failed0)
