@@ -94,7 +94,7 @@ func (v *clusterView) runProbe(ctx context.Context, p *peerProbe, every time.Dur
 			if down {
 				v.s.log.Warn("peer probed down: its listener refuses or drops connections",
 					zap.Int32("node", p.node.ID), zap.String("addr", p.node.Addr))
-				v.s.collectBeforeTakeover()
+				v.s.readyForTakeover()
 			} else {
 				v.s.log.Info("peer probed up again", zap.Int32("node", p.node.ID), zap.String("addr", p.node.Addr))
 			}

@@ -26,10 +26,11 @@ import (
 // heap costs a core-second or two).
 const collectEvery = time.Minute
 
-// collectBeforeTakeover runs a garbage collection in the background
-// if this node keeps a standby and did not start one within
+// readyForTakeover gives the standby's copies the offsets of now
+// (standby_refresh.go) and then runs a garbage collection, in the
+// background, if this node keeps a standby and did not start them within
 // collectEvery: a peer was probed down.
-func (s *Server) collectBeforeTakeover() {
+func (s *Server) readyForTakeover() {
 	if s.standby == nil {
 		return
 	}
@@ -44,7 +45,12 @@ func (s *Server) collectBeforeTakeover() {
 		return
 	}
 	go func() {
+		// The refresh first: what it leaves to collect is collected too.
+		refreshed := s.standby.refreshOffsets()
+		refreshedAt := time.Now()
 		runtime.GC()
-		s.log.Debug("collected garbage ahead of a takeover", zap.Duration("took", time.Since(now)))
+		s.log.Info("readied the standby for a takeover: offsets given to its copies, garbage collected",
+			zap.Int("copies_refreshed", refreshed), zap.Duration("refresh_took", refreshedAt.Sub(now)),
+			zap.Duration("gc_took", time.Since(refreshedAt)))
 	}()
 }

@@ -12,12 +12,12 @@ import (
 	"github.com/tenure-dev/tenure/coordinator/store"
 )
 
-// TestCollectBeforeTakeover: when a node that keeps a standby probes a
+// TestReadyForTakeover: when a node that keeps a standby probes a
 // peer down (the leader, killed: its registration stays until its lease
 // expires), it collects garbage then, ahead of the takeover's surge; a
 // node without a standby has no heap of groups to collect and does not;
 // nor does b collect again within collectEvery.
-func TestCollectBeforeTakeover(t *testing.T) {
+func TestReadyForTakeover(t *testing.T) {
 	set := &fakeSet{leader: -1, shared: store.NewMemory(), nodes: []Node{{ID: 0}, {ID: 1}, {ID: 2}}}
 	na, nb, nc := set.node(0), set.node(1), set.node(2)
 	start := func(n *fakeNode, standby bool) (*testServer, *observer.ObservedLogs) {
@@ -48,7 +48,7 @@ func TestCollectBeforeTakeover(t *testing.T) {
 		}
 		return true
 	})
-	const collected = "collected garbage ahead of a takeover"
+	const collected = "readied the standby for a takeover: offsets given to its copies, garbage collected"
 	if n := bLogs.FilterMessage(collected).Len(); n != 0 {
 		t.Fatalf("b collected %d times before any peer was down", n)
 	}
@@ -62,7 +62,7 @@ func TestCollectBeforeTakeover(t *testing.T) {
 	}
 	// A peer probed down again soon after (its probes flap) does not
 	// make b collect again within collectEvery.
-	b.collectBeforeTakeover()
+	b.readyForTakeover()
 	time.Sleep(100 * time.Millisecond)
 	if n := bLogs.FilterMessage(collected).Len(); n != 1 {
 		t.Fatalf("b collected %d times, want 1: twice within %v", n, collectEvery)

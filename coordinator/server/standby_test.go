@@ -77,6 +77,45 @@ func TestStandbyTakeoverOffsetsOnly(t *testing.T) {
 	}
 }
 
+// TestStandbyRefreshOffsets: a standby readied for a takeover (a peer
+// probed down: readyForTakeover) gives the copies whose offsets alone
+// changed since their rebuild the offsets of now, and their versions
+// become the mirror's, so the takeover resumes them as they are and
+// answers the offsets last committed; a copy whose state changed (a
+// member joined) is not one of them.
+func TestStandbyRefreshOffsets(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	p := startStandbyPair(t, ctx)
+	ta, ca := p.aLeads(t)
+	committer := joinStandbyGroup(t, ca, "g0", "member-0-000000000000000000")
+	joinStandbyGroup(t, ca, "g1", "member-1-000000000000000000")
+	p.waitBuilt(t, 2)
+	for _, off := range []int64{7, 42} {
+		committer.commit(t, ca, off)
+	}
+	joinStandbyGroup(t, ca, "g1", "member-2-000000000000000000")
+	sb := p.b.standby
+	if _, err := sb.src.SyncTo(ctx, -1, 0); err != nil {
+		t.Fatal(err)
+	}
+	if n := sb.refreshOffsets(); n != 1 {
+		t.Fatalf("%d copies given the offsets of now, want 1 (g0's; g1's state changed)", n)
+	}
+	want := sb.src.Versions(-1)["g0"]
+	sb.mu.Lock()
+	b := sb.built["g0"]
+	sb.mu.Unlock()
+	if b == nil || b.version != want {
+		t.Fatalf("g0's copy after the refresh: %+v, want version %d", b, want)
+	}
+	cb := p.handOver(t, ta)
+	committer.goesOn(t, cb)
+	if got := committer.fetch(t, cb); got != 42 {
+		t.Fatalf("the new coordinator answers offset %d for g0, want 42 (the last committed)", got)
+	}
+}
+
 // standbyPair is two servers of a set over one embedded etcd: a, with
 // no standby, and b, whose standby is a Mirror of the store.
 type standbyPair struct {
