@@ -247,13 +247,19 @@ func (sb *standby) pass(now, stop time.Time) {
 	sb.mu.Unlock()
 	for _, shard := range shards {
 		if sb.led(shard, now) {
-			sb.mu.Lock()
-			for name, b := range sb.built {
-				if b.shard == shard {
-					delete(sb.built, name)
+			// Dropped once a term serves the shard, not while one loads
+			// it: the load catches the mirror up and then takes them
+			// (prepare), and a pass in between had the takeover restore
+			// every group from the mirror's records.
+			if !sb.s.loadingFlag(shard).Load() {
+				sb.mu.Lock()
+				for name, b := range sb.built {
+					if b.shard == shard {
+						delete(sb.built, name)
+					}
 				}
+				sb.mu.Unlock()
 			}
-			sb.mu.Unlock()
 			continue
 		}
 		// States first: read before the versions and the records, a

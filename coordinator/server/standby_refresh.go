@@ -50,6 +50,9 @@ func (sb *standby) refreshOffsets() int {
 		}
 		sb.mu.Unlock()
 		for _, name := range due {
+			if sb.led(shard, time.Now()) {
+				break // taken over already: the install gives the rest their offsets
+			}
 			if sb.refreshOne(name, versions[name]) {
 				n++
 			}

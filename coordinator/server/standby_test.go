@@ -116,6 +116,31 @@ func TestStandbyRefreshOffsets(t *testing.T) {
 	}
 }
 
+// TestStandbyKeepsCopiesWhileTermLoads: a pass that runs while a term of
+// the shard loads (between the win and prepare, which takes the copies
+// once the mirror caught up) keeps the copies; it dropped them, and the
+// takeover then restored every group from the mirror's records.
+func TestStandbyKeepsCopiesWhileTermLoads(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	p := startStandbyPair(t, ctx)
+	_, ca := p.aLeads(t)
+	joinStandbyGroup(t, ca, "g0", "member-0-000000000000000000")
+	joinStandbyGroup(t, ca, "g1", "member-1-000000000000000000")
+	p.waitBuilt(t, 2)
+	sb := p.b.standby
+	p.b.loadingLead.Store(true)
+	now := time.Now()
+	sb.pass(now, now.Add(standbyPassTime))
+	sb.mu.Lock()
+	kept := len(sb.built)
+	sb.mu.Unlock()
+	p.b.loadingLead.Store(false)
+	if kept != 2 {
+		t.Fatalf("a pass while a term loads kept %d copies, want 2", kept)
+	}
+}
+
 // standbyPair is two servers of a set over one embedded etcd: a, with
 // no standby, and b, whose standby is a Mirror of the store.
 type standbyPair struct {
