@@ -189,6 +189,19 @@ func (sb *standby) shards() []int {
 			out = append(out, shard)
 		}
 	}
+	// A followed shard this node now owns but does not serve yet stays
+	// followed: StandbyShards leaves out the shards a node holds, so a
+	// pass between the win and the takeover's pin dropped the shard and
+	// the takeover loaded the store (TestShards, under load).
+	self, now := sb.s.self().ID, time.Now()
+	for shard := range sb.following {
+		if slices.Contains(out, shard) || sb.s.shardTerm(shard, now) != nil {
+			continue
+		}
+		if o, ok := sb.s.sharded.ShardOwner(shard); ok && o.ID == self {
+			out = append(out, shard)
+		}
+	}
 	slices.Sort(out)
 	f.Follow(out)
 	sb.s.m.standbyShards.Set(float64(len(out)))
