@@ -133,13 +133,7 @@ func TestAliasNamesTheSuccessor(t *testing.T) {
 // owner of most.
 func TestAliasAgreesSharded(t *testing.T) {
 	const count = 6
-	sh := &fakeShards{
-		fakeSet: &fakeSet{leader: -1, shared: store.NewMemory(), nodes: []Node{{ID: 0}, {ID: 1}, {ID: 2}}},
-		count:   count, owners: []int32{-1, -1, -1, -1, -1, -1},
-	}
-	for range count {
-		sh.stores = append(sh.stores, store.NewMemory())
-	}
+	sh := newFakeShards(3, count)
 	var ns []*fakeShardNode
 	var ss []*testServer
 	for id := range int32(3) {

@@ -29,6 +29,20 @@ type fakeShards struct {
 	owners []int32 // -1: none
 }
 
+// newFakeShards is a set of nodes IDs 0 to nodes-1 with count shards,
+// each with a store of its own and no owner.
+func newFakeShards(nodes, count int) *fakeShards {
+	sh := &fakeShards{fakeSet: &fakeSet{leader: -1, shared: store.NewMemory()}, count: count}
+	for i := range nodes {
+		sh.nodes = append(sh.nodes, Node{ID: int32(i)})
+	}
+	for range count {
+		sh.stores = append(sh.stores, store.NewMemory())
+		sh.owners = append(sh.owners, -1)
+	}
+	return sh
+}
+
 type fakeShardNode struct {
 	*fakeNode
 	sh    *fakeShards
@@ -102,13 +116,7 @@ func groupsByShard(count int) []string {
 // shard without an owner is COORDINATOR_NOT_AVAILABLE.
 func TestShardedCluster(t *testing.T) {
 	const count = 4
-	sh := &fakeShards{
-		fakeSet: &fakeSet{leader: -1, shared: store.NewMemory(), nodes: []Node{{ID: 0}, {ID: 1}}},
-		count:   count, owners: []int32{-1, -1, -1, -1},
-	}
-	for range count {
-		sh.stores = append(sh.stores, store.NewMemory())
-	}
+	sh := newFakeShards(2, count)
 	na := &fakeShardNode{fakeNode: sh.node(0), sh: sh, terms: make(chan ShardTerm, count)}
 	nb := &fakeShardNode{fakeNode: sh.node(1), sh: sh, terms: make(chan ShardTerm, count)}
 	start := func(n *fakeShardNode) *testServer {

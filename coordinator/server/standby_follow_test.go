@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/tenure-dev/tenure/coordinator"
-	"github.com/tenure-dev/tenure/coordinator/store"
 )
 
 // successionNode is a fakeShardNode that says which shards it may take
@@ -45,13 +44,7 @@ func (f *followSource) Follow([]int) {}
 // (TestShards failed so under a loaded machine's make test).
 func TestStandbyFollowsShardUntilServed(t *testing.T) {
 	const count = 4
-	sh := &fakeShards{
-		fakeSet: &fakeSet{leader: -1, shared: store.NewMemory(), nodes: []Node{{ID: 0}, {ID: 1}}},
-		count:   count, owners: []int32{-1, -1, -1, -1},
-	}
-	for range count {
-		sh.stores = append(sh.stores, store.NewMemory())
-	}
+	sh := newFakeShards(2, count)
 	n := &successionNode{fakeShardNode: &fakeShardNode{fakeNode: sh.node(0), sh: sh, terms: make(chan ShardTerm, count)}}
 	a := startServer(t, func(c *Config) {
 		c.Store, c.TopicStore, c.Cluster, c.TopicRefresh = nil, sh.shared, n, 50*time.Millisecond

@@ -118,11 +118,8 @@ func readBatch(group string, data []byte, fn func(p tp, val []byte, r *coordinat
 		e := entry{p: p, val: val}
 		if val != nil {
 			r, fr, err := decodeOffset(group, p.topic, p.partition, val)
-			switch {
-			case err != nil:
-				return fmt.Errorf("%w: %s/%d: %w", errBadBatch, p.topic, p.partition, err)
-			case fr != 0:
-				return fmt.Errorf("%w: %s/%d: a fold order in a batch", errBadBatch, p.topic, p.partition)
+			if err := entryErr(p, fr, err); err != nil {
+				return err
 			}
 			e.r = r
 		}
@@ -134,6 +131,18 @@ func readBatch(group string, data []byte, fn func(p tp, val []byte, r *coordinat
 	}
 	for _, e := range entries {
 		fn(e.p, e.val, e.r)
+	}
+	return nil
+}
+
+// entryErr is the error of a batch entry of p whose value read with
+// fold order fr and error err, nil if none: a batch holds no fold order.
+func entryErr(p tp, fr int64, err error) error {
+	switch {
+	case err != nil:
+		return fmt.Errorf("%w: %s/%d: %w", errBadBatch, p.topic, p.partition, err)
+	case fr != 0:
+		return fmt.Errorf("%w: %s/%d: a fold order in a batch", errBadBatch, p.topic, p.partition)
 	}
 	return nil
 }
@@ -312,11 +321,8 @@ func (m *offsetMerge) addBatch(group string, modRev int64, val []byte) error {
 		w := mergedOffset{order: modRev, val: v, batch: m.batches}
 		if v != nil {
 			r, fr, err := checkOffset(group, p.topic, p.partition, v)
-			switch {
-			case err != nil:
-				return fmt.Errorf("%w: %s/%d: %w", errBadBatch, p.topic, p.partition, err)
-			case fr != 0:
-				return fmt.Errorf("%w: %s/%d: a fold order in a batch", errBadBatch, p.topic, p.partition)
+			if err := entryErr(p, fr, err); err != nil {
+				return err
 			}
 			w.rec = r
 		}
