@@ -103,49 +103,73 @@ func (g *fleetGroup) lastOutage() outage {
 	return g.lastOut
 }
 
-// outageReport describes, for the groups given, their outages that began
-// after killed (when the kill was sent; times are given from then): when
-// the groups noticed, how long their lookups
-// took, how long a heartbeat waited in its lane after the lookup, and how
-// long the new coordinator took to answer it; then the group served last,
-// and the lookups' and lanes' counts since stats were reset.
-func (f *fleet) outageReport(groups []*fleetGroup, killed time.Time) string {
-	var lost, lookup, queued, answer []time.Duration
-	var lookups []int
-	var last outage
-	var lastName string
+// outageTimes are the outages of a set of groups that began after a
+// kill, each list sorted: when each group noticed (lost) and when its
+// lookup found the new coordinator (found), from the kill's sending; how
+// long its lookup took (lookup), how long its first heartbeat then waited
+// in its lane (queued), and how long the new coordinator took to answer
+// it (answer); with the group served last.
+type outageTimes struct {
+	lost, found, lookup, queued, answer []time.Duration
+	lookups                             []int
+	last                                outage
+	lastName                            string
+}
+
+// outageTimes gathers the outages of groups that began after killed (when
+// the kill was sent).
+func (f *fleet) outageTimes(groups []*fleetGroup, killed time.Time) outageTimes {
+	var st outageTimes
 	for _, g := range groups {
 		o := g.lastOutage()
 		if o.lost.Before(killed) || o.served.IsZero() {
 			continue
 		}
-		lost = append(lost, o.lost.Sub(killed))
+		st.lost = append(st.lost, o.lost.Sub(killed))
 		if !o.found.IsZero() {
-			lookup = append(lookup, o.found.Sub(o.lost))
+			st.found = append(st.found, o.found.Sub(killed))
+			st.lookup = append(st.lookup, o.found.Sub(o.lost))
 			if !o.sent.IsZero() {
-				queued = append(queued, o.sent.Sub(o.found))
-				answer = append(answer, o.served.Sub(o.sent))
+				st.queued = append(st.queued, o.sent.Sub(o.found))
+				st.answer = append(st.answer, o.served.Sub(o.sent))
 			}
 		}
-		lookups = append(lookups, o.lookups)
-		if o.served.After(last.served) {
-			last, lastName = o, g.name
+		st.lookups = append(st.lookups, o.lookups)
+		if o.served.After(st.last.served) {
+			st.last, st.lastName = o, g.name
 		}
 	}
-	if len(lost) == 0 {
+	for _, ds := range [][]time.Duration{st.lost, st.found, st.lookup, st.queued, st.answer} {
+		slices.Sort(ds)
+	}
+	slices.Sort(st.lookups)
+	return st
+}
+
+// most returns the longest of ds, sorted, or 0.
+func most(ds []time.Duration) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	return ds[len(ds)-1]
+}
+
+// outageReport describes the outages of st, which began after killed:
+// the quantiles of each step, the group served last, and the lookups' and
+// lanes' counts since stats were reset.
+func (f *fleet) outageReport(st outageTimes, killed time.Time) string {
+	if len(st.lost) == 0 {
 		return "the clients saw no outage after the kill"
 	}
 	q := func(ds []time.Duration) string {
 		if len(ds) == 0 {
 			return "-"
 		}
-		slices.Sort(ds)
 		at := func(p float64) time.Duration {
 			return ds[min(len(ds)-1, int(p*float64(len(ds))))].Round(time.Millisecond)
 		}
 		return fmt.Sprintf("%v/%v/%v/%v", at(0.5), at(0.9), at(0.99), ds[len(ds)-1].Round(time.Millisecond))
 	}
-	slices.Sort(lookups)
 	since := func(t time.Time) string {
 		if t.IsZero() {
 			return "-"
@@ -154,9 +178,9 @@ func (f *fleet) outageReport(groups []*fleetGroup, killed time.Time) string {
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "clients' view of %d groups (p50/p90/p99/max): noticed %s after the kill; lookup %s; queued in the lane %s; answered %s; lookups per group %d/%d (p50/max). ",
-		len(lost), q(lost), q(lookup), q(queued), q(answer), lookups[len(lookups)/2], lookups[len(lookups)-1])
+		len(st.lost), q(st.lost), q(st.lookup), q(st.queued), q(st.answer), st.lookups[len(st.lookups)/2], st.lookups[len(st.lookups)-1])
 	fmt.Fprintf(&b, "The last, %s: noticed %s, found %s (%d members waiting), sent %s, served %s after the kill, %d lookups. ",
-		lastName, since(last.lost), since(last.found), last.waiters, since(last.sent), since(last.served), last.lookups)
+		st.lastName, since(st.last.lost), since(st.last.found), st.last.waiters, since(st.last.sent), since(st.last.served), st.last.lookups)
 	fmt.Fprintf(&b, "FindCoordinator attempts without an answer %d (longest %v), lookups answered without a coordinator %d (stale answers asked again %d); longest queue of due members in a lane %d",
 		f.outages.findDown.Load(), time.Duration(f.outages.findDownMax.Load()).Round(time.Millisecond), f.outages.findNone.Load(), f.outages.findStale.Load(), f.outages.readyMax.Load())
 	return b.String()

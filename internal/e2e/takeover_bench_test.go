@@ -37,6 +37,14 @@ var takeoverCommits = flag.Int("e2e.takeover-commits", 0, "BenchmarkTakeover: wi
 //	ttl-s          the election TTL (-e2e.ttl): the dead node's lease
 //	               lives that long, so no group can be served sooner;
 //	               the goal is served-max-s <= ttl-s + 1
+//	found-max-s    from the kill to the last lookup that found the new
+//	               coordinator, of any of those groups
+//	queued-max-s   the longest wait of such a group's first heartbeat after
+//	               its lookup, in its lane behind the lane's other due
+//	               members: the load generator's share, which a stock
+//	               client on a connection of its own does not have
+//	answered-max-s the longest the new coordinator took to answer such a
+//	               heartbeat
 //
 // and logs where the survivors' terms took their groups from
 // (tenure_takeover_groups_total: rebuilt ahead by a warm standby, restored
@@ -130,6 +138,14 @@ func BenchmarkTakeover(b *testing.B) {
 			b.ReportMetric(to.back[len(to.back)-1].Seconds(), "served-max-s")
 			b.ReportMetric(to.back[len(to.back)/2].Seconds(), "served-med-s")
 			b.ReportMetric(benchTTL.Seconds(), "ttl-s")
+			// served-max-s's parts, to tell the load generator's share
+			// from the server's: a group's first heartbeat after its
+			// lookup waits in its lane behind the lane's other due
+			// members, which a stock client, on a connection of its own,
+			// does not.
+			b.ReportMetric(most(to.outages.found).Seconds(), "found-max-s")
+			b.ReportMetric(most(to.outages.queued).Seconds(), "queued-max-s")
+			b.ReportMetric(most(to.outages.answer).Seconds(), "answered-max-s")
 		})
 	}
 }
@@ -196,6 +212,7 @@ type takeover struct {
 	codes    map[string]int64
 	unanswer int64
 	clients  string // the outages as the fleet saw them (outageReport)
+	outages  outageTimes
 }
 
 func (to takeover) String() string {
@@ -289,6 +306,7 @@ func (sc *shardCheck) killBusiest(b *testing.B, ctx context.Context, name string
 		b.Errorf("the kill moved %d groups whose node lived", moved)
 	}
 	to.codes, to.unanswer = f.errorCodes(), f.transport.Load()
-	to.clients = f.outageReport(affected, killed)
+	to.outages = f.outageTimes(affected, killed)
+	to.clients = f.outageReport(to.outages, killed)
 	return to
 }
