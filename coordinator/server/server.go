@@ -10,7 +10,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"go.uber.org/zap"
 
@@ -139,47 +138,9 @@ func New(cfg Config) (*Server, error) {
 		s.topicStore = cfg.Store.(store.TopicStore) // Validate checked
 	}
 	if cfg.Registerer != nil {
-		cfg.Registerer.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "tenure_unowned_partitions",
-			Help: "Partitions of the groups this node coordinates that their members subscribe to and nobody owns, summed over the groups, read at scrape time: during hand-offs, and after a crash until the session expires; a group whose last member was expelled (not left) counts the partitions it committed, until a member joins or leaves.",
-		}, s.unownedPartitions))
-		cfg.Registerer.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "tenure_takeover_awaited_members",
-			Help: "Members of the groups this node coordinates that it restored at a takeover, under the takeover grace, and has not heard from since, read at scrape time: clients still finding their new coordinator after a fail-over.",
-		}, s.awaitedMembers))
+		cfg.Registerer.MustRegister(newGroupSums(s))
 	}
 	return s, nil
-}
-
-// awaitedMembers sums the members restored under the takeover grace and
-// not heard from since, over every loaded group.
-func (s *Server) awaitedMembers() float64 {
-	n := 0
-	for _, tm := range s.ledTerms(time.Now()) {
-		for _, e := range tm.groups.snapshot() {
-			e.mu.Lock()
-			if e.g != nil && !e.gone {
-				n += e.g.Stats().Awaited
-			}
-			e.mu.Unlock()
-		}
-	}
-	return float64(n)
-}
-
-// unownedPartitions sums the unowned partitions of every loaded group.
-func (s *Server) unownedPartitions() float64 {
-	n := 0
-	for _, tm := range s.ledTerms(time.Now()) {
-		for _, e := range tm.groups.snapshot() {
-			e.mu.Lock()
-			if e.g != nil && !e.gone {
-				n += e.g.Stats().Unowned
-			}
-			e.mu.Unlock()
-		}
-	}
-	return float64(n)
 }
 
 // ErrServing is returned by Serve when the Server is already serving or
