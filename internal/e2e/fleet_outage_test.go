@@ -116,9 +116,9 @@ type outageTimes struct {
 	lastName                            string
 }
 
-// outageTimes gathers the outages of groups that began after killed (when
-// the kill was sent).
-func (f *fleet) outageTimes(groups []*fleetGroup, killed time.Time) outageTimes {
+// outageTimesOf gathers the outages of groups that began after killed
+// (when the kill was sent).
+func outageTimesOf(groups []*fleetGroup, killed time.Time) outageTimes {
 	var st outageTimes
 	for _, g := range groups {
 		o := g.lastOutage()

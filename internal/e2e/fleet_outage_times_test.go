@@ -20,7 +20,7 @@ func TestOutageTimes(t *testing.T) {
 		group("before", outage{lost: at(-50), found: at(10), sent: at(20), served: at(30), lookups: 1}),
 		group("unserved", outage{lost: at(200), found: at(5100), sent: at(5200), lookups: 1}),
 	}
-	st := (&fleet{}).outageTimes(groups, kill)
+	st := outageTimesOf(groups, kill)
 	ms := func(ds ...int) []time.Duration {
 		out := make([]time.Duration, len(ds))
 		for i, d := range ds {

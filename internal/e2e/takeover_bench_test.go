@@ -306,7 +306,7 @@ func (sc *shardCheck) killBusiest(b *testing.B, ctx context.Context, name string
 		b.Errorf("the kill moved %d groups whose node lived", moved)
 	}
 	to.codes, to.unanswer = f.errorCodes(), f.transport.Load()
-	to.outages = f.outageTimes(affected, killed)
+	to.outages = outageTimesOf(affected, killed)
 	to.clients = f.outageReport(to.outages, killed)
 	return to
 }
